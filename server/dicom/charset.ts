@@ -1,0 +1,84 @@
+/**
+ * Decodes text values (PN, LO, SH, ...) under Specific Character Set (0008,0005), PS3.3
+ * C.12.1.1.2 and PS3.5 Section 6.1. Without the attribute the default repertoire is ASCII
+ * (ISO-IR 6); we decode such bytes as latin1 so a mislabelled file still yields readable text
+ * instead of replacement characters.
+ */
+
+// WHATWG TextDecoder labels for the single-byte and multi-byte sets PS3.3 Table C.12-2/-4
+// names. ISO_IR 100 is decoded by hand below: the WHATWG "latin1" label means windows-1252,
+// which differs from ISO 8859-1 in 0x80-0x9F.
+const DECODER_LABELS: Readonly<Record<string, string>> = {
+  ISO_IR_101: 'iso-8859-2',
+  ISO_IR_109: 'iso-8859-3',
+  ISO_IR_110: 'iso-8859-4',
+  ISO_IR_144: 'iso-8859-5',
+  ISO_IR_127: 'iso-8859-6',
+  ISO_IR_126: 'iso-8859-7',
+  ISO_IR_138: 'iso-8859-8',
+  ISO_IR_148: 'windows-1254',
+  ISO_IR_166: 'windows-874',
+  ISO_IR_13: 'shift_jis',
+  ISO_IR_192: 'utf-8',
+  GB18030: 'gb18030',
+  GBK: 'gbk',
+  ISO_2022_IR_101: 'iso-8859-2',
+  ISO_2022_IR_109: 'iso-8859-3',
+  ISO_2022_IR_110: 'iso-8859-4',
+  ISO_2022_IR_144: 'iso-8859-5',
+  ISO_2022_IR_127: 'iso-8859-6',
+  ISO_2022_IR_126: 'iso-8859-7',
+  ISO_2022_IR_138: 'iso-8859-8',
+  ISO_2022_IR_148: 'windows-1254',
+  ISO_2022_IR_166: 'windows-874',
+  ISO_2022_IR_13: 'shift_jis',
+};
+
+function decodeLatin1(bytes: Uint8Array): string {
+  let out = '';
+  for (const b of bytes) out += String.fromCharCode(b);
+  return out;
+}
+
+function decodeWith(label: string, bytes: Uint8Array): string {
+  try {
+    return new TextDecoder(label).decode(bytes);
+  } catch {
+    return decodeLatin1(bytes);
+  }
+}
+
+// ISO 2022 escape sequences (PS3.5 6.1.2.5.3) that switch code elements inside a value.
+const ESCAPES = /\x1b(\$\)C|\$B|\$\(D|\(B|\(J|-[A-Za-z]|\$\)A|\$\)G)/g;
+
+/**
+ * `charset` is the raw (0008,0005) value, possibly multi-valued with backslashes.
+ * Code extensions (ISO 2022) are handled for the cases seen in practice: Japanese (IR 87 /
+ * IR 159, decoded as ISO-2022-JP, which understands the same escapes), Korean (IR 149, the
+ * G1 set is EUC-KR once the designator is removed) and single-byte G1 switches. Other
+ * combinations fall back to the first single-byte set after stripping escapes.
+ */
+export function decodeText(bytes: Uint8Array, charset: string | undefined): string {
+  const terms = (charset ?? '')
+    .split('\\')
+    .map((t) => t.trim().replace(/ /g, '_'));
+  const has = (t: string): boolean => terms.includes(t);
+  if (has('ISO_2022_IR_87') || has('ISO_2022_IR_159')) return decodeWith('iso-2022-jp', bytes);
+  if (has('ISO_2022_IR_149')) {
+    const text = decodeLatin1(bytes).replace(ESCAPES, '');
+    const stripped = Uint8Array.from(text, (c) => c.charCodeAt(0));
+    return decodeWith('euc-kr', stripped);
+  }
+  const first = terms.find((t) => t.length > 0);
+  const hasEscapes = bytes.includes(0x1b);
+  const source = hasEscapes
+    ? Uint8Array.from(decodeLatin1(bytes).replace(ESCAPES, ''), (c) => c.charCodeAt(0))
+    : bytes;
+  // A multi-valued set with an empty first value means "ASCII, then extensions" (C.12.1.1.2).
+  const chosen = first ?? 'ISO_IR_6';
+  if (chosen === 'ISO_IR_6' || chosen === 'ISO_2022_IR_6' || chosen === 'ISO_IR_100' || chosen === 'ISO_2022_IR_100') {
+    return decodeLatin1(source);
+  }
+  const label = DECODER_LABELS[chosen];
+  return label ? decodeWith(label, source) : decodeLatin1(source);
+}

@@ -1,0 +1,349 @@
+/**
+ * The import edge for DICOM files: bytes in, one typed `DicomInstance` out, or a plain reason
+ * why not. Nothing downstream reads tags again. Never throws on bad input, because imports
+ * walk folders and discs full of files that are not DICOM, are truncated, or are odd.
+ */
+import { inflateRawSync } from 'node:zlib';
+import { walkElements, type Element, type Elements } from '#server/dicom/data-set.ts';
+import { valueReader, type ValueReader } from '#server/dicom/values.ts';
+import { parseUid, type Uid } from '#server/dicom/uid.ts';
+import {
+  EXPLICIT_VR_BIG_ENDIAN,
+  EXPLICIT_VR_LITTLE_ENDIAN,
+  IMPLICIT_VR_LITTLE_ENDIAN,
+  describeTransferSyntax,
+  findTransferSyntax,
+  type TransferSyntax,
+} from '#server/dicom/transfer-syntax.ts';
+
+export type { Uid };
+
+/** Where the pixel data sits. Offsets index the data set bytes (see `datasetBytes`). */
+export type PixelDataLocation =
+  | { encapsulated: false; offset: number; length: number }
+  | {
+      encapsulated: true;
+      /** Data of each fragment item, in order. */
+      fragments: ReadonlyArray<{ offset: number; length: number }>;
+      /** Offset of each fragment's item tag from the first fragment's item tag (PS3.5 A.4). */
+      fragmentItemOffsets: readonly number[];
+      basicOffsetTable: readonly number[];
+    };
+
+export type DicomInstance = {
+  patientId: string;
+  patientName: string;
+  patientBirthDate: string;
+  patientSex: string;
+  studyInstanceUid: Uid;
+  studyDate: string;
+  studyTime: string;
+  studyDescription: string;
+  accessionNumber: string;
+  seriesInstanceUid: Uid;
+  seriesNumber: number | null;
+  seriesDescription: string;
+  modality: string;
+  bodyPart: string;
+  sopInstanceUid: Uid;
+  sopClassUid: Uid;
+  transferSyntaxUid: Uid;
+  instanceNumber: number | null;
+  imagePositionPatient: [number, number, number] | null;
+  imageOrientationPatient: [number, number, number, number, number, number] | null;
+  /** Row spacing then column spacing, in mm (PS3.3 10.7.1.3). */
+  pixelSpacing: [number, number] | null;
+  sliceThickness: number | null;
+  imageType: string[];
+  rows: number;
+  columns: number;
+  numberOfFrames: number;
+  samplesPerPixel: number;
+  photometricInterpretation: string;
+  bitsAllocated: number;
+  bitsStored: number;
+  highBit: number;
+  pixelRepresentation: 0 | 1;
+  planarConfiguration: 0 | 1;
+  rescaleSlope: number;
+  rescaleIntercept: number;
+  windowCenter: number[];
+  windowWidth: number[];
+  hasPixelData: boolean;
+  /** How the data set was encoded once meta info and guessing are done. */
+  bigEndian: boolean;
+  deflated: boolean;
+  pixelData: PixelDataLocation | null;
+};
+
+export type ParseResult = { ok: true; instance: DicomInstance } | { ok: false; reason: string };
+
+const DICOMDIR_SOP_CLASS = '1.2.840.10008.1.3.10';
+
+const T = {
+  transferSyntax: 'x00020010',
+  mediaSopClass: 'x00020002',
+  charset: 'x00080005',
+  imageType: 'x00080008',
+  sopClass: 'x00080016',
+  sopInstance: 'x00080018',
+  studyDate: 'x00080020',
+  studyTime: 'x00080030',
+  accession: 'x00080050',
+  modality: 'x00080060',
+  studyDescription: 'x00081030',
+  seriesDescription: 'x0008103e',
+  patientName: 'x00100010',
+  patientId: 'x00100020',
+  birthDate: 'x00100030',
+  sex: 'x00100040',
+  bodyPart: 'x00180015',
+  sliceThickness: 'x00180050',
+  studyUid: 'x0020000d',
+  seriesUid: 'x0020000e',
+  seriesNumber: 'x00200011',
+  instanceNumber: 'x00200013',
+  position: 'x00200032',
+  orientation: 'x00200037',
+  samples: 'x00280002',
+  photometric: 'x00280004',
+  planar: 'x00280006',
+  frames: 'x00280008',
+  rows: 'x00280010',
+  columns: 'x00280011',
+  spacing: 'x00280030',
+  bitsAllocated: 'x00280100',
+  bitsStored: 'x00280101',
+  highBit: 'x00280102',
+  pixelRepresentation: 'x00280103',
+  windowCenter: 'x00281050',
+  windowWidth: 'x00281051',
+  intercept: 'x00281052',
+  slope: 'x00281053',
+  pixelData: 'x7fe00010',
+} as const;
+
+type Layout = {
+  /** Bytes the data set lives in: the input, or input with the deflated part inflated. */
+  bytes: Uint8Array;
+  dataSetStart: number;
+  syntax: TransferSyntax;
+  meta: Elements;
+};
+
+const fail = (reason: string): ParseResult => ({ ok: false, reason });
+
+const isUpper = (b: number | undefined): boolean => b !== undefined && b >= 0x41 && b <= 0x5a;
+
+/**
+ * Without File Meta Information (PS3.10 7.1) the encoding must be guessed. The first element of
+ * a real data set has a small even group (0008 usually); reading that group both ways tells the
+ * byte order, and two upper-case letters after the tag mean an explicit VR.
+ */
+function guessEncoding(bytes: Uint8Array): TransferSyntax | null {
+  if (bytes.length < 8) return null;
+  const le = (bytes[0] ?? 0) | ((bytes[1] ?? 0) << 8);
+  const be = ((bytes[0] ?? 0) << 8) | (bytes[1] ?? 0);
+  const explicit = isUpper(bytes[4]) && isUpper(bytes[5]);
+  const plausible = (g: number): boolean => g >= 0x0002 && g <= 0x0010 && g % 2 === 0;
+  if (plausible(le)) {
+    return findTransferSyntax(explicit ? EXPLICIT_VR_LITTLE_ENDIAN : IMPLICIT_VR_LITTLE_ENDIAN) ?? null;
+  }
+  if (plausible(be) && explicit) return findTransferSyntax(EXPLICIT_VR_BIG_ENDIAN) ?? null;
+  return null;
+}
+
+const hasMagic = (bytes: Uint8Array, at: number): boolean =>
+  bytes[at] === 0x44 && bytes[at + 1] === 0x49 && bytes[at + 2] === 0x43 && bytes[at + 3] === 0x4d;
+
+const inflatedCache = new WeakMap<Uint8Array, Uint8Array>();
+
+/** Deflated Explicit VR LE (PS3.5 A.5): everything after the meta group is raw deflate. */
+function inflateFrom(bytes: Uint8Array, start: number): Uint8Array {
+  const cached = inflatedCache.get(bytes);
+  if (cached) return cached;
+  const inflated = inflateRawSync(bytes.subarray(start), { maxOutputLength: 2 ** 31 - 1 });
+  const out = new Uint8Array(start + inflated.length);
+  out.set(bytes.subarray(0, start), 0);
+  out.set(inflated, start);
+  inflatedCache.set(bytes, out);
+  return out;
+}
+
+function layout(bytes: Uint8Array): Layout | { reason: string } {
+  const metaStart = hasMagic(bytes, 128) ? 132 : hasMagic(bytes, 0) ? 4 : -1;
+  if (metaStart < 0) {
+    const guessed = guessEncoding(bytes);
+    if (!guessed) return { reason: 'not a DICOM file' };
+    return { bytes, dataSetStart: 0, syntax: guessed, meta: new Map() };
+  }
+  // File Meta Information is always Explicit VR Little Endian (PS3.10 7.1).
+  const meta = walkElements(bytes, metaStart, { explicitVr: true, bigEndian: false }, 0x0002);
+  if (!meta.ok) return { reason: `bad file meta information: ${meta.reason}` };
+  const tsElement = meta.elements.get(T.transferSyntax);
+  const metaValues = valueReader(bytes, meta.elements, false, undefined);
+  let syntax: TransferSyntax | undefined;
+  if (tsElement) {
+    const uid = metaValues.text(T.transferSyntax);
+    syntax = findTransferSyntax(uid);
+    if (!syntax) return { reason: `unsupported transfer syntax ${describeTransferSyntax(uid)}` };
+  } else {
+    // (0002,0010) is Type 1, but some writers drop it; fall back to guessing as without meta.
+    syntax = guessEncoding(bytes.subarray(meta.end)) ?? undefined;
+    if (!syntax) return { reason: 'missing Transfer Syntax UID (0002,0010) and data set encoding not recognisable' };
+  }
+  if (metaValues.text(T.mediaSopClass) === DICOMDIR_SOP_CLASS) return { reason: 'a DICOMDIR media directory, not an instance' };
+  if (syntax.explicitVr && !syntax.deflated && meta.end + 6 <= bytes.length && !(isUpper(bytes[meta.end + 4]) && isUpper(bytes[meta.end + 5]))) {
+    // Leniency: some writers (e.g. SC_rgb_jpeg.dcm in pydicom's corpus) declare an explicit VR
+    // syntax but write the data set in implicit VR; pydicom and dcmtk read these too.
+    syntax = { ...syntax, explicitVr: false };
+  }
+  if (syntax.deflated) {
+    try {
+      return { bytes: inflateFrom(bytes, meta.end), dataSetStart: meta.end, syntax, meta: meta.elements };
+    } catch (err) {
+      return { reason: `deflated data set does not inflate: ${err instanceof Error ? err.message : 'zlib error'}` };
+    }
+  }
+  return { bytes, dataSetStart: meta.end, syntax, meta: meta.elements };
+}
+
+/**
+ * The bytes that `PixelDataLocation` offsets refer to: the input itself, except for deflated
+ * files, whose data set is inflated again (cached per input array).
+ */
+export function datasetBytes(bytes: Uint8Array, instance: DicomInstance): Uint8Array {
+  if (!instance.deflated) return bytes;
+  const cached = inflatedCache.get(bytes);
+  if (cached) return cached;
+  const l = layout(bytes);
+  if ('reason' in l) throw new Error(l.reason);
+  return l.bytes;
+}
+
+function uidField(values: ValueReader, tag: string, name: string): { uid: Uid } | { reason: string } {
+  if (!values.has(tag) || values.text(tag) === '') return { reason: `missing ${name}` };
+  const parsed = parseUid(values.text(tag));
+  return parsed.ok ? { uid: parsed.uid } : { reason: `invalid ${name}: ${parsed.reason}` };
+}
+
+function fixed<N extends number>(values: number[], n: N): number[] | null {
+  return values.length === n ? values : null;
+}
+
+function pixelLocation(el: Element): PixelDataLocation {
+  if (el.encapsulatedPixelData && el.fragments) {
+    return {
+      encapsulated: true,
+      fragments: el.fragments.map((f) => ({ offset: f.position, length: f.length })),
+      fragmentItemOffsets: el.fragments.map((f) => f.offset),
+      basicOffsetTable: el.basicOffsetTable ?? [],
+    };
+  }
+  return { encapsulated: false, offset: el.dataOffset, length: el.length };
+}
+
+export function parseDicom(bytes: Uint8Array): ParseResult {
+  try {
+    return parseUnsafe(bytes);
+  } catch (err) {
+    // Our own code is meant not to throw; this keeps the contract if a dependency does.
+    return fail(`unreadable DICOM: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+function parseUnsafe(bytes: Uint8Array): ParseResult {
+  if (bytes.length < 8) return fail('not a DICOM file');
+  const l = layout(bytes);
+  if ('reason' in l) return fail(l.reason);
+  const { syntax } = l;
+  const walked = walkElements(l.bytes, l.dataSetStart, syntax);
+  if (!walked.ok) return fail(walked.reason);
+  const elements = walked.elements;
+  const metaValues = valueReader(l.bytes, l.meta, false, undefined);
+  if (elements.size === 0) return fail('empty data set');
+
+  const charsetValues = valueReader(l.bytes, elements, syntax.bigEndian, undefined);
+  const charset = charsetValues.has(T.charset) ? charsetValues.text(T.charset) : undefined;
+  const v = valueReader(l.bytes, elements, syntax.bigEndian, charset);
+
+  const sop = uidField(v, T.sopInstance, 'SOP Instance UID');
+  if ('reason' in sop) return fail(sop.reason);
+  let sopClass = uidField(v, T.sopClass, 'SOP Class UID');
+  if ('reason' in sopClass && metaValues.text(T.mediaSopClass) !== '') {
+    // Tolerated: SOP Class only in the meta header's Media Storage SOP Class UID.
+    sopClass = uidField(metaValues, T.mediaSopClass, 'SOP Class UID');
+  }
+  if ('reason' in sopClass) return fail(sopClass.reason);
+  const study = uidField(v, T.studyUid, 'Study Instance UID');
+  if ('reason' in study) return fail(study.reason);
+  const series = uidField(v, T.seriesUid, 'Series Instance UID');
+  if ('reason' in series) return fail(series.reason);
+  const tsUid = parseUid(syntax.uid);
+  if (!tsUid.ok) return fail(`invalid transfer syntax UID ${syntax.uid}`);
+
+  const pixelElement = elements.get(T.pixelData);
+  const hasPixelData = pixelElement !== undefined && pixelElement.length > 0;
+  const rows = v.uint16(T.rows) ?? 0;
+  const columns = v.uint16(T.columns) ?? 0;
+  const bitsAllocated = v.uint16(T.bitsAllocated) ?? 0;
+  const samplesPerPixel = v.uint16(T.samples) ?? 1;
+  if (hasPixelData) {
+    if (rows === 0 || columns === 0) return fail('pixel data without Rows/Columns');
+    if (![1, 8, 16, 32, 64].includes(bitsAllocated)) return fail(`unsupported Bits Allocated ${bitsAllocated}`);
+    if (samplesPerPixel !== 1 && samplesPerPixel !== 3) return fail(`unsupported Samples per Pixel ${samplesPerPixel}`);
+  }
+  const frames = v.number(T.frames);
+  const numberOfFrames = frames !== null && Number.isInteger(frames) && frames > 0 ? frames : 1;
+  const bitsStored = v.uint16(T.bitsStored) ?? bitsAllocated;
+  const slope = v.number(T.slope);
+  const position = fixed(v.numbers(T.position), 3);
+  const orientation = fixed(v.numbers(T.orientation), 6);
+  const spacing = fixed(v.numbers(T.spacing), 2);
+
+  const instance: DicomInstance = {
+    patientId: v.text(T.patientId),
+    patientName: v.text(T.patientName),
+    patientBirthDate: v.text(T.birthDate),
+    patientSex: v.text(T.sex),
+    studyInstanceUid: study.uid,
+    studyDate: v.text(T.studyDate),
+    studyTime: v.text(T.studyTime),
+    studyDescription: v.text(T.studyDescription),
+    accessionNumber: v.text(T.accession),
+    seriesInstanceUid: series.uid,
+    seriesNumber: v.number(T.seriesNumber),
+    seriesDescription: v.text(T.seriesDescription),
+    modality: v.text(T.modality),
+    bodyPart: v.text(T.bodyPart),
+    sopInstanceUid: sop.uid,
+    sopClassUid: sopClass.uid,
+    transferSyntaxUid: tsUid.uid,
+    instanceNumber: v.number(T.instanceNumber),
+    imagePositionPatient: position as [number, number, number] | null,
+    imageOrientationPatient: orientation as [number, number, number, number, number, number] | null,
+    pixelSpacing: spacing as [number, number] | null,
+    sliceThickness: v.number(T.sliceThickness),
+    imageType: v.texts(T.imageType),
+    rows,
+    columns,
+    numberOfFrames,
+    samplesPerPixel,
+    photometricInterpretation: v.text(T.photometric).trim() || (samplesPerPixel === 3 ? 'RGB' : 'MONOCHROME2'),
+    bitsAllocated,
+    bitsStored,
+    highBit: v.uint16(T.highBit) ?? Math.max(bitsStored - 1, 0),
+    pixelRepresentation: v.uint16(T.pixelRepresentation) === 1 ? 1 : 0,
+    planarConfiguration: v.uint16(T.planar) === 1 ? 1 : 0,
+    // A zero slope is never meant (it would erase the image); treat it as absent.
+    rescaleSlope: slope === null || slope === 0 ? 1 : slope,
+    rescaleIntercept: v.number(T.intercept) ?? 0,
+    windowCenter: v.numbers(T.windowCenter),
+    windowWidth: v.numbers(T.windowWidth),
+    hasPixelData,
+    bigEndian: syntax.bigEndian,
+    deflated: syntax.deflated,
+    pixelData: hasPixelData && pixelElement ? pixelLocation(pixelElement) : null,
+  };
+  return { ok: true, instance };
+}

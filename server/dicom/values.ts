@@ -1,0 +1,53 @@
+/**
+ * Typed readers for element values (PS3.5 6.2 value representations) over the raw bytes, so
+ * the same code serves implicit and explicit VR, either byte order and the deflated case.
+ */
+import { byteParser, type Elements } from '#server/dicom/data-set.ts';
+import { decodeText } from '#server/dicom/charset.ts';
+
+export type ValueReader = {
+  has(tag: string): boolean;
+  /** Text with trailing padding (space or NUL, PS3.5 6.2) removed; '' when absent. */
+  text(tag: string): string;
+  /** Backslash-separated values, each trimmed. */
+  texts(tag: string): string[];
+  /** DS/IS values parsed as numbers; non-numeric values are dropped. */
+  numbers(tag: string): number[];
+  number(tag: string): number | null;
+  /** US value (or the first of several); null when absent or too short. */
+  uint16(tag: string): number | null;
+};
+
+export function valueReader(bytes: Uint8Array, elements: Elements, bigEndian: boolean, charset: string | undefined): ValueReader {
+  const raw = (tag: string): Uint8Array | null => {
+    const el = elements.get(tag);
+    if (!el || el.length <= 0 || el.dataOffset + el.length > bytes.length) return null;
+    return bytes.subarray(el.dataOffset, el.dataOffset + el.length);
+  };
+  const text = (tag: string): string => {
+    const b = raw(tag);
+    if (!b) return '';
+    return decodeText(b, charset).replace(/[\0 ]+$/, '');
+  };
+  const texts = (tag: string): string[] => {
+    const t = text(tag);
+    return t === '' ? [] : t.split('\\').map((v) => v.trim());
+  };
+  const numbers = (tag: string): number[] =>
+    texts(tag)
+      .filter((v) => v !== '')
+      .map(Number)
+      .filter((n) => Number.isFinite(n));
+  return {
+    has: (tag) => elements.has(tag),
+    text,
+    texts,
+    numbers,
+    number: (tag) => numbers(tag)[0] ?? null,
+    uint16: (tag) => {
+      const b = raw(tag);
+      if (!b || b.length < 2) return null;
+      return byteParser(bigEndian).readUint16(b, 0);
+    },
+  };
+}
