@@ -1,0 +1,328 @@
+/**
+ * The API contract as zod schemas: request bodies and queries are validated with them at the
+ * HTTP edge, response types are inferred from them, and the OpenAPI document is generated from
+ * them, so the three cannot drift apart.
+ */
+import { z } from 'zod';
+import {
+  CLIENT_SCAN_STATUSES,
+  EXPORT_FORMATS,
+  FINDING_REVIEWS,
+  GRANTABLE_SCOPES,
+  REPORT_STATUSES,
+  ROLES,
+  SCAN_STATUSES,
+  SCOPES,
+  USER_STATUSES,
+} from '#common/vocabulary.ts';
+
+// ---- shared pieces ----------------------------------------------------------------------
+
+export const MAX_PAGE_SIZE = 500;
+
+export const pageQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).default(50).describe('Items per page (1-500, default 50)'),
+  cursor: z.string().min(1).max(200).optional().describe('Opaque cursor from a previous page\'s next_cursor'),
+});
+
+export function listOf<T extends z.ZodType>(item: T) {
+  return z.object({
+    items: z.array(item),
+    next_cursor: z.string().nullable().describe('Pass as cursor to get the next page; null on the last page'),
+  });
+}
+
+const isoTime = z.string().describe('UTC time, ISO 8601');
+const dicomUid = z.string().min(1).max(64).regex(/^[0-9.]+$/, 'expected a DICOM UID (digits and dots)');
+const text = (max: number) => z.string().max(max);
+/** Query parameters arrive as strings; this accepts only a decimal number. */
+const queryNumber = z
+  .string()
+  .regex(/^\d+(\.\d+)?$/, 'expected a number')
+  .transform(Number);
+
+export const idParam = z.object({ id: z.string().min(1).max(64) });
+export const scanIdParam = z.object({ scan_id: dicomUid });
+
+// ---- identity ---------------------------------------------------------------------------
+
+export const role = z.enum(ROLES);
+export const scope = z.enum(SCOPES);
+export const grantableScope = z.enum(GRANTABLE_SCOPES);
+
+export const me = z.object({
+  user: z.object({
+    id: z.string(),
+    email: z.string(),
+    role,
+    scopes: z.array(scope),
+  }),
+});
+
+export const user = z.object({
+  id: z.string(),
+  email: z.string(),
+  name: z.string().nullable(),
+  role,
+  status: z.enum(USER_STATUSES),
+  created_at: isoTime,
+  updated_at: isoTime,
+});
+export type User = z.infer<typeof user>;
+
+export const usersQuery = pageQuery.extend({
+  role: role.optional(),
+  status: z.enum(USER_STATUSES).optional(),
+}).strict();
+
+export const createUserBody = z
+  .object({
+    email: z.email().max(254),
+    role,
+    name: text(200).optional(),
+  })
+  .strict();
+
+export const updateUserBody = z
+  .object({
+    role: role.optional(),
+    status: z.enum(USER_STATUSES).optional(),
+    name: text(200).nullable().optional(),
+  })
+  .strict()
+  .refine((body) => Object.keys(body).length > 0, { message: 'give at least one of role, status, name' });
+
+export const apiKey = z.object({
+  id: z.string(),
+  user_id: z.string(),
+  name: z.string().nullable(),
+  prefix: z.string().describe('The first characters of the key, to tell keys apart'),
+  scopes: z.array(scope).describe('Effective scopes: the role\'s defaults plus extra grants'),
+  extra_scopes: z.array(grantableScope),
+  status: z.enum(['active', 'expiring', 'expired', 'revoked']),
+  created_at: isoTime,
+  last_used_at: isoTime.nullable(),
+  expires_at: isoTime.nullable().describe('Set when the key was rotated: it stops working then'),
+  revoked_at: isoTime.nullable(),
+  replaced_by: z.string().nullable(),
+});
+export type ApiKey = z.infer<typeof apiKey>;
+
+export const keysQuery = pageQuery.extend({ user_id: z.string().max(64).optional() }).strict();
+
+export const createKeyBody = z
+  .object({
+    user_id: z.string().max(64).optional().describe('Whose key; default the caller. Admin only for others'),
+    name: text(200).optional(),
+    scopes: z.array(grantableScope).max(GRANTABLE_SCOPES.length).optional().describe('Extra scopes; admin only'),
+  })
+  .strict();
+
+export const issuedKey = z.object({
+  api_key: apiKey,
+  key: z.string().describe('The key in clear. Shown this once; mia keeps only its digest'),
+});
+
+export const rotatedKey = issuedKey.extend({
+  previous: z.object({ id: z.string(), expires_at: isoTime.describe('When the old key stops working') }),
+});
+
+// ---- scans and results ------------------------------------------------------------------
+
+export const scanStatus = z.enum(SCAN_STATUSES);
+
+export const scan = z.object({
+  scan_id: z.string().describe('SeriesInstanceUID'),
+  patient_id: z.string(),
+  study_uid: z.string(),
+  study_date: z.string().nullable(),
+  study_description: z.string().nullable(),
+  accession_number: z.string().nullable(),
+  modality: z.string().describe('DICOM modality code, e.g. MR or CT'),
+  body_part: z.string().nullable(),
+  description: z.string().nullable(),
+  series_number: z.number().nullable(),
+  instance_count: z.number().int(),
+  status: scanStatus,
+  status_reason: z.string().nullable(),
+  ai_summary: z
+    .object({ label: z.string(), confidence: z.number(), analysis_id: z.string() })
+    .nullable()
+    .describe('Top finding of the latest analysis; null before analysis or when nothing was found'),
+  created_at: isoTime,
+  updated_at: isoTime,
+});
+export type Scan = z.infer<typeof scan>;
+
+/** MRI is accepted as an alias of the DICOM code MR (the spec's example uses it). */
+const modalityQuery = z
+  .string()
+  .max(16)
+  .transform((value) => (value.toUpperCase() === 'MRI' ? 'MR' : value.toUpperCase()));
+
+export const scansQuery = pageQuery
+  .extend({ patient_id: text(64).optional(), modality: modalityQuery.optional(), status: scanStatus.optional() })
+  .strict();
+
+export const scanStatusBody = z.object({ status: z.string().max(40) }).strict();
+
+export const location = z.object({
+  x: z.number().describe('Left edge, in pixels of the referenced image'),
+  y: z.number().describe('Top edge, in pixels; y grows downwards'),
+  width: z.number(),
+  height: z.number(),
+});
+
+export const finding = z.object({
+  label: z.string(),
+  confidence: z.number().min(0).max(1),
+  location,
+  instance_uid: z.string().describe('SOPInstanceUID of the image the box is on'),
+  frame: z.number().int().describe('Frame index within that instance, from 0'),
+});
+
+/** v1.1 adds the finding's id and the reviewer's verdict. */
+export const findingV11 = finding.extend({
+  id: z.string(),
+  review: z.enum(FINDING_REVIEWS).nullable(),
+});
+
+export const scanResult = z.object({
+  patient_id: z.string(),
+  scan_id: z.string(),
+  modality: z.string(),
+  findings: z.array(finding),
+  recommendation: z.string(),
+});
+
+export const analysisSummary = z.object({
+  id: z.string(),
+  model: z.object({ id: z.string(), name: z.string(), version: z.string(), sha256: z.string() }),
+  started_at: isoTime.nullable(),
+  finished_at: isoTime.nullable(),
+});
+
+/** v1.1 adds which analysis (model, version, file hash) produced the result. */
+export const scanResultV11 = scanResult.extend({
+  findings: z.array(findingV11),
+  analysis: analysisSummary,
+});
+export type ScanResultV11 = z.infer<typeof scanResultV11>;
+
+export const resultsQuery = pageQuery
+  .extend({
+    scan_id: dicomUid.optional(),
+    patient_id: text(64).optional(),
+    modality: modalityQuery.optional(),
+    label: text(64).optional(),
+    min_confidence: queryNumber.pipe(z.number().min(0).max(1)).optional(),
+  })
+  .strict();
+
+// ---- reports ----------------------------------------------------------------------------
+
+export const report = z.object({
+  id: z.string(),
+  scan_id: z.string(),
+  patient_id: z.string(),
+  modality: z.string(),
+  status: z.enum(REPORT_STATUSES),
+  impression: z.string(),
+  recommendation: z.string(),
+  findings: z.array(findingV11).describe('Snapshot of the analysis findings when the draft was made'),
+  analysis: z.object({ id: z.string(), model_name: z.string(), model_version: z.string() }).nullable(),
+  author: z.object({ id: z.string(), email: z.string() }),
+  created_at: isoTime,
+  updated_at: isoTime,
+  finalized_at: isoTime.nullable(),
+  finalized_by: z.string().nullable(),
+});
+export type Report = z.infer<typeof report>;
+
+export const reportsQuery = pageQuery
+  .extend({ scan_id: dicomUid.optional(), patient_id: text(64).optional(), status: z.enum(REPORT_STATUSES).optional() })
+  .strict();
+
+export const createReportBody = z.object({ scan_id: dicomUid, impression: text(20_000).optional() }).strict();
+
+export const updateReportBody = z
+  .object({
+    impression: text(20_000).optional(),
+    recommendation: text(20_000).optional(),
+    status: z.literal('final').optional().describe('Finalize the report; a final report cannot change'),
+  })
+  .strict()
+  .refine((body) => Object.keys(body).length > 0, { message: 'give at least one of impression, recommendation, status' });
+
+// ---- exports ----------------------------------------------------------------------------
+
+export const exportFilters = z
+  .object({
+    scan_id: dicomUid.optional(),
+    patient_id: text(64).optional(),
+    modality: modalityQuery.optional(),
+    label: text(64).optional(),
+    min_confidence: z.number().min(0).max(1).optional(),
+  })
+  .strict();
+export type ExportFilters = z.infer<typeof exportFilters>;
+
+export const createExportBody = z
+  .object({
+    format: z.enum(EXPORT_FORMATS),
+    filters: exportFilters.default({}),
+    deidentify: z.boolean().default(false).describe('Replace patient ids and UIDs by stable pseudonyms'),
+  })
+  .strict();
+
+export const exportRecord = z.object({
+  id: z.string(),
+  format: z.enum(EXPORT_FORMATS),
+  filters: exportFilters,
+  deidentified: z.boolean(),
+  status: z.enum(['ready', 'failed']),
+  row_count: z.number().int().describe('Scan results in the file'),
+  size_bytes: z.number().int().nullable(),
+  sha256: z.string().nullable(),
+  created_by: z.string(),
+  created_at: isoTime,
+  download_url: z.string(),
+});
+export type ExportRecord = z.infer<typeof exportRecord>;
+
+export const exportsQuery = pageQuery.strict();
+
+// ---- glossary and audit -----------------------------------------------------------------
+
+export const label = z.object({
+  label: z.string(),
+  display_name: z.string(),
+  definition: z.string(),
+  code: z.object({ system: z.string(), value: z.string(), meaning: z.string() }).nullable(),
+});
+export type Label = z.infer<typeof label>;
+
+export const auditEvent = z.object({
+  id: z.number().int(),
+  at: isoTime,
+  request_id: z.string().nullable(),
+  key_id: z.string().nullable(),
+  user_id: z.string().nullable(),
+  action: z.string(),
+  target: z.string().nullable(),
+  patient_id: z.string().nullable(),
+  outcome: z.string(),
+  status_code: z.number().int().nullable(),
+});
+
+export const auditQuery = pageQuery
+  .extend({
+    action: text(64).optional(),
+    user_id: text(64).optional(),
+    patient_id: text(64).optional(),
+    since: z.iso.datetime().optional(),
+    until: z.iso.datetime().optional(),
+  })
+  .strict();
+
+export const emptyQuery = z.object({}).strict();

@@ -1,0 +1,152 @@
+/**
+ * Issuing, listing, rotating and revoking API keys (spec 5). A user manages their own keys; an
+ * admin manages anyone's and may grant extra scopes. Rotation keeps the old key working for
+ * 24 hours (spec 5.3) so running integrations can switch over; revocation is immediate.
+ */
+import type { GrantableScope, Role } from '#common/vocabulary.ts';
+import type { ApiKey } from '#server/api/schemas.ts';
+import type { AuthContext } from '#server/auth/authenticate.ts';
+import { extraScopesSchema } from '#server/auth/authenticate.ts';
+import { digestKey, displayPrefix, generateKey } from '#server/auth/key-format.ts';
+import { effectiveScopes, holdsScope } from '#server/auth/scopes.ts';
+import type { Clock } from '#server/clock.ts';
+import { conflict, forbidden, notFound } from '#server/errors.ts';
+import type { Database } from '#server/store/database.ts';
+import { inTransaction } from '#server/store/database.ts';
+import type { ApiKeyRow, ApiKeyWithOwner } from '#server/store/api-keys.ts';
+import {
+  findApiKeyById,
+  findApiKeyByPublicId,
+  insertApiKey,
+  listApiKeys,
+  markApiKeyRotated,
+  revokeApiKey,
+} from '#server/store/api-keys.ts';
+import type { Page, PageRequest } from '#server/store/page.ts';
+import { findUserById, findUserByPublicId } from '#server/store/users.ts';
+
+export const ROTATION_GRACE_MS = 24 * 60 * 60 * 1000;
+
+export type KeyDeps = { db: Database; clock: Clock };
+
+function keyStatus(row: ApiKeyRow, now: Date): ApiKey['status'] {
+  if (row.revoked_at) return 'revoked';
+  if (row.expires_at) return Date.parse(row.expires_at) <= now.getTime() ? 'expired' : 'expiring';
+  return 'active';
+}
+
+export function toApiKey(deps: KeyDeps, row: ApiKeyWithOwner, role: Role): ApiKey {
+  const extra = extraScopesSchema.parse(JSON.parse(row.extra_scopes));
+  const replacedBy = row.replaced_by === null ? null : (findApiKeyById(deps.db, row.replaced_by)?.public_id ?? null);
+  return {
+    id: row.public_id,
+    user_id: row.user_public_id,
+    name: row.name,
+    prefix: row.prefix,
+    scopes: effectiveScopes(role, extra),
+    extra_scopes: extra,
+    status: keyStatus(row, deps.clock.now()),
+    created_at: row.created_at,
+    last_used_at: row.last_used_at,
+    expires_at: row.expires_at,
+    revoked_at: row.revoked_at,
+    replaced_by: replacedBy,
+  };
+}
+
+const isAdmin = (caller: AuthContext): boolean => holdsScope(caller.scopes, 'manage:users');
+
+function roleOf(deps: KeyDeps, userRef: number): Role {
+  const user = findUserById(deps.db, userRef);
+  if (!user) throw new Error(`key owner ${userRef} missing`);
+  return user.role;
+}
+
+/** Issues a key for a user; used by the API (through issueKey) and by the CLI directly. */
+export function issueKeyForUser(
+  deps: KeyDeps,
+  input: { userRef: number; name: string | null; extraScopes: readonly GrantableScope[] },
+): { row: ApiKeyWithOwner; key: string } {
+  const key = generateKey();
+  const inserted = insertApiKey(deps.db, {
+    userId: input.userRef,
+    name: input.name,
+    digest: digestKey(key),
+    prefix: displayPrefix(key),
+    extraScopes: [...new Set(input.extraScopes)],
+    at: deps.clock.now().toISOString(),
+  });
+  const row = findApiKeyById(deps.db, inserted.id);
+  if (!row) throw new Error('inserted key vanished');
+  return { row, key };
+}
+
+export function issueKey(
+  deps: KeyDeps,
+  caller: AuthContext,
+  input: { userId?: string | undefined; name?: string | undefined; scopes?: readonly GrantableScope[] | undefined },
+): { apiKey: ApiKey; key: string } {
+  const forOther = input.userId !== undefined && input.userId !== caller.userId;
+  if (forOther && !isAdmin(caller)) {
+    throw forbidden('No permission to create keys for other users', 'required scope: manage:users');
+  }
+  if (input.scopes && input.scopes.length > 0 && !isAdmin(caller)) {
+    throw forbidden('No permission to grant extra scopes', 'required scope: manage:users');
+  }
+  const owner = forOther ? findUserByPublicId(deps.db, input.userId ?? '') : findUserById(deps.db, caller.userRef);
+  if (!owner) throw notFound('User', input.userId ?? caller.userId);
+  if (owner.status !== 'active') throw conflict('User is disabled', `enable user ${owner.public_id} first`);
+  const { row, key } = issueKeyForUser(deps, { userRef: owner.id, name: input.name ?? null, extraScopes: input.scopes ?? [] });
+  return { apiKey: toApiKey(deps, row, owner.role), key };
+}
+
+/** A key the caller may manage: their own, or any key for an admin. Others' keys are 404 so
+ * key ids cannot be probed. */
+function manageableKey(deps: KeyDeps, caller: AuthContext, keyId: string): ApiKeyWithOwner {
+  const row = findApiKeyByPublicId(deps.db, keyId);
+  if (!row || (row.user_id !== caller.userRef && !isAdmin(caller))) throw notFound('API key', keyId);
+  return row;
+}
+
+export function listKeys(
+  deps: KeyDeps,
+  caller: AuthContext,
+  filter: { userId?: string | undefined },
+  page: PageRequest,
+): Page<ApiKey> {
+  let userRef: number | undefined = caller.userRef;
+  if (isAdmin(caller)) {
+    userRef = filter.userId === undefined ? undefined : (findUserByPublicId(deps.db, filter.userId)?.id ?? -1);
+  } else if (filter.userId !== undefined && filter.userId !== caller.userId) {
+    throw forbidden("No permission to list other users' keys", 'required scope: manage:users');
+  }
+  const rows = listApiKeys(deps.db, { userId: userRef }, page);
+  return { items: rows.items.map((row) => toApiKey(deps, row, roleOf(deps, row.user_id))), nextAfterId: rows.nextAfterId };
+}
+
+export function rotateKey(
+  deps: KeyDeps,
+  caller: AuthContext,
+  keyId: string,
+): { apiKey: ApiKey; key: string; previous: { id: string; expiresAt: string } } {
+  return inTransaction(deps.db, () => {
+    const old = manageableKey(deps, caller, keyId);
+    const status = keyStatus(old, deps.clock.now());
+    if (status !== 'active') {
+      throw conflict(`API key is ${status}`, 'only an active key can be rotated; create a new key instead');
+    }
+    const extra = extraScopesSchema.parse(JSON.parse(old.extra_scopes));
+    const { row, key } = issueKeyForUser(deps, { userRef: old.user_id, name: old.name, extraScopes: extra });
+    const expiresAt = new Date(deps.clock.now().getTime() + ROTATION_GRACE_MS).toISOString();
+    markApiKeyRotated(deps.db, old.id, expiresAt, row.id);
+    return { apiKey: toApiKey(deps, row, roleOf(deps, row.user_id)), key, previous: { id: old.public_id, expiresAt } };
+  });
+}
+
+export function revokeKey(deps: KeyDeps, caller: AuthContext, keyId: string): ApiKey {
+  const row = manageableKey(deps, caller, keyId);
+  revokeApiKey(deps.db, row.id, deps.clock.now().toISOString());
+  const updated = findApiKeyById(deps.db, row.id);
+  if (!updated) throw new Error('revoked key vanished');
+  return toApiKey(deps, updated, roleOf(deps, row.user_id));
+}

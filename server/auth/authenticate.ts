@@ -1,0 +1,75 @@
+/**
+ * Turns an Authorization header into an authenticated caller, or a reason for 401. The shape
+ * and checksum are checked before the database is touched; the digest is then looked up and
+ * compared in constant time. The key itself never leaves this function.
+ */
+import { z } from 'zod';
+import type { Role, Scope } from '#common/vocabulary.ts';
+import { GRANTABLE_SCOPES } from '#common/vocabulary.ts';
+import type { Clock } from '#server/clock.ts';
+import type { Database } from '#server/store/database.ts';
+import { findApiKeyByDigest, touchApiKey } from '#server/store/api-keys.ts';
+import { digestKey, digestsEqual, keyShapeProblem } from '#server/auth/key-format.ts';
+import { effectiveScopes } from '#server/auth/scopes.ts';
+
+export type AuthContext = {
+  keyRef: number;
+  keyId: string;
+  userRef: number;
+  userId: string;
+  email: string;
+  role: Role;
+  scopes: Scope[];
+};
+
+export type AuthOutcome =
+  | { ok: true; auth: AuthContext }
+  | { ok: false; reason: string; keyId: string | null; userId: string | null };
+
+export const extraScopesSchema = z.array(z.enum(GRANTABLE_SCOPES));
+
+/** last_used_at is informational; writing it at most once a minute keeps reads read-only. */
+const TOUCH_INTERVAL_MS = 60_000;
+
+export function authenticate(db: Database, clock: Clock, header: string | undefined): AuthOutcome {
+  const fail = (reason: string, keyId: string | null = null, userId: string | null = null): AuthOutcome => ({
+    ok: false,
+    reason,
+    keyId,
+    userId,
+  });
+  if (!header) return fail('no Authorization header; send Authorization: Bearer <API key>');
+  const match = /^Bearer[ ]+(\S+)\s*$/i.exec(header);
+  if (!match?.[1]) return fail('Authorization header must be: Bearer <API key>');
+  const presented = match[1];
+  const problem = keyShapeProblem(presented);
+  if (problem) return fail(`malformed API key (${problem})`);
+
+  const digest = digestKey(presented);
+  const found = findApiKeyByDigest(db, digest);
+  if (!found || !digestsEqual(found.key.digest, digest)) return fail('unknown API key');
+  const { key, user } = found;
+  const now = clock.now();
+  if (key.revoked_at) return fail('API key was revoked', key.public_id, user.public_id);
+  if (key.expires_at && Date.parse(key.expires_at) <= now.getTime()) {
+    return fail('API key was rotated and its 24-hour grace period has ended', key.public_id, user.public_id);
+  }
+  if (user.status !== 'active') return fail('the user of this API key is disabled', key.public_id, user.public_id);
+
+  if (!key.last_used_at || now.getTime() - Date.parse(key.last_used_at) > TOUCH_INTERVAL_MS) {
+    touchApiKey(db, key.id, now.toISOString());
+  }
+  const extra = extraScopesSchema.parse(JSON.parse(key.extra_scopes));
+  return {
+    ok: true,
+    auth: {
+      keyRef: key.id,
+      keyId: key.public_id,
+      userRef: user.id,
+      userId: user.public_id,
+      email: user.email,
+      role: user.role,
+      scopes: effectiveScopes(user.role, extra),
+    },
+  };
+}

@@ -1,0 +1,215 @@
+/**
+ * The `mia` command line. Every command takes --data DIR and works directly on that folder's
+ * database, which is safe while a server runs on it (WAL, busy timeout). The operator at the
+ * terminal owns the data folder, so commands act with full rights and are audited as "cli".
+ */
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { GRANTABLE_SCOPES, ROLES } from '#common/vocabulary.ts';
+import type { AuthContext } from '#server/auth/authenticate.ts';
+import { issueKeyForUser, listKeys, revokeKey, rotateKey } from '#server/auth/api-keys.ts';
+import { recordAudit } from '#server/audit/audit.ts';
+import { systemClock } from '#server/clock.ts';
+import { formatTable } from '#server/cli/table.ts';
+import { defaultDataDir } from '#server/cli/data-dir.ts';
+import { createServer } from '#server/create-server.ts';
+import { MiaError } from '#server/errors.ts';
+import { openDatabase, type Database } from '#server/store/database.ts';
+import { findOrCreateUser, listUsers } from '#server/users/users.ts';
+
+const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR)
+
+  serve [--port N] [--host 127.0.0.1] [--allowed-host NAME] [--hub]
+                               run the API; prints the URL it listens on
+  keys create --role ROLE --email EMAIL [--scopes a,b] [--name TEXT]
+                               create the user if needed and a key for them;
+                               the key is printed alone on the last line
+  keys list                    list keys (never the keys themselves)
+  keys rotate KEY_ID           new key now; the old one works 24 more hours
+  keys revoke KEY_ID           the key stops working immediately
+  users list                   list users
+  import PATH...               import DICOM files and folders (not yet available)
+  analyze (--all | SCAN_ID...) analyse scans (not yet available)
+
+Default data folder: ${defaultDataDir()} (or $MIA_DATA)`;
+
+const OPTIONS = {
+  data: { type: 'string' },
+  port: { type: 'string' },
+  host: { type: 'string' },
+  'allowed-host': { type: 'string', multiple: true },
+  hub: { type: 'boolean' },
+  role: { type: 'string' },
+  email: { type: 'string' },
+  scopes: { type: 'string' },
+  name: { type: 'string' },
+  all: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+type Out = { out(line: string): void; err(line: string): void };
+const stdio: Out = {
+  out: (line) => process.stdout.write(line + '\n'),
+  err: (line) => process.stderr.write(line + '\n'),
+};
+
+/** The operator at the terminal: full rights, audited as the CLI. */
+const CLI_CALLER: AuthContext = {
+  keyRef: 0,
+  keyId: 'cli',
+  userRef: 0,
+  userId: 'cli',
+  email: 'cli',
+  role: 'admin',
+  scopes: ['*'],
+};
+
+function audit(db: Database, action: string, target: string | null): void {
+  recordAudit(db, {
+    at: systemClock.now().toISOString(),
+    request_id: null,
+    key_id: 'cli',
+    user_id: 'cli',
+    action,
+    target,
+    patient_id: null,
+    outcome: 'success',
+    status_code: null,
+  });
+}
+
+function withDatabase<T>(dataDir: string, work: (db: Database) => T): T {
+  const db = openDatabase(dataDir);
+  try {
+    return work(db);
+  } finally {
+    db.close();
+  }
+}
+
+function fail(message: string): never {
+  throw new MiaError('invalid', message);
+}
+
+async function serve(values: Record<string, unknown>, dataDir: string, io: Out): Promise<number> {
+  const port = z.coerce.number().int().min(0).max(65535).parse(values['port'] ?? '0');
+  const host = typeof values['host'] === 'string' ? values['host'] : '127.0.0.1';
+  const hubMode = values['hub'] === true;
+  if (!hubMode && !['127.0.0.1', 'localhost', '::1'].includes(host)) {
+    fail(`--host ${host} exposes the API beyond this machine; add --hub for an on-premise hub install`);
+  }
+  const allowedHosts = (values['allowed-host'] as string[] | undefined) ?? [];
+  const server = createServer({ dataDir, hubMode, allowedHosts, logToStderr: false });
+  const url = await server.listen(port, host);
+  io.out(`mia API listening on ${url} (data: ${dataDir})`);
+  await new Promise<void>((resolve) => {
+    const stop = (): void => resolve();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+  io.err('stopping: finishing in-flight requests');
+  await server.close();
+  return 0;
+}
+
+function keysCommand(sub: string | undefined, args: string[], values: Record<string, unknown>, dataDir: string, io: Out): number {
+  const deps = (db: Database) => ({ db, clock: systemClock });
+  switch (sub) {
+    case 'create': {
+      const role = z.enum(ROLES).safeParse(values['role']);
+      if (!role.success) fail(`--role must be one of ${ROLES.join(', ')}`);
+      const email = z.email().safeParse(values['email']);
+      if (!email.success) fail('--email must be an email address');
+      const scopeList = typeof values['scopes'] === 'string' ? values['scopes'].split(',').map((s) => s.trim()).filter(Boolean) : [];
+      const scopes = z.array(z.enum(GRANTABLE_SCOPES)).safeParse(scopeList);
+      if (!scopes.success) fail(`--scopes: each must be one of ${GRANTABLE_SCOPES.join(', ')}`);
+      const name = typeof values['name'] === 'string' ? values['name'] : null;
+      const { key, id, created, userId } = withDatabase(dataDir, (db) => {
+        const { user, created } = findOrCreateUser(deps(db), { email: email.data, role: role.data });
+        const issued = issueKeyForUser(deps(db), { userRef: user.id, name, extraScopes: scopes.data });
+        audit(db, 'keys.create', `key:${issued.row.public_id}`);
+        return { key: issued.key, id: issued.row.public_id, created, userId: user.public_id };
+      });
+      io.err(`${created ? 'created user' : 'user'} ${userId} (${email.data}, ${role.data}); key ${id}. Store the key now: it is not shown again.`);
+      io.out(key);
+      return 0;
+    }
+    case 'list': {
+      const rows = withDatabase(dataDir, (db) => listKeys(deps(db), CLI_CALLER, {}, { afterId: 0, limit: 100_000 }).items);
+      io.out(
+        formatTable(
+          ['ID', 'USER', 'PREFIX', 'STATUS', 'SCOPES', 'CREATED', 'LAST USED', 'EXPIRES'],
+          rows.map((k) => [k.id, k.user_id, k.prefix + '…', k.status, k.scopes.join(','), k.created_at, k.last_used_at ?? '-', k.expires_at ?? '-']),
+        ),
+      );
+      return 0;
+    }
+    case 'rotate': {
+      const keyId = args[0] ?? fail('keys rotate needs a KEY_ID (see mia keys list)');
+      const rotated = withDatabase(dataDir, (db) => {
+        const result = rotateKey(deps(db), CLI_CALLER, keyId);
+        audit(db, 'keys.rotate', `key:${keyId}`);
+        return result;
+      });
+      io.err(`new key ${rotated.apiKey.id}; old key ${rotated.previous.id} works until ${rotated.previous.expiresAt}. Store the key now.`);
+      io.out(rotated.key);
+      return 0;
+    }
+    case 'revoke': {
+      const keyId = args[0] ?? fail('keys revoke needs a KEY_ID (see mia keys list)');
+      const revoked = withDatabase(dataDir, (db) => {
+        const result = revokeKey(deps(db), CLI_CALLER, keyId);
+        audit(db, 'keys.revoke', `key:${keyId}`);
+        return result;
+      });
+      io.out(`revoked ${revoked.id} at ${revoked.revoked_at ?? ''}`);
+      return 0;
+    }
+    default:
+      return fail('keys: expected create, list, rotate or revoke');
+  }
+}
+
+export async function main(argv: string[], io: Out = stdio): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (error) {
+    io.err(`mia: ${error instanceof Error ? error.message : String(error)}\n\n${USAGE}`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  const [command, sub, ...rest] = positionals;
+  if (values.help || !command) {
+    io.out(USAGE);
+    return command || values.help ? 0 : 2;
+  }
+  const dataDir = values.data ?? defaultDataDir();
+  try {
+    switch (command) {
+      case 'serve':
+        return await serve(values, dataDir, io);
+      case 'keys':
+        return keysCommand(sub, rest, values, dataDir, io);
+      case 'users': {
+        if (sub !== 'list') fail('users: expected list');
+        const users = withDatabase(dataDir, (db) => listUsers({ db, clock: systemClock }, {}, { afterId: 0, limit: 100_000 }).items);
+        io.out(formatTable(['ID', 'EMAIL', 'ROLE', 'STATUS', 'CREATED'], users.map((u) => [u.public_id, u.email, u.role, u.status, u.created_at])));
+        return 0;
+      }
+      case 'import':
+      case 'analyze':
+        io.err(`mia ${command}: not available in this version yet`);
+        return 2;
+      default:
+        io.err(`mia: unknown command ${command}\n\n${USAGE}`);
+        return 2;
+    }
+  } catch (error) {
+    if (error instanceof MiaError) {
+      io.err(`mia: ${error.message}${error.details ? ` (${error.details})` : ''}`);
+      return 1;
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,61 @@
+/**
+ * The server as a library: `createServer(config)` opens the data folder and returns something
+ * to listen on and close. Hosts (the CLI, Electron main, tests, benchmarks) all start it this way.
+ */
+import { createServer as createHttpServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type express from 'express';
+import { resolveConfig, type ServerConfig, type ServerConfigInput } from '#server/config.ts';
+import { createApp } from '#server/http/app.ts';
+import { createFileLogger } from '#server/log.ts';
+import type { Services } from '#server/services.ts';
+import { openDatabase } from '#server/store/database.ts';
+
+export type MiaServer = {
+  app: express.Express;
+  services: Services;
+  config: ServerConfig;
+  /** Listens on host:port (port 0 picks a free one) and resolves with the URL. */
+  listen(port?: number, host?: string): Promise<string>;
+  close(): Promise<void>;
+};
+
+export function createServer(input: ServerConfigInput): MiaServer {
+  const config = resolveConfig(input);
+  const log = createFileLogger(config.dataDir, config.logToStderr);
+  const db = openDatabase(config.dataDir);
+  const services: Services = { db, clock: config.clock, dataDir: config.dataDir, config, log };
+  const app = createApp(services);
+  let http: Server | undefined;
+
+  return {
+    app,
+    services,
+    config,
+    listen(port = 0, host = '127.0.0.1') {
+      return new Promise((resolve, reject) => {
+        const server = createHttpServer(app);
+        server.keepAliveTimeout = 5_000;
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          const address = server.address() as AddressInfo;
+          http = server;
+          const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+          resolve(`http://${shownHost}:${address.port}`);
+        });
+      });
+    },
+    async close() {
+      const server = http;
+      http = undefined;
+      if (server) {
+        // Stop accepting, let in-flight requests finish their writes, then drop idle sockets.
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeIdleConnections();
+        await closed;
+      }
+      await log.close();
+      db.close();
+    },
+  };
+}

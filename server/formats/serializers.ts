@@ -1,0 +1,155 @@
+/**
+ * One serializer per resource, feeding CSV and XML alike (JSON is the record itself). CSV
+ * column orders are fixed and documented in docs/formats.md; never reorder, only append.
+ */
+import type { ExportRecord, Report, ScanResultV11 } from '#server/api/schemas.ts';
+import type { CsvCell } from '#server/formats/csv.ts';
+
+export type ResourceSerializer<T> = {
+  /** XML element holding the items, and the name of each item element. */
+  collection: string;
+  item: string;
+  /** Element names for the items of nested arrays, by the array's key. */
+  xmlItemNames: Readonly<Record<string, string>>;
+  columns: readonly string[];
+  csvRows(item: T): Record<string, CsvCell>[];
+};
+
+const XML_ITEM_NAMES = {
+  findings: 'finding',
+  scopes: 'scope',
+  extra_scopes: 'scope',
+  items: 'item',
+};
+
+/** One row per finding; a scan without findings still gets one row, with empty finding cells,
+ * so "analysed, nothing found" is distinguishable from "not analysed" in the file. */
+export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
+  collection: 'scan_results',
+  item: 'scan_result',
+  xmlItemNames: XML_ITEM_NAMES,
+  columns: [
+    'patient_id',
+    'scan_id',
+    'modality',
+    'recommendation',
+    'finding_index',
+    'label',
+    'confidence',
+    'x',
+    'y',
+    'width',
+    'height',
+    'instance_uid',
+    'frame',
+    'review',
+    'finding_id',
+    'analysis_id',
+    'model_id',
+    'model_name',
+    'model_version',
+    'analysis_finished_at',
+  ],
+  csvRows(result) {
+    const common = {
+      patient_id: result.patient_id,
+      scan_id: result.scan_id,
+      modality: result.modality,
+      recommendation: result.recommendation,
+      analysis_id: result.analysis.id,
+      model_id: result.analysis.model.id,
+      model_name: result.analysis.model.name,
+      model_version: result.analysis.model.version,
+      analysis_finished_at: result.analysis.finished_at,
+    };
+    if (result.findings.length === 0) return [common];
+    return result.findings.map((finding, index) => ({
+      ...common,
+      finding_index: index,
+      label: finding.label,
+      confidence: finding.confidence,
+      x: finding.location.x,
+      y: finding.location.y,
+      width: finding.location.width,
+      height: finding.location.height,
+      instance_uid: finding.instance_uid,
+      frame: finding.frame,
+      review: finding.review,
+      finding_id: finding.id,
+    }));
+  },
+};
+
+export const reportSerializer: ResourceSerializer<Report> = {
+  collection: 'reports',
+  item: 'report',
+  xmlItemNames: XML_ITEM_NAMES,
+  columns: [
+    'id',
+    'scan_id',
+    'patient_id',
+    'modality',
+    'status',
+    'impression',
+    'recommendation',
+    'finding_count',
+    'labels',
+    'author_id',
+    'author_email',
+    'created_at',
+    'updated_at',
+    'finalized_at',
+    'finalized_by',
+    'analysis_id',
+    'model_name',
+    'model_version',
+  ],
+  csvRows(report) {
+    return [
+      {
+        id: report.id,
+        scan_id: report.scan_id,
+        patient_id: report.patient_id,
+        modality: report.modality,
+        status: report.status,
+        impression: report.impression,
+        recommendation: report.recommendation,
+        finding_count: report.findings.length,
+        labels: [...new Set(report.findings.map((f) => f.label))].join(';'),
+        author_id: report.author.id,
+        author_email: report.author.email,
+        created_at: report.created_at,
+        updated_at: report.updated_at,
+        finalized_at: report.finalized_at,
+        finalized_by: report.finalized_by,
+        analysis_id: report.analysis?.id ?? null,
+        model_name: report.analysis?.model_name ?? null,
+        model_version: report.analysis?.model_version ?? null,
+      },
+    ];
+  },
+};
+
+export const exportSerializer: ResourceSerializer<ExportRecord> = {
+  collection: 'exports',
+  item: 'export',
+  xmlItemNames: XML_ITEM_NAMES,
+  columns: ['id', 'format', 'deidentified', 'status', 'row_count', 'size_bytes', 'sha256', 'created_by', 'created_at', 'download_url', 'filters'],
+  csvRows(record) {
+    return [
+      {
+        id: record.id,
+        format: record.format,
+        deidentified: record.deidentified,
+        status: record.status,
+        row_count: record.row_count,
+        size_bytes: record.size_bytes,
+        sha256: record.sha256,
+        created_by: record.created_by,
+        created_at: record.created_at,
+        download_url: record.download_url,
+        filters: JSON.stringify(record.filters),
+      },
+    ];
+  },
+};

@@ -1,0 +1,239 @@
+/**
+ * The Express application: edge middleware in a fixed order (request id, Host check, CORS,
+ * version, rate limit), then every route of the table wrapped with authentication, scope
+ * check, format negotiation and validation, in that order: a caller without a valid key learns
+ * nothing else, and a caller without the scope learns nothing about the target.
+ */
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { z } from 'zod';
+import { authenticate } from '#server/auth/authenticate.ts';
+import { holdsAnyScope } from '#server/auth/scopes.ts';
+import { recordAudit } from '#server/audit/audit.ts';
+import { MiaError } from '#server/errors.ts';
+import { apiVersion } from '#server/http/api-version.ts';
+import { cors } from '#server/http/cors.ts';
+import type { ErrorBody } from '#server/http/envelope.ts';
+import { STATUS_BY_KIND, TITLE_BY_STATUS } from '#server/http/error-mapping.ts';
+import { negotiateFormat } from '#server/http/format.ts';
+import { hostCheck } from '#server/http/host-check.ts';
+import { createRateLimiter } from '#server/http/rate-limit.ts';
+import { contextOf, requestContext } from '#server/http/request-context.ts';
+import { sendError, sendResult } from '#server/http/respond.ts';
+import type { AuditNote, Route } from '#server/http/route.ts';
+import { ROUTES } from '#server/http/routes/index.ts';
+import { digestKey } from '#server/auth/key-format.ts';
+import type { Services } from '#server/services.ts';
+
+export const JSON_BODY_LIMIT = '1mb';
+
+const emptyQuery = z.object({}).strict();
+
+function expressPath(path: string): string {
+  return path.replace(/\{(\w+)\}/g, ':$1');
+}
+
+/** zod issues as one line naming each field at fault: "status: expected string". */
+function describeIssues(error: z.ZodError, where: string): string {
+  return error.issues
+    .slice(0, 5)
+    .map((issue) => {
+      const path = issue.path.length > 0 ? issue.path.join('.') : where;
+      if (issue.code === 'unrecognized_keys') return `${issue.keys.join(', ')}: unknown ${where === 'body' ? 'field' : 'parameter'}`;
+      return `${path}: ${issue.message}`;
+    })
+    .join('; ');
+}
+
+function parseInput(schema: z.ZodType | undefined, value: unknown, where: 'body' | 'query' | 'path'): unknown {
+  const effective = schema ?? (where === 'body' ? undefined : emptyQuery);
+  if (!effective) return undefined;
+  const parsed = effective.safeParse(value);
+  if (!parsed.success) throw new MiaError('invalid', `Invalid request ${where}`, describeIssues(parsed.error, where));
+  return parsed.data;
+}
+
+function withoutFormat(query: Request['query']): Record<string, unknown> {
+  const { format: _format, ...rest } = query as Record<string, unknown>;
+  return rest;
+}
+
+function hasBody(req: Request): boolean {
+  return req.get('Transfer-Encoding') !== undefined || Number(req.get('Content-Length') ?? '0') > 0;
+}
+
+/** Maps anything thrown to the error structure; unknown errors become 500 without detail. */
+function toErrorBody(error: unknown): ErrorBody {
+  if (error instanceof MiaError) {
+    const code = STATUS_BY_KIND[error.kind];
+    return { code, title: TITLE_BY_STATUS[code] ?? 'Error', message: error.message, ...(error.details ? { details: error.details } : {}) };
+  }
+  // body-parser signals its failures with a status and a type.
+  if (typeof error === 'object' && error !== null && 'type' in error && 'status' in error) {
+    const type = String(error.type);
+    if (type === 'entity.too.large') {
+      return { code: 413, title: TITLE_BY_STATUS[413] ?? '', message: 'Request body too large', details: `body: at most ${JSON_BODY_LIMIT} of JSON` };
+    }
+    if (type === 'entity.parse.failed') {
+      return { code: 400, title: TITLE_BY_STATUS[400] ?? '', message: 'Request body is not valid JSON', details: 'body: send a JSON object' };
+    }
+    if (type === 'encoding.unsupported' || type === 'charset.unsupported') {
+      return { code: 415, title: TITLE_BY_STATUS[415] ?? '', message: 'Unsupported body encoding', details: 'send UTF-8 JSON' };
+    }
+  }
+  return { code: 500, title: TITLE_BY_STATUS[500] ?? '', message: 'Internal error; quote the request id to support' };
+}
+
+export function createApp(services: Services): express.Express {
+  const { config, clock, log, db } = services;
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  // Query strings stay flat (a=1&a=2 is an array, a[b]=1 is not an object) so zod sees simple values.
+  app.set('query parser', 'simple');
+
+  const requestLimiter = createRateLimiter(config.rateLimit.requests, config.rateLimit.windowMs, clock);
+  const failureLimiter = createRateLimiter(config.rateLimit.authFailures, config.rateLimit.windowMs, clock);
+  const jsonBody = express.json({ limit: JSON_BODY_LIMIT, type: 'application/json', strict: true });
+
+  app.use(requestContext);
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    res.on('finish', () => {
+      const ctx = contextOf(req);
+      log.info('request', {
+        method: req.method,
+        route: ctx.route ?? 'unmatched',
+        status: res.statusCode,
+        ms: Math.round(performance.now() - ctx.startedAt),
+        request_id: ctx.requestId,
+        key_id: ctx.auth?.keyId ?? null,
+      });
+    });
+    next();
+  });
+  app.use(hostCheck(config.allowedHosts));
+  app.use(cors(config.allowedOrigins));
+  app.use(apiVersion);
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const header = req.get('Authorization');
+    // Buckets are keyed by a digest of what was presented, never by the key itself.
+    const bucket = header ? `k:${digestKey(header).slice(0, 32)}` : `ip:${req.socket.remoteAddress ?? ''}`;
+    const wait = requestLimiter.take(bucket);
+    if (wait > 0) {
+      res.setHeader('Retry-After', String(wait));
+      throw new MiaError('rate_limited', 'Too many requests', `retry after ${wait} s`, wait);
+    }
+    next();
+  });
+
+  const authStep = (route: Route) => (req: Request, res: Response, next: NextFunction): void => {
+    const ctx = contextOf(req);
+    ctx.route = `${route.method.toUpperCase()} ${route.path}`;
+    const address = `ip:${req.socket.remoteAddress ?? ''}`;
+    const blockedFor = failureLimiter.peek(address);
+    if (blockedFor > 0) {
+      res.setHeader('Retry-After', String(blockedFor));
+      throw new MiaError('rate_limited', 'Too many failed authentications', `retry after ${blockedFor} s`, blockedFor);
+    }
+    const outcome = authenticate(db, clock, req.get('Authorization'));
+    if (!outcome.ok) {
+      failureLimiter.take(address);
+      recordAudit(db, {
+        at: clock.now().toISOString(),
+        request_id: ctx.requestId,
+        key_id: outcome.keyId,
+        user_id: outcome.userId,
+        action: 'auth.failure',
+        target: ctx.route,
+        patient_id: null,
+        outcome: outcome.reason,
+        status_code: 401,
+      });
+      throw new MiaError('unauthenticated', 'The API key is missing or invalid', outcome.reason);
+    }
+    ctx.auth = outcome.auth;
+    if (route.access.kind === 'scopes' && !holdsAnyScope(outcome.auth.scopes, route.access.anyOf)) {
+      if (route.audit) auditOnFinish(req, res, route.audit, {});
+      throw new MiaError(
+        'forbidden',
+        'No permission for this action',
+        `required scope: ${route.access.anyOf.join(' or ')}`,
+      );
+    }
+    next();
+  };
+
+  const auditOnFinish = (req: Request, res: Response, action: string, note: AuditNote): void => {
+    const ctx = contextOf(req);
+    res.on('finish', () => {
+      const status = res.statusCode;
+      recordAudit(db, {
+        at: clock.now().toISOString(),
+        request_id: ctx.requestId,
+        key_id: ctx.auth?.keyId ?? null,
+        user_id: ctx.auth?.userId ?? null,
+        action,
+        target: note.target ?? null,
+        patient_id: note.patientId ?? null,
+        outcome: status < 400 ? 'success' : status === 403 ? 'denied' : 'error',
+        status_code: status,
+      });
+    });
+  };
+
+  const handleStep = (route: Route) => async (req: Request, res: Response): Promise<void> => {
+    const ctx = contextOf(req);
+    const auth = ctx.auth;
+    if (!auth) throw new MiaError('internal', 'route reached without authentication');
+    const note: AuditNote = {};
+    if (route.audit) auditOnFinish(req, res, route.audit, note);
+    const format = negotiateFormat(req, route.formats);
+    const params = parseInput(route.params, req.params, 'path');
+    const query = parseInput(route.query, withoutFormat(req.query), 'query');
+    let body: unknown;
+    if (route.body) {
+      if (hasBody(req) && !req.is('application/json')) {
+        throw new MiaError('unsupported_media_type', 'Request body must be JSON', 'Content-Type: application/json');
+      }
+      body = parseInput(route.body, req.body ?? {}, 'body');
+    }
+    const result = await route.handle({
+      params,
+      query,
+      body,
+      auth,
+      version: ctx.version,
+      requestId: ctx.requestId,
+      services,
+      audit: (extra) => Object.assign(note, extra),
+    });
+    sendResult(req, res, result, format, route.successStatus, clock);
+  };
+
+  for (const route of ROUTES) {
+    const steps = route.body ? [authStep(route), jsonBody, handleStep(route)] : [authStep(route), handleStep(route)];
+    for (const path of [route.path, ...route.aliases]) app[route.method](expressPath(path), ...steps);
+  }
+
+  app.use((req: Request) => {
+    throw new MiaError('not_found', 'No such endpoint', `${req.method} ${req.path.slice(0, 100)} is not part of this API; see /v1/openapi.json`);
+  });
+
+  app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
+    const body = toErrorBody(error);
+    if (body.code === 500) {
+      log.error('unhandled', {
+        request_id: contextOf(req).requestId,
+        route: contextOf(req).route ?? 'unmatched',
+        error: error instanceof Error ? `${error.name}: ${error.message}`.slice(0, 300) : 'non-error thrown',
+      });
+    }
+    if (error instanceof MiaError && error.retryAfterSeconds !== undefined) res.setHeader('Retry-After', String(error.retryAfterSeconds));
+    if (res.headersSent) {
+      res.end();
+      return;
+    }
+    sendError(req, res, body, clock);
+  });
+
+  return app;
+}

@@ -1,0 +1,104 @@
+/**
+ * What a route is: method, path, who may call it, the zod schemas of its input and output, the
+ * formats it offers and its handler. The HTTP app, the OpenAPI document and the auth matrix test
+ * are all built from the one table of these.
+ */
+import type { z } from 'zod';
+import type { ApiVersion, Scope } from '#common/vocabulary.ts';
+import type { AuthContext } from '#server/auth/authenticate.ts';
+import type { ResourceSerializer } from '#server/formats/serializers.ts';
+import type { Format } from '#server/http/format.ts';
+import type { Services } from '#server/services.ts';
+
+export type Access = { kind: 'authenticated' } | { kind: 'scopes'; anyOf: readonly Scope[] };
+
+export type AuditNote = { target?: string | null; patientId?: string | null };
+
+export type HandlerContext<P, Q, B> = {
+  params: P;
+  query: Q;
+  body: B;
+  auth: AuthContext;
+  version: ApiVersion;
+  requestId: string;
+  services: Services;
+  /** Adds the target and patient to this request's audit event. */
+  audit(note: AuditNote): void;
+};
+
+export type HandlerResult =
+  | { kind: 'data'; data: unknown; status?: number }
+  | {
+      kind: 'list';
+      /** Items in this version's JSON shape (also used for XML). */
+      items: readonly unknown[];
+      nextAfterId: number | null;
+      /** The items for CSV, in the serializer's (fullest) shape. */
+      csv?: { serializer: ResourceSerializer<never>; items: readonly unknown[] };
+      xml?: ResourceSerializer<never>;
+    }
+  | { kind: 'file'; path: string; fileName: string; contentType: string };
+
+export type RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType> = {
+  method: 'get' | 'post' | 'patch' | 'delete';
+  /** OpenAPI-style path, e.g. /v1/scans/{scan_id}. */
+  path: string;
+  /** Other paths serving the same route (GET /reports is also GET /v1/reports). */
+  aliases?: readonly string[];
+  summary: string;
+  description?: string;
+  access: Access;
+  params?: P;
+  query?: Q;
+  body?: B;
+  /** Schema of `data` on success (of each item, for lists); undefined for file downloads. */
+  response?: z.ZodType;
+  list?: boolean;
+  formats?: readonly Format[];
+  successStatus?: number;
+  /** Audit action recorded for every authenticated call; omitted for calls that touch no data. */
+  audit?: string;
+  handle(ctx: HandlerContext<z.output<P>, z.output<Q>, z.output<B>>): HandlerResult | Promise<HandlerResult>;
+};
+
+export type Route = {
+  method: 'get' | 'post' | 'patch' | 'delete';
+  path: string;
+  aliases: readonly string[];
+  summary: string;
+  description: string | undefined;
+  access: Access;
+  params: z.ZodType | undefined;
+  query: z.ZodType | undefined;
+  body: z.ZodType | undefined;
+  response: z.ZodType | undefined;
+  list: boolean;
+  formats: readonly Format[];
+  successStatus: number;
+  audit: string | undefined;
+  handle(ctx: HandlerContext<unknown, unknown, unknown>): HandlerResult | Promise<HandlerResult>;
+};
+
+export function defineRoute<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType>(spec: RouteSpec<P, Q, B>): Route {
+  return {
+    method: spec.method,
+    path: spec.path,
+    aliases: spec.aliases ?? [],
+    summary: spec.summary,
+    description: spec.description,
+    access: spec.access,
+    params: spec.params,
+    query: spec.query,
+    body: spec.body,
+    response: spec.response,
+    list: spec.list ?? false,
+    formats: spec.formats ?? ['json'],
+    successStatus: spec.successStatus ?? 200,
+    audit: spec.audit,
+    // The wrapper parses input with the same schemas before calling, so the types hold.
+    handle: spec.handle as Route['handle'],
+  };
+}
+
+export const scopes = (...anyOf: Scope[]): Access => ({ kind: 'scopes', anyOf });
+export const authenticated: Access = { kind: 'authenticated' };

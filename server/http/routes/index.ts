@@ -1,0 +1,26 @@
+/** The route table: every route the API serves. The auth matrix test walks this list. */
+import { buildOpenApi } from '#server/http/openapi.ts';
+import { authenticated, defineRoute, type Route } from '#server/http/route.ts';
+import { authRoutes } from '#server/http/routes/auth-routes.ts';
+import { exportRoutes } from '#server/http/routes/export-routes.ts';
+import { metaRoutes } from '#server/http/routes/meta-routes.ts';
+import { reportRoutes } from '#server/http/routes/report-routes.ts';
+import { scanRoutes } from '#server/http/routes/scan-routes.ts';
+import { userRoutes } from '#server/http/routes/user-routes.ts';
+
+const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...reportRoutes, ...exportRoutes, ...metaRoutes];
+
+let openApiDocument: unknown;
+
+const openApiRoute = defineRoute({
+  method: 'get',
+  path: '/v1/openapi.json',
+  summary: 'This API as an OpenAPI 3.1 document',
+  access: authenticated,
+  handle: () => {
+    openApiDocument ??= buildOpenApi(ROUTES);
+    return { kind: 'data', data: openApiDocument };
+  },
+});
+
+export const ROUTES: readonly Route[] = [...domainRoutes, openApiRoute];

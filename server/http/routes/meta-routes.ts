@@ -1,0 +1,36 @@
+/** The glossary and the audit trail. */
+import * as api from '#server/api/schemas.ts';
+import { listAudit } from '#server/audit/audit.ts';
+import { BUILTIN_LABELS } from '#server/labels/glossary.ts';
+import { pageRequest } from '#server/http/pagination.ts';
+import { authenticated, defineRoute, scopes, type Route } from '#server/http/route.ts';
+
+export const metaRoutes: Route[] = [
+  defineRoute({
+    method: 'get',
+    path: '/v1/labels',
+    summary: 'The label glossary: every label a finding can carry, with definition and code',
+    access: authenticated,
+    response: api.label,
+    list: true,
+    handle: () => ({ kind: 'list', items: BUILTIN_LABELS, nextAfterId: null }),
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/audit',
+    summary: 'The audit trail, oldest first',
+    access: scopes('read:audit'),
+    query: api.auditQuery,
+    response: api.auditEvent,
+    list: true,
+    audit: 'audit.read',
+    handle: ({ services, query }) => {
+      const page = listAudit(
+        services.db,
+        { action: query.action, userId: query.user_id, patientId: query.patient_id, since: query.since, until: query.until },
+        pageRequest(query),
+      );
+      return { kind: 'list', items: page.items, nextAfterId: page.nextAfterId };
+    },
+  }),
+];

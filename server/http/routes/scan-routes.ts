@@ -1,0 +1,133 @@
+/** Scans, their status, and analysis results (spec 2.3-2.5, 3, 4). */
+import type { ApiVersion } from '#common/vocabulary.ts';
+import * as api from '#server/api/schemas.ts';
+import type { ScanResultV11 } from '#server/api/schemas.ts';
+import { scanResultSerializer } from '#server/formats/serializers.ts';
+import { pageRequest } from '#server/http/pagination.ts';
+import { defineRoute, scopes, type Route } from '#server/http/route.ts';
+import { getLatestResult, getScan, listResults, listScans, requestScanStatus } from '#server/scans/scans.ts';
+
+/** v1 is exactly spec 2.3-2.5 plus instance_uid and frame; v1.1 adds ids, review and analysis. */
+export function resultForVersion(result: ScanResultV11, version: ApiVersion): unknown {
+  if (version === 'v1.1') return result;
+  return {
+    patient_id: result.patient_id,
+    scan_id: result.scan_id,
+    modality: result.modality,
+    findings: result.findings.map((f) => ({
+      label: f.label,
+      confidence: f.confidence,
+      location: f.location,
+      instance_uid: f.instance_uid,
+      frame: f.frame,
+    })),
+    recommendation: result.recommendation,
+  };
+}
+
+const resultDescription =
+  'Latest analysis per scan. Boxes are in pixels of the referenced image (instance_uid, frame), ' +
+  'origin top-left. With label or min_confidence, only scans with a matching finding are listed and ' +
+  'only matching findings are shown. API-Version 1.1 adds finding ids, review and the analysis (model) record.';
+
+export const scanRoutes: Route[] = [
+  defineRoute({
+    method: 'get',
+    path: '/v1/scans',
+    summary: 'List scans (the worklist)',
+    access: scopes('read:scans'),
+    query: api.scansQuery,
+    response: api.scan,
+    list: true,
+    audit: 'scans.list',
+    handle: ({ services, query, audit }) => {
+      audit({ patientId: query.patient_id ?? null });
+      const page = listScans(services, { patientId: query.patient_id, modality: query.modality, status: query.status }, pageRequest(query));
+      return { kind: 'list', items: page.items, nextAfterId: page.nextAfterId };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/scans/{scan_id}',
+    summary: 'One scan',
+    access: scopes('read:scans'),
+    params: api.scanIdParam,
+    response: api.scan,
+    audit: 'scans.read',
+    handle: ({ services, params, audit }) => {
+      audit({ target: `scan:${params.scan_id}` });
+      const scan = getScan(services, params.scan_id);
+      audit({ patientId: scan.patient_id });
+      return { kind: 'data', data: scan };
+    },
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/v1/scans/{scan_id}',
+    summary: 'Change a scan\'s status',
+    description:
+      'Clients may set queued (analyse again), in_review, reviewed, reported and archived. An unknown or ' +
+      'system-only status is 400; a transition not allowed from the current status is 409 and ' +
+      'error.details lists the allowed targets.',
+    access: scopes('write:scans'),
+    params: api.scanIdParam,
+    body: api.scanStatusBody,
+    response: api.scan,
+    audit: 'scans.status',
+    handle: ({ services, params, body, audit }) => {
+      audit({ target: `scan:${params.scan_id}` });
+      const { scan } = requestScanStatus(services, params.scan_id, body.status);
+      audit({ patientId: scan.patient_id });
+      return { kind: 'data', data: scan };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/scan/results',
+    summary: 'Analysis results, one per scan',
+    description: resultDescription,
+    access: scopes('read:scans'),
+    query: api.resultsQuery,
+    response: api.scanResult,
+    list: true,
+    formats: ['json', 'csv', 'xml'],
+    audit: 'results.list',
+    handle: ({ services, query, version, audit }) => {
+      audit({ patientId: query.patient_id ?? null, target: query.scan_id ? `scan:${query.scan_id}` : null });
+      const page = listResults(
+        services,
+        {
+          scanId: query.scan_id,
+          patientId: query.patient_id,
+          modality: query.modality,
+          label: query.label,
+          minConfidence: query.min_confidence,
+        },
+        pageRequest(query),
+      );
+      return {
+        kind: 'list',
+        items: page.items.map((item) => resultForVersion(item, version)),
+        nextAfterId: page.nextAfterId,
+        csv: { serializer: scanResultSerializer, items: page.items },
+        xml: scanResultSerializer,
+      };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/scans/{scan_id}/results',
+    summary: 'The latest analysis result of one scan',
+    description: resultDescription,
+    access: scopes('read:scans'),
+    params: api.scanIdParam,
+    response: api.scanResult,
+    audit: 'results.read',
+    handle: ({ services, params, version, audit }) => {
+      audit({ target: `scan:${params.scan_id}` });
+      const result = getLatestResult(services, params.scan_id);
+      audit({ patientId: result.patient_id });
+      return { kind: 'data', data: resultForVersion(result, version) };
+    },
+  }),
+];

@@ -1,0 +1,77 @@
+/** Shapes scan rows, analyses and findings into the API's scan and result records (spec 2.3-2.5). */
+import type { Scan, ScanResultV11 } from '#server/api/schemas.ts';
+import type { AnalysisRow, FindingRow } from '#server/store/analyses.ts';
+import { findAnalysesByIds, findFindingsByAnalyses } from '#server/store/analyses.ts';
+import type { Database } from '#server/store/database.ts';
+import type { ScanRow } from '#server/store/scans.ts';
+
+export type FindingFilter = { label?: string | undefined; minConfidence?: number | undefined };
+
+function keepFinding(row: FindingRow, filter: FindingFilter): boolean {
+  return (filter.label === undefined || row.label === filter.label) && (filter.minConfidence === undefined || row.confidence >= filter.minConfidence);
+}
+
+export function toFinding(row: FindingRow): ScanResultV11['findings'][number] {
+  return {
+    id: row.public_id,
+    label: row.label,
+    confidence: row.confidence,
+    location: { x: row.x, y: row.y, width: row.width, height: row.height },
+    instance_uid: row.instance_uid,
+    frame: row.frame,
+    review: row.review,
+  };
+}
+
+/** Loads the latest analyses of many scans with two queries, whatever the page size. */
+export function loadLatestAnalyses(
+  db: Database,
+  rows: readonly ScanRow[],
+): { analyses: Map<number, AnalysisRow>; findings: Map<number, FindingRow[]> } {
+  const ids = rows.flatMap((row) => (row.latest_analysis_ref === null ? [] : [row.latest_analysis_ref]));
+  return { analyses: findAnalysesByIds(db, ids), findings: findFindingsByAnalyses(db, ids) };
+}
+
+export function toScan(row: ScanRow, findings: readonly FindingRow[] | undefined, analysis: AnalysisRow | undefined): Scan {
+  // Findings arrive ordered by confidence, so the first is the worklist's "top" finding.
+  const top = findings?.[0];
+  return {
+    scan_id: row.scan_id,
+    patient_id: row.patient_id,
+    study_uid: row.study_uid,
+    study_date: row.study_date,
+    study_description: row.study_description,
+    accession_number: row.accession_number,
+    modality: row.modality,
+    body_part: row.body_part,
+    description: row.description,
+    series_number: row.series_number,
+    instance_count: row.instance_count,
+    status: row.status,
+    status_reason: row.status_reason,
+    ai_summary: top && analysis ? { label: top.label, confidence: top.confidence, analysis_id: analysis.public_id } : null,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  };
+}
+
+export function toScanResult(
+  row: ScanRow,
+  analysis: AnalysisRow,
+  findings: readonly FindingRow[],
+  filter: FindingFilter,
+): ScanResultV11 {
+  return {
+    patient_id: row.patient_id,
+    scan_id: row.scan_id,
+    modality: row.modality,
+    findings: findings.filter((f) => keepFinding(f, filter)).map(toFinding),
+    recommendation: analysis.recommendation ?? '',
+    analysis: {
+      id: analysis.public_id,
+      model: { id: analysis.model_id, name: analysis.model_name, version: analysis.model_version, sha256: analysis.model_sha256 },
+      started_at: analysis.started_at,
+      finished_at: analysis.finished_at,
+    },
+  };
+}

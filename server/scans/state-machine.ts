@@ -1,0 +1,60 @@
+/**
+ * Scan states (PRODUCT.md, Scan states):
+ *   received -> queued -> analyzing -> analyzed | failed;
+ *   analyzed -> in_review -> reviewed -> reported; any state -> archived.
+ * Clients may request queued (analyse again), in_review, reviewed, reported and archived; the
+ * analysis engine sets analyzing, analyzed and failed.
+ */
+import type { ClientScanStatus, ScanStatus } from '#common/vocabulary.ts';
+import { CLIENT_SCAN_STATUSES, SCAN_STATUSES } from '#common/vocabulary.ts';
+import { conflict, invalid } from '#server/errors.ts';
+
+const ALL_BUT_ARCHIVED = SCAN_STATUSES.filter((s) => s !== 'archived');
+
+/** For each state a client may request: the states it may be requested from. */
+const CLIENT_FROM: Record<ClientScanStatus, readonly ScanStatus[]> = {
+  queued: ['received', 'analyzed', 'failed'],
+  in_review: ['analyzed'],
+  reviewed: ['in_review'],
+  reported: ['reviewed'],
+  archived: ALL_BUT_ARCHIVED,
+};
+
+/** Transitions only the system makes. */
+const SYSTEM_FROM: Record<'queued' | 'analyzing' | 'analyzed' | 'failed', readonly ScanStatus[]> = {
+  queued: ['received', 'analyzed', 'failed'],
+  analyzing: ['queued'],
+  analyzed: ['analyzing'],
+  failed: ['queued', 'analyzing'],
+};
+
+export function clientTargetsFrom(from: ScanStatus): ClientScanStatus[] {
+  return CLIENT_SCAN_STATUSES.filter((target) => CLIENT_FROM[target].includes(from));
+}
+
+function isClientStatus(value: string): value is ClientScanStatus {
+  return (CLIENT_SCAN_STATUSES as readonly string[]).includes(value);
+}
+
+/** Validates a client's request to move a scan from `from` to `requested`. */
+export function checkClientTransition(from: ScanStatus, requested: string): ClientScanStatus {
+  if (!isClientStatus(requested)) {
+    const known = (SCAN_STATUSES as readonly string[]).includes(requested);
+    throw invalid(
+      known ? `Status ${requested} is set by the system, not by clients` : `Unknown status '${requested.slice(0, 40)}'`,
+      `status: clients may set ${CLIENT_SCAN_STATUSES.join(', ')}`,
+    );
+  }
+  if (!CLIENT_FROM[requested].includes(from)) {
+    const allowed = clientTargetsFrom(from);
+    throw conflict(
+      `A scan in status ${from} cannot move to ${requested}`,
+      allowed.length > 0 ? `allowed targets from ${from}: ${allowed.join(', ')}` : `no status change is allowed from ${from}`,
+    );
+  }
+  return requested;
+}
+
+export function canSystemMove(from: ScanStatus, to: keyof typeof SYSTEM_FROM): boolean {
+  return SYSTEM_FROM[to].includes(from);
+}

@@ -1,0 +1,130 @@
+/** SQL for analyses and their findings. */
+import type { FindingReview } from '#common/vocabulary.ts';
+import type { Database } from '#server/store/database.ts';
+import { newPublicId } from '#server/store/public-id.ts';
+
+export type AnalysisRow = {
+  id: number;
+  public_id: string;
+  scan_ref: number;
+  model_id: string;
+  model_name: string;
+  model_version: string;
+  model_sha256: string;
+  thresholds: string;
+  status: 'queued' | 'running' | 'succeeded' | 'failed' | 'not_applicable' | 'cancelled';
+  error: string | null;
+  recommendation: string | null;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+};
+
+export type FindingRow = {
+  id: number;
+  public_id: string;
+  analysis_ref: number;
+  label: string;
+  confidence: number;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+  instance_uid: string;
+  frame: number;
+  review: FindingReview | null;
+  reviewed_by: number | null;
+  reviewed_at: string | null;
+};
+
+export type FindingInput = {
+  label: string;
+  confidence: number;
+  x: number;
+  y: number;
+  width: number;
+  height: number;
+  instanceUid: string;
+  frame: number;
+};
+
+export type CompletedAnalysisInput = {
+  scanRef: number;
+  model: { id: string; name: string; version: string; sha256: string };
+  thresholds: Record<string, number>;
+  recommendation: string;
+  findings: readonly FindingInput[];
+  startedAt: string;
+  finishedAt: string;
+};
+
+/** Stores a finished analysis with its findings; the caller wraps it in a transaction. */
+export function insertCompletedAnalysis(db: Database, input: CompletedAnalysisInput): AnalysisRow {
+  const analysis = db
+    .prepare(
+      `INSERT INTO analyses (public_id, scan_ref, model_id, model_name, model_version, model_sha256, thresholds,
+         status, recommendation, created_at, started_at, finished_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, 'succeeded', ?, ?, ?, ?) RETURNING *`,
+    )
+    .get(
+      newPublicId('ana'),
+      input.scanRef,
+      input.model.id,
+      input.model.name,
+      input.model.version,
+      input.model.sha256,
+      JSON.stringify(input.thresholds),
+      input.recommendation,
+      input.startedAt,
+      input.startedAt,
+      input.finishedAt,
+    ) as AnalysisRow;
+  const insertFinding = db.prepare(
+    `INSERT INTO findings (public_id, analysis_ref, label, confidence, x, y, width, height, instance_uid, frame)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+  );
+  for (const f of input.findings) {
+    insertFinding.run(newPublicId('fnd'), analysis.id, f.label, f.confidence, f.x, f.y, f.width, f.height, f.instanceUid, f.frame);
+  }
+  return analysis;
+}
+
+export function findAnalysesByIds(db: Database, ids: readonly number[]): Map<number, AnalysisRow> {
+  if (ids.length === 0) return new Map();
+  const rows = db
+    .prepare('SELECT * FROM analyses WHERE id IN (SELECT value FROM json_each(?))')
+    .all(JSON.stringify(ids)) as AnalysisRow[];
+  return new Map(rows.map((row) => [row.id, row]));
+}
+
+/** Findings of several analyses at once, ordered by confidence, highest first. */
+export function findFindingsByAnalyses(db: Database, analysisIds: readonly number[]): Map<number, FindingRow[]> {
+  const byAnalysis = new Map<number, FindingRow[]>();
+  if (analysisIds.length === 0) return byAnalysis;
+  const rows = db
+    .prepare(
+      `SELECT * FROM findings WHERE analysis_ref IN (SELECT value FROM json_each(?))
+       ORDER BY analysis_ref, confidence DESC, id`,
+    )
+    .all(JSON.stringify(analysisIds)) as FindingRow[];
+  for (const row of rows) {
+    const list = byAnalysis.get(row.analysis_ref) ?? [];
+    list.push(row);
+    byAnalysis.set(row.analysis_ref, list);
+  }
+  return byAnalysis;
+}
+
+export function findFindingByPublicId(db: Database, publicId: string): FindingRow | undefined {
+  return db.prepare('SELECT * FROM findings WHERE public_id = ?').get(publicId) as FindingRow | undefined;
+}
+
+export function setFindingReview(
+  db: Database,
+  id: number,
+  review: FindingReview | null,
+  userRef: number | null,
+  at: string | null,
+): void {
+  db.prepare('UPDATE findings SET review = ?, reviewed_by = ?, reviewed_at = ? WHERE id = ?').run(review, userRef, at, id);
+}

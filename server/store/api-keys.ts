@@ -1,0 +1,109 @@
+/** SQL for API keys. Only digests and display prefixes are ever stored. */
+import type { Database } from '#server/store/database.ts';
+import { newPublicId } from '#server/store/public-id.ts';
+import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
+import type { UserRow } from '#server/store/users.ts';
+
+export type ApiKeyRow = {
+  id: number;
+  public_id: string;
+  user_id: number;
+  name: string | null;
+  digest: string;
+  prefix: string;
+  extra_scopes: string;
+  created_at: string;
+  last_used_at: string | null;
+  expires_at: string | null;
+  revoked_at: string | null;
+  replaced_by: number | null;
+};
+
+export type ApiKeyWithOwner = ApiKeyRow & { user_public_id: string };
+
+export function insertApiKey(
+  db: Database,
+  input: { userId: number; name: string | null; digest: string; prefix: string; extraScopes: readonly string[]; at: string },
+): ApiKeyRow {
+  return db
+    .prepare(
+      `INSERT INTO api_keys (public_id, user_id, name, digest, prefix, extra_scopes, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *`,
+    )
+    .get(
+      newPublicId('key'),
+      input.userId,
+      input.name,
+      input.digest,
+      input.prefix,
+      JSON.stringify(input.extraScopes),
+      input.at,
+    ) as ApiKeyRow;
+}
+
+export function findApiKeyByDigest(db: Database, digest: string): { key: ApiKeyRow; user: UserRow } | undefined {
+  const row = db
+    .prepare(
+      `SELECT k.*, u.public_id AS u_public_id, u.email AS u_email, u.name AS u_name, u.role AS u_role,
+              u.status AS u_status, u.created_at AS u_created_at, u.updated_at AS u_updated_at
+       FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.digest = ?`,
+    )
+    .get(digest) as (ApiKeyRow & Record<`u_${string}`, string | null>) | undefined;
+  if (!row) return undefined;
+  const user = {
+    id: row.user_id,
+    public_id: row.u_public_id,
+    email: row.u_email,
+    name: row.u_name,
+    role: row.u_role,
+    status: row.u_status,
+    created_at: row.u_created_at,
+    updated_at: row.u_updated_at,
+  } as UserRow;
+  return { key: row, user };
+}
+
+export function findApiKeyByPublicId(db: Database, publicId: string): ApiKeyWithOwner | undefined {
+  return db
+    .prepare(
+      `SELECT k.*, u.public_id AS user_public_id FROM api_keys k JOIN users u ON u.id = k.user_id
+       WHERE k.public_id = ?`,
+    )
+    .get(publicId) as ApiKeyWithOwner | undefined;
+}
+
+export function findApiKeyById(db: Database, id: number): ApiKeyWithOwner | undefined {
+  return db
+    .prepare(
+      `SELECT k.*, u.public_id AS user_public_id FROM api_keys k JOIN users u ON u.id = k.user_id
+       WHERE k.id = ?`,
+    )
+    .get(id) as ApiKeyWithOwner | undefined;
+}
+
+export function listApiKeys(
+  db: Database,
+  filter: { userId?: number | undefined },
+  page: PageRequest,
+): Page<ApiKeyWithOwner> {
+  const rows = db
+    .prepare(
+      `SELECT k.*, u.public_id AS user_public_id FROM api_keys k JOIN users u ON u.id = k.user_id
+       WHERE k.id > @after AND (@userId IS NULL OR k.user_id = @userId)
+       ORDER BY k.id LIMIT @limit`,
+    )
+    .all({ after: page.afterId, userId: filter.userId ?? null, limit: page.limit + 1 }) as ApiKeyWithOwner[];
+  return toPage(rows, page.limit);
+}
+
+export function markApiKeyRotated(db: Database, id: number, expiresAt: string, replacedBy: number): void {
+  db.prepare('UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE id = ?').run(expiresAt, replacedBy, id);
+}
+
+export function revokeApiKey(db: Database, id: number, at: string): void {
+  db.prepare('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?').run(at, id);
+}
+
+export function touchApiKey(db: Database, id: number, at: string): void {
+  db.prepare('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(at, id);
+}

@@ -1,0 +1,56 @@
+/** SQL for the audit trail: append-only; nothing in mia updates or deletes these rows. */
+import type { Database } from '#server/store/database.ts';
+import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
+
+export type AuditRow = {
+  id: number;
+  at: string;
+  request_id: string | null;
+  key_id: string | null;
+  user_id: string | null;
+  action: string;
+  target: string | null;
+  patient_id: string | null;
+  outcome: string;
+  status_code: number | null;
+};
+
+export type AuditInput = Omit<AuditRow, 'id'>;
+
+export function insertAuditEvent(db: Database, event: AuditInput): void {
+  db.prepare(
+    `INSERT INTO audit_events (at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code)
+     VALUES (@at, @request_id, @key_id, @user_id, @action, @target, @patient_id, @outcome, @status_code)`,
+  ).run(event);
+}
+
+export type AuditFilter = {
+  action?: string | undefined;
+  userId?: string | undefined;
+  patientId?: string | undefined;
+  since?: string | undefined;
+  until?: string | undefined;
+};
+
+export function listAuditEvents(db: Database, filter: AuditFilter, page: PageRequest): Page<AuditRow> {
+  const rows = db
+    .prepare(
+      `SELECT * FROM audit_events WHERE id > @after
+         AND (@action IS NULL OR action = @action)
+         AND (@userId IS NULL OR user_id = @userId)
+         AND (@patientId IS NULL OR patient_id = @patientId)
+         AND (@since IS NULL OR at >= @since)
+         AND (@until IS NULL OR at < @until)
+       ORDER BY id LIMIT @limit`,
+    )
+    .all({
+      after: page.afterId,
+      action: filter.action ?? null,
+      userId: filter.userId ?? null,
+      patientId: filter.patientId ?? null,
+      since: filter.since ?? null,
+      until: filter.until ?? null,
+      limit: page.limit + 1,
+    }) as AuditRow[];
+  return toPage(rows, page.limit);
+}

@@ -1,0 +1,31 @@
+/**
+ * The SQLite connection. One file per data folder, shared safely by a running server and CLI
+ * commands: WAL lets readers and one writer work at once, and busy_timeout makes a second
+ * writer wait instead of failing with SQLITE_BUSY.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { applyMigrations } from '#server/store/migrations.ts';
+
+export type Database = BetterSqlite3.Database;
+
+export const DATABASE_FILE = 'mia.sqlite';
+
+export function openDatabase(dataDir: string): Database {
+  mkdirSync(dataDir, { recursive: true });
+  const db = new BetterSqlite3(join(dataDir, DATABASE_FILE));
+  db.pragma('journal_mode = WAL');
+  // NORMAL is durable across application crashes in WAL mode; only a power cut may lose the
+  // last commits, never corrupt the file (sqlite.org/pragma.html#pragma_synchronous).
+  db.pragma('synchronous = NORMAL');
+  db.pragma('foreign_keys = ON');
+  db.pragma('busy_timeout = 10000');
+  applyMigrations(db);
+  return db;
+}
+
+/** Runs `work` in one IMMEDIATE transaction so concurrent writers queue instead of deadlocking. */
+export function inTransaction<T>(db: Database, work: () => T): T {
+  return db.transaction(work).immediate();
+}

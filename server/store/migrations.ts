@@ -1,0 +1,211 @@
+/**
+ * Numbered schema migrations, applied in order at start. PRAGMA user_version records how far a
+ * database has come, so a folder written by an older mia is upgraded in place and a newer one is
+ * refused rather than misread.
+ */
+import type BetterSqlite3 from 'better-sqlite3';
+
+type Migration = { version: number; name: string; sql: string };
+
+const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'initial schema',
+    sql: `
+      CREATE TABLE settings (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+      ) STRICT;
+
+      CREATE TABLE users (
+        id INTEGER PRIMARY KEY,
+        public_id TEXT NOT NULL UNIQUE,
+        email TEXT NOT NULL UNIQUE COLLATE NOCASE,
+        name TEXT,
+        role TEXT NOT NULL CHECK (role IN ('radiologist', 'data_engineer', 'admin')),
+        status TEXT NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'disabled')),
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      ) STRICT;
+
+      CREATE TABLE api_keys (
+        id INTEGER PRIMARY KEY,
+        public_id TEXT NOT NULL UNIQUE,
+        user_id INTEGER NOT NULL REFERENCES users (id),
+        name TEXT,
+        digest TEXT NOT NULL UNIQUE,
+        prefix TEXT NOT NULL,
+        extra_scopes TEXT NOT NULL DEFAULT '[]',
+        created_at TEXT NOT NULL,
+        last_used_at TEXT,
+        expires_at TEXT,
+        revoked_at TEXT,
+        replaced_by INTEGER REFERENCES api_keys (id)
+      ) STRICT;
+      CREATE INDEX api_keys_user ON api_keys (user_id);
+
+      CREATE TABLE patients (
+        id INTEGER PRIMARY KEY,
+        patient_id TEXT NOT NULL UNIQUE,
+        name TEXT,
+        birth_date TEXT,
+        sex TEXT,
+        created_at TEXT NOT NULL
+      ) STRICT;
+
+      CREATE TABLE studies (
+        id INTEGER PRIMARY KEY,
+        study_uid TEXT NOT NULL UNIQUE,
+        patient_ref INTEGER NOT NULL REFERENCES patients (id),
+        study_date TEXT,
+        study_time TEXT,
+        description TEXT,
+        accession_number TEXT,
+        created_at TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX studies_patient ON studies (patient_ref);
+
+      CREATE TABLE scans (
+        id INTEGER PRIMARY KEY,
+        scan_id TEXT NOT NULL UNIQUE,
+        study_ref INTEGER NOT NULL REFERENCES studies (id),
+        modality TEXT NOT NULL,
+        body_part TEXT,
+        description TEXT,
+        series_number INTEGER,
+        instance_count INTEGER NOT NULL DEFAULT 0,
+        status TEXT NOT NULL DEFAULT 'received' CHECK (status IN
+          ('received', 'queued', 'analyzing', 'analyzed', 'failed', 'in_review', 'reviewed', 'reported', 'archived')),
+        status_reason TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX scans_study ON scans (study_ref);
+      CREATE INDEX scans_status ON scans (status);
+      CREATE INDEX scans_modality ON scans (modality);
+
+      CREATE TABLE instances (
+        id INTEGER PRIMARY KEY,
+        sop_instance_uid TEXT NOT NULL UNIQUE,
+        scan_ref INTEGER NOT NULL REFERENCES scans (id),
+        sop_class_uid TEXT,
+        transfer_syntax TEXT NOT NULL,
+        rows INTEGER NOT NULL,
+        columns INTEGER NOT NULL,
+        frames INTEGER NOT NULL DEFAULT 1,
+        instance_number INTEGER,
+        position REAL,
+        pixel_spacing TEXT,
+        file_path TEXT NOT NULL,
+        file_sha256 TEXT NOT NULL,
+        file_size INTEGER NOT NULL,
+        created_at TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX instances_scan ON instances (scan_ref);
+
+      CREATE TABLE analyses (
+        id INTEGER PRIMARY KEY,
+        public_id TEXT NOT NULL UNIQUE,
+        scan_ref INTEGER NOT NULL REFERENCES scans (id),
+        model_id TEXT NOT NULL,
+        model_name TEXT NOT NULL,
+        model_version TEXT NOT NULL,
+        model_sha256 TEXT NOT NULL,
+        thresholds TEXT NOT NULL DEFAULT '{}',
+        status TEXT NOT NULL CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'not_applicable', 'cancelled')),
+        error TEXT,
+        recommendation TEXT,
+        created_at TEXT NOT NULL,
+        started_at TEXT,
+        finished_at TEXT
+      ) STRICT;
+      CREATE INDEX analyses_scan ON analyses (scan_ref, status);
+
+      CREATE TABLE findings (
+        id INTEGER PRIMARY KEY,
+        public_id TEXT NOT NULL UNIQUE,
+        analysis_ref INTEGER NOT NULL REFERENCES analyses (id) ON DELETE CASCADE,
+        label TEXT NOT NULL,
+        confidence REAL NOT NULL CHECK (confidence >= 0 AND confidence <= 1),
+        x REAL NOT NULL,
+        y REAL NOT NULL,
+        width REAL NOT NULL,
+        height REAL NOT NULL,
+        instance_uid TEXT NOT NULL,
+        frame INTEGER NOT NULL DEFAULT 0,
+        review TEXT CHECK (review IN ('accepted', 'rejected')),
+        reviewed_by INTEGER REFERENCES users (id),
+        reviewed_at TEXT
+      ) STRICT;
+      CREATE INDEX findings_analysis ON findings (analysis_ref);
+
+      CREATE TABLE reports (
+        id INTEGER PRIMARY KEY,
+        public_id TEXT NOT NULL UNIQUE,
+        scan_ref INTEGER NOT NULL REFERENCES scans (id),
+        analysis_ref INTEGER REFERENCES analyses (id),
+        status TEXT NOT NULL CHECK (status IN ('draft', 'final')),
+        impression TEXT NOT NULL DEFAULT '',
+        recommendation TEXT NOT NULL DEFAULT '',
+        findings TEXT NOT NULL DEFAULT '[]',
+        author_ref INTEGER NOT NULL REFERENCES users (id),
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        finalized_at TEXT,
+        finalized_by INTEGER REFERENCES users (id)
+      ) STRICT;
+      CREATE INDEX reports_scan ON reports (scan_ref);
+
+      CREATE TABLE exports (
+        id INTEGER PRIMARY KEY,
+        public_id TEXT NOT NULL UNIQUE,
+        created_by INTEGER NOT NULL REFERENCES users (id),
+        format TEXT NOT NULL CHECK (format IN ('csv', 'xml', 'json')),
+        filters TEXT NOT NULL DEFAULT '{}',
+        deidentified INTEGER NOT NULL CHECK (deidentified IN (0, 1)),
+        status TEXT NOT NULL CHECK (status IN ('ready', 'failed')),
+        row_count INTEGER NOT NULL DEFAULT 0,
+        file_name TEXT,
+        size_bytes INTEGER,
+        sha256 TEXT,
+        error TEXT,
+        created_at TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX exports_creator ON exports (created_by);
+
+      CREATE TABLE audit_events (
+        id INTEGER PRIMARY KEY,
+        at TEXT NOT NULL,
+        request_id TEXT,
+        key_id TEXT,
+        user_id TEXT,
+        action TEXT NOT NULL,
+        target TEXT,
+        patient_id TEXT,
+        outcome TEXT NOT NULL,
+        status_code INTEGER
+      ) STRICT;
+      CREATE INDEX audit_events_at ON audit_events (at);
+    `,
+  },
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+export function applyMigrations(db: BetterSqlite3.Database): void {
+  const migrate = db.transaction(() => {
+    const current = db.pragma('user_version', { simple: true }) as number;
+    if (current > SCHEMA_VERSION) {
+      throw new Error(
+        `database schema version ${current} is newer than this mia (${SCHEMA_VERSION}); upgrade mia`,
+      );
+    }
+    for (const migration of MIGRATIONS) {
+      if (migration.version <= current) continue;
+      db.exec(migration.sql);
+      db.pragma(`user_version = ${migration.version}`);
+    }
+  });
+  // IMMEDIATE: a CLI command and a server starting together must not both apply migration 1.
+  migrate.immediate();
+}

@@ -1,0 +1,119 @@
+/** SQL for reports. */
+import type { ReportStatus } from '#common/vocabulary.ts';
+import type { Database } from '#server/store/database.ts';
+import { newPublicId } from '#server/store/public-id.ts';
+import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
+
+export type ReportRow = {
+  id: number;
+  public_id: string;
+  scan_ref: number;
+  analysis_ref: number | null;
+  status: ReportStatus;
+  impression: string;
+  recommendation: string;
+  findings: string;
+  author_ref: number;
+  created_at: string;
+  updated_at: string;
+  finalized_at: string | null;
+  finalized_by: number | null;
+  // Joined for display.
+  scan_id: string;
+  patient_id: string;
+  modality: string;
+  author_public_id: string;
+  author_email: string;
+  finalized_by_public_id: string | null;
+  analysis_public_id: string | null;
+  model_name: string | null;
+  model_version: string | null;
+};
+
+const REPORT_SELECT = `
+  SELECT r.*, s.scan_id, p.patient_id, s.modality, au.public_id AS author_public_id, au.email AS author_email,
+         fu.public_id AS finalized_by_public_id, a.public_id AS analysis_public_id,
+         a.model_name, a.model_version
+  FROM reports r
+  JOIN scans s ON s.id = r.scan_ref
+  JOIN studies st ON st.id = s.study_ref
+  JOIN patients p ON p.id = st.patient_ref
+  JOIN users au ON au.id = r.author_ref
+  LEFT JOIN users fu ON fu.id = r.finalized_by
+  LEFT JOIN analyses a ON a.id = r.analysis_ref`;
+
+export type ReportFilter = {
+  scanId?: string | undefined;
+  patientId?: string | undefined;
+  status?: ReportStatus | undefined;
+};
+
+export function insertReport(
+  db: Database,
+  input: {
+    scanRef: number;
+    analysisRef: number | null;
+    impression: string;
+    recommendation: string;
+    findings: string;
+    authorRef: number;
+    at: string;
+  },
+): string {
+  const publicId = newPublicId('rpt');
+  db.prepare(
+    `INSERT INTO reports (public_id, scan_ref, analysis_ref, status, impression, recommendation, findings, author_ref,
+       created_at, updated_at) VALUES (?, ?, ?, 'draft', ?, ?, ?, ?, ?, ?)`,
+  ).run(publicId, input.scanRef, input.analysisRef, input.impression, input.recommendation, input.findings, input.authorRef, input.at, input.at);
+  return publicId;
+}
+
+export function findReport(db: Database, publicId: string): ReportRow | undefined {
+  return db.prepare(`${REPORT_SELECT} WHERE r.public_id = ?`).get(publicId) as ReportRow | undefined;
+}
+
+export function listReports(db: Database, filter: ReportFilter, page: PageRequest): Page<ReportRow> {
+  const rows = db
+    .prepare(
+      `${REPORT_SELECT} WHERE r.id > @after
+         AND (@scanId IS NULL OR s.scan_id = @scanId)
+         AND (@patientId IS NULL OR p.patient_id = @patientId)
+         AND (@status IS NULL OR r.status = @status)
+       ORDER BY r.id LIMIT @limit`,
+    )
+    .all({
+      after: page.afterId,
+      scanId: filter.scanId ?? null,
+      patientId: filter.patientId ?? null,
+      status: filter.status ?? null,
+      limit: page.limit + 1,
+    }) as ReportRow[];
+  return toPage(rows, page.limit);
+}
+
+/** Updates a draft only; returns false when the report was final (or gone) at write time. */
+export function updateDraftReport(
+  db: Database,
+  id: number,
+  patch: { impression?: string | undefined; recommendation?: string | undefined; finalizeBy?: number | undefined; at: string },
+): boolean {
+  const result = db
+    .prepare(
+      `UPDATE reports SET
+         impression = COALESCE(@impression, impression),
+         recommendation = COALESCE(@recommendation, recommendation),
+         status = CASE WHEN @finalizeBy IS NULL THEN status ELSE 'final' END,
+         finalized_by = COALESCE(@finalizeBy, finalized_by),
+         finalized_at = CASE WHEN @finalizeBy IS NULL THEN finalized_at ELSE @at END,
+         updated_at = @at
+       WHERE id = @id AND status = 'draft'`,
+    )
+    .run({
+      id,
+      impression: patch.impression ?? null,
+      recommendation: patch.recommendation ?? null,
+      finalizeBy: patch.finalizeBy ?? null,
+      at: patch.at,
+    });
+  return result.changes === 1;
+}

@@ -1,0 +1,86 @@
+/** User accounts (PRODUCT.md: id, email, role, status). Users are disabled, never deleted, so
+ * the audit trail keeps naming who did what. */
+import type { Role, UserStatus } from '#common/vocabulary.ts';
+import type { User } from '#server/api/schemas.ts';
+import type { Clock } from '#server/clock.ts';
+import { conflict, notFound } from '#server/errors.ts';
+import type { Database } from '#server/store/database.ts';
+import { inTransaction } from '#server/store/database.ts';
+import type { Page, PageRequest } from '#server/store/page.ts';
+import type { UserRow } from '#server/store/users.ts';
+import {
+  countActiveAdmins,
+  findUserByEmail,
+  findUserByPublicId,
+  insertUser,
+  listUsers as listUserRows,
+  updateUser as updateUserRow,
+} from '#server/store/users.ts';
+
+export type UserDeps = { db: Database; clock: Clock };
+
+export function toUser(row: UserRow): User {
+  return {
+    id: row.public_id,
+    email: row.email,
+    name: row.name,
+    role: row.role,
+    status: row.status,
+    created_at: row.created_at,
+    updated_at: row.updated_at,
+  };
+}
+
+export function createUser(deps: UserDeps, input: { email: string; role: Role; name?: string | undefined }): UserRow {
+  return inTransaction(deps.db, () => {
+    if (findUserByEmail(deps.db, input.email)) {
+      throw conflict('A user with this email exists', `email ${input.email} is taken; use PATCH /v1/users/{id}`);
+    }
+    return insertUser(deps.db, { email: input.email, name: input.name ?? null, role: input.role, at: deps.clock.now().toISOString() });
+  });
+}
+
+/** The CLI's "create the user if needed": an existing user keeps their role unless it matches. */
+export function findOrCreateUser(deps: UserDeps, input: { email: string; role: Role }): { user: UserRow; created: boolean } {
+  return inTransaction(deps.db, () => {
+    const existing = findUserByEmail(deps.db, input.email);
+    if (existing) {
+      if (existing.role !== input.role) {
+        throw conflict(`User ${input.email} exists with role ${existing.role}`, 'change the role with PATCH /v1/users/{id} first');
+      }
+      return { user: existing, created: false };
+    }
+    return { user: createUser(deps, input), created: true };
+  });
+}
+
+export function getUser(deps: UserDeps, userId: string): UserRow {
+  const row = findUserByPublicId(deps.db, userId);
+  if (!row) throw notFound('User', userId);
+  return row;
+}
+
+export function listUsers(
+  deps: UserDeps,
+  filter: { role?: Role | undefined; status?: UserStatus | undefined },
+  page: PageRequest,
+): Page<UserRow> {
+  return listUserRows(deps.db, filter, page);
+}
+
+export function updateUser(
+  deps: UserDeps,
+  userId: string,
+  patch: { role?: Role | undefined; status?: UserStatus | undefined; name?: string | null | undefined },
+): UserRow {
+  return inTransaction(deps.db, () => {
+    const row = getUser(deps, userId);
+    const losesAdmin =
+      row.role === 'admin' && row.status === 'active' && ((patch.role && patch.role !== 'admin') || patch.status === 'disabled');
+    // Without an active admin nobody could issue keys or manage users any more.
+    if (losesAdmin && countActiveAdmins(deps.db) <= 1) {
+      throw conflict('This is the last active admin', 'make another user admin before demoting or disabling this one');
+    }
+    return updateUserRow(deps.db, row.id, { ...patch, at: deps.clock.now().toISOString() });
+  });
+}
