@@ -1,0 +1,229 @@
+/**
+ * Model manifests: the JSON beside each ONNX file in models/<id>/ that says what the model
+ * applies to, how to build its input, how to decode its output and what its labels mean
+ * (PRODUCT.md, The model). Any detection model with a valid manifest can replace the bundled one,
+ * so the manifest is parsed once here, at the edge, and trusted everywhere after.
+ */
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { z } from 'zod';
+
+const UNIT = 'expected number between 0 and 1';
+const unitInterval = () => z.number({ error: UNIT }).min(0, { error: UNIT }).max(1, { error: UNIT });
+const positiveInt = () => z.number().int().positive();
+const nonEmpty = () => z.string().min(1);
+
+const clip = z
+  .tuple([z.number(), z.number()])
+  .refine(([lo, hi]) => lo < hi, { error: 'expected [low, high] with low < high' });
+
+const windowNormalisation = z.object({
+  kind: z.literal('window'),
+  center: z.number(),
+  width: z.number().positive(),
+  clip,
+});
+
+const percentileNormalisation = z
+  .object({
+    kind: z.literal('percentile'),
+    low: z.number().min(0).max(100),
+    high: z.number().min(0).max(100),
+    clip,
+  })
+  .refine((p) => p.low < p.high, { error: 'expected low < high', path: ['high'] });
+
+const normalisation = z.discriminatedUnion('kind', [windowNormalisation, percentileNormalisation]);
+export type Normalisation = z.infer<typeof normalisation>;
+
+const input = z
+  .object({
+    tensor: nonEmpty(),
+    // [N, C, H, W]; N is dynamic (a name such as "N", or null) so a whole scan runs as one batch.
+    shape: z.tuple([z.union([z.string(), z.null()]), positiveInt(), positiveInt(), positiveInt()]),
+    dtype: z.literal('float32'),
+    channels: positiveInt(),
+    size: z.object({ height: positiveInt(), width: positiveInt() }),
+    resampling: z.object({
+      method: z.literal('bilinear'),
+      align: z.literal('half_pixel'),
+      antialias: z.literal(false),
+      keep_aspect: z.literal(false),
+    }),
+    normalisation: z.record(z.string(), normalisation),
+    order: z.literal('normalise_then_resize'),
+  })
+  .superRefine((v, ctx) => {
+    const [, c, h, w] = v.shape;
+    if (c !== v.channels) ctx.addIssue({ code: 'custom', path: ['shape', 1], message: `expected ${v.channels} (channels)` });
+    if (h !== v.size.height) ctx.addIssue({ code: 'custom', path: ['shape', 2], message: `expected ${v.size.height} (size.height)` });
+    if (w !== v.size.width) ctx.addIssue({ code: 'custom', path: ['shape', 3], message: `expected ${v.size.width} (size.width)` });
+    if (v.channels !== 1) ctx.addIssue({ code: 'custom', path: ['channels'], message: 'only single-channel models are supported' });
+  });
+export type InputSpec = z.infer<typeof input>;
+
+const centernetOutput = z.object({
+  decoding: z.literal('centernet'),
+  stride: positiveInt(),
+  tensors: z.object({ heatmap: nonEmpty(), size: nonEmpty(), offset: nonEmpty() }),
+  heatmap_activation: z.enum(['sigmoid_applied', 'logits']),
+  size_units: z.enum(['input_pixels', 'cells']),
+  offset_units: z.literal('cells'),
+  channels: z.array(nonEmpty()).min(1),
+  peak_kernel: positiveInt().refine((k) => k % 2 === 1, { error: 'expected an odd kernel size' }),
+  nms_iou: unitInterval(),
+  max_detections: positiveInt(),
+  aggregation: z.object({ link_iou: unitInterval(), max_slice_gap: z.number().int().min(0) }),
+});
+const output = z.discriminatedUnion('decoding', [centernetOutput]);
+export type OutputSpec = z.infer<typeof output>;
+
+const code = z.object({
+  system: z.enum(['SNOMED CT', 'RadLex']),
+  value: nonEmpty(),
+  meaning: nonEmpty(),
+  // true when the code has not yet been checked against a terminology release.
+  provisional: z.boolean(),
+});
+
+const label = z.object({
+  label: z.string().regex(/^[a-z][a-z0-9_]*$/, { error: 'expected a snake_case label' }),
+  display_name: nonEmpty(),
+  definition: nonEmpty(),
+  code,
+  threshold: unitInterval(),
+});
+export type ManifestLabel = z.infer<typeof label>;
+
+const recommendations = z.object({
+  rules: z.array(z.object({ label: nonEmpty(), min_confidence: unitInterval(), text: nonEmpty() })),
+  none_found: nonEmpty(),
+});
+export type Recommendations = z.infer<typeof recommendations>;
+
+const labelMetrics = z.object({
+  sensitivity: unitInterval().nullable(),
+  false_positives_per_series: z.number().min(0),
+  average_precision_iou_0_5: unitInterval().nullable().optional(),
+});
+
+export const manifestSchema = z
+  .object({
+    manifest_version: z.literal(1),
+    id: z.string().regex(/^[a-z0-9][a-z0-9-]*$/, { error: 'expected a kebab-case id' }),
+    name: nonEmpty(),
+    version: z.string().regex(/^\d+\.\d+\.\d+$/, { error: 'expected a semantic version such as 1.0.0' }),
+    file: z.object({
+      path: nonEmpty().refine((p) => !p.includes('/') && !p.includes('\\') && p !== '..', {
+        error: 'expected a file name inside the model folder',
+      }),
+      sha256: z.string().regex(/^[0-9a-f]{64}$/, { error: 'expected 64 lowercase hex digits' }),
+      bytes: positiveInt().optional(),
+      format: z.literal('onnx'),
+      opset: positiveInt().optional(),
+    }),
+    intended_use: nonEmpty(),
+    not_for_clinical_use: z.boolean(),
+    applies_to: z.object({
+      modalities: z.array(z.enum(['CT', 'MR'])).min(1),
+      body_part: nonEmpty().optional(),
+      min_slices: positiveInt(),
+      image_types: z.array(nonEmpty()).min(1),
+      photometric: z.array(z.enum(['MONOCHROME1', 'MONOCHROME2'])).min(1).optional(),
+    }),
+    input,
+    output,
+    labels: z.array(label).min(1),
+    recommendations,
+    training_data: z.object({ description: nonEmpty() }).catchall(z.unknown()),
+    metrics: z
+      .object({
+        source: nonEmpty(),
+        per_label: z.record(z.string(), labelMetrics),
+        false_positives_per_series: z.number().min(0),
+        expected_calibration_error: unitInterval().optional(),
+      })
+      .catchall(z.unknown()),
+  })
+  .superRefine((m, ctx) => {
+    const names = m.labels.map((l) => l.label);
+    names.forEach((n, i) => {
+      if (names.indexOf(n) !== i) ctx.addIssue({ code: 'custom', path: ['labels', i, 'label'], message: `duplicate label ${n}` });
+    });
+    // The decoder maps heatmap channel i to output.channels[i]; each must have a label entry
+    // (for its threshold and glossary), and each label must come from some channel.
+    m.output.channels.forEach((c, i) => {
+      if (!names.includes(c)) ctx.addIssue({ code: 'custom', path: ['output', 'channels', i], message: `${c} is not in labels` });
+    });
+    names.forEach((n, i) => {
+      if (!m.output.channels.includes(n)) ctx.addIssue({ code: 'custom', path: ['labels', i, 'label'], message: `${n} is not an output channel` });
+    });
+    m.recommendations.rules.forEach((r, i) => {
+      if (!names.includes(r.label)) ctx.addIssue({ code: 'custom', path: ['recommendations', 'rules', i, 'label'], message: `${r.label} is not in labels` });
+    });
+    m.applies_to.modalities.forEach((mod, i) => {
+      if (!(mod in m.input.normalisation)) {
+        ctx.addIssue({ code: 'custom', path: ['applies_to', 'modalities', i], message: `no input.normalisation for ${mod}` });
+      }
+    });
+  });
+
+export type Manifest = z.infer<typeof manifestSchema>;
+
+export type ManifestIssue = { path: string; message: string };
+
+export class ManifestError extends Error {
+  readonly issues: readonly ManifestIssue[];
+  constructor(issues: readonly ManifestIssue[], source?: string) {
+    const where = source === undefined ? '' : ` (${source})`;
+    super(`invalid model manifest${where}: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`);
+    this.name = 'ManifestError';
+    this.issues = issues;
+  }
+}
+
+/** `labels[2].threshold` style, the way a person would point at the field in the JSON. */
+export function formatPath(path: readonly PropertyKey[]): string {
+  let out = '';
+  for (const key of path) {
+    if (typeof key === 'number') out += `[${key}]`;
+    else out += out === '' ? String(key) : `.${String(key)}`;
+  }
+  return out === '' ? '(root)' : out;
+}
+
+export function parseManifest(json: unknown, source?: string): Manifest {
+  const result = manifestSchema.safeParse(json);
+  if (!result.success) {
+    throw new ManifestError(
+      result.error.issues.map((i) => ({ path: formatPath(i.path), message: i.message })),
+      source,
+    );
+  }
+  return result.data;
+}
+
+/** Reads and parses `<dir>/manifest.json`. Does not hash the model file; see verifyModelFile. */
+export async function loadManifest(dir: string): Promise<Manifest> {
+  const path = join(dir, 'manifest.json');
+  const text = await readFile(path, 'utf8');
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new ManifestError([{ path: '(root)', message: `not valid JSON: ${(err as Error).message}` }], path);
+  }
+  return parseManifest(json, path);
+}
+
+/** The model file's absolute path, after checking its SHA-256 against the manifest, so a
+ * swapped or truncated file is refused before it reaches onnxruntime. */
+export async function verifyModelFile(dir: string, manifest: Manifest): Promise<string> {
+  const path = join(dir, manifest.file.path);
+  const digest = createHash('sha256').update(await readFile(path)).digest('hex');
+  if (digest !== manifest.file.sha256) {
+    throw new ManifestError([{ path: 'file.sha256', message: `does not match ${manifest.file.path} (actual ${digest})` }], path);
+  }
+  return path;
+}

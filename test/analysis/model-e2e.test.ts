@@ -1,0 +1,93 @@
+/**
+ * End to end in Node: held-out phantoms (seeds from phantoms.py's test range, never trained on)
+ * -> preprocess.ts -> the committed model.onnx in onnxruntime-node -> decode.ts ->
+ * aggregate.ts. Planted lesions must come back with the right label and a box overlapping
+ * the truth; a lesion-free series must give no finding.
+ */
+import * as ort from 'onnxruntime-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { aggregateFindings, type Finding } from '#server/analysis/aggregate.ts';
+import { decodeOutputs, type Tensor } from '#server/analysis/decode.ts';
+import { loadManifest, verifyModelFile, type Manifest } from '#server/analysis/manifest.ts';
+import { iou } from '#server/analysis/nms.ts';
+import { preprocessBatch } from '#server/analysis/preprocess.ts';
+import { recommend } from '#server/analysis/recommend.ts';
+import { MODEL_DIR, SEED_TEST_BASE, generatePhantoms, sliceOf, withTempDir, type PhantomSeries } from './helpers.ts';
+
+let manifest: Manifest;
+let session: ort.InferenceSession;
+
+beforeAll(async () => {
+  manifest = await loadManifest(MODEL_DIR);
+  const modelPath = await verifyModelFile(MODEL_DIR, manifest);
+  session = await ort.InferenceSession.create(modelPath, { executionProviders: ['cpu'], intraOpNumThreads: 2 });
+});
+
+afterAll(async () => {
+  await session.release();
+});
+
+async function analyse(series: PhantomSeries): Promise<Finding[]> {
+  const images = Array.from({ length: series.slices }, (_, k) => ({
+    values: sliceOf(series, k),
+    rows: series.rows,
+    columns: series.columns,
+    modality: series.modality,
+  }));
+  const batch = preprocessBatch(images, manifest.input);
+  const feeds = { [manifest.input.tensor]: new ort.Tensor('float32', batch.data, batch.dims) };
+  const results = await session.run(feeds);
+  const outputs: Record<string, Tensor> = {};
+  for (const [name, t] of Object.entries(results)) {
+    if (!(t.data instanceof Float32Array)) throw new Error(`output ${name} is ${t.type}, expected float32`);
+    outputs[name] = { data: t.data, dims: t.dims };
+  }
+  const perSlice = decodeOutputs(outputs, manifest, images);
+  return aggregateFindings(perSlice, manifest.output.aggregation);
+}
+
+function expectFound(series: PhantomSeries, findings: readonly Finding[]): void {
+  expect(series.lesions.length).toBeGreaterThan(0);
+  for (const lesion of series.lesions) {
+    const hit = findings.some((f) => {
+      if (f.label !== lesion.label) return false;
+      const truth = lesion.slices.find((s) => s.slice_index === f.slice_index);
+      return truth !== undefined && iou(f.box, truth.box) >= 0.3;
+    });
+    expect(hit, `${series.modality} seed ${series.seed}: ${lesion.label} at slice ${lesion.slice_index} ${JSON.stringify(lesion.box)}; findings ${JSON.stringify(findings)}`).toBe(true);
+  }
+}
+
+describe('committed model on held-out phantoms', () => {
+  const cases = [
+    { kinds: 'tumor', seed: SEED_TEST_BASE + 5000 },
+    { kinds: 'hemorrhage', seed: SEED_TEST_BASE + 5010 },
+    { kinds: 'infarct', seed: SEED_TEST_BASE + 5020 },
+  ];
+  for (const { kinds, seed } of cases) {
+    it(`finds a planted ${kinds} on CT and MR`, async () => {
+      await withTempDir(async (dir) => {
+        const series = await generatePhantoms(dir, { seed, series: 2, modality: 'both', kinds });
+        for (const s of series) expectFound(s, await analyse(s));
+      });
+    });
+  }
+
+  it('reports nothing on lesion-free CT and MR series, and the none-found recommendation', async () => {
+    await withTempDir(async (dir) => {
+      const series = await generatePhantoms(dir, { seed: SEED_TEST_BASE + 5030, series: 2, modality: 'both', kinds: 'none' });
+      for (const s of series) {
+        const findings = await analyse(s);
+        expect(findings, `${s.modality} seed ${s.seed}`).toEqual([]);
+        expect(recommend(findings, manifest.recommendations)).toBe(manifest.recommendations.none_found);
+      }
+    });
+  });
+
+  it('boxes are in original pixels: a 192x192 series maps back to its own grid', async () => {
+    await withTempDir(async (dir) => {
+      const [s] = await generatePhantoms(dir, { seed: SEED_TEST_BASE + 5040, series: 1, modality: 'CT', kinds: 'tumor', size: 192 });
+      expectFound(s!, await analyse(s!));
+    });
+  });
+});

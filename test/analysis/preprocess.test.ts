@@ -1,0 +1,75 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadManifest } from '#server/analysis/manifest.ts';
+import { normalise, percentileSorted, preprocessBatch, preprocessSlice, resizeBilinear } from '#server/analysis/preprocess.ts';
+import { MODEL_DIR, generatePhantoms, python, readFloat32, sliceOf, withTempDir } from './helpers.ts';
+
+describe('resizeBilinear', () => {
+  it('is the identity at equal size', () => {
+    const src = Float32Array.from({ length: 12 }, (_, i) => i * 1.5);
+    expect(Array.from(resizeBilinear(src, 3, 4, 3, 4))).toEqual(Array.from(src));
+  });
+
+  it('averages 2x2 blocks when halving (half-pixel centres)', () => {
+    const src = Float32Array.from([0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30]);
+    expect(Array.from(resizeBilinear(src, 4, 4, 2, 2))).toEqual([5, 9, 21, 25]);
+  });
+
+  it('clamps at the edges when enlarging', () => {
+    expect(Array.from(resizeBilinear(Float32Array.from([0, 4]), 1, 2, 1, 4))).toEqual([0, 1, 3, 4]);
+  });
+});
+
+describe('normalise', () => {
+  it('windows CT and clips to 0..1', () => {
+    const out = normalise(Float32Array.from([-1000, 0, 40, 80, 1200]), { kind: 'window', center: 40, width: 80, clip: [0, 1] });
+    expect(Array.from(out)).toEqual([0, 0, 0.5, 1, 1]);
+  });
+
+  it('uses numpy linear percentiles for MR', () => {
+    const sorted = Float64Array.from({ length: 11 }, (_, i) => i * 10);
+    expect(percentileSorted(sorted, 50)).toBe(50);
+    expect(percentileSorted(sorted, 25)).toBeCloseTo(25, 12);
+    expect(percentileSorted(sorted, 100)).toBe(100);
+    const flat = normalise(new Float32Array(9).fill(7), { kind: 'percentile', low: 1, high: 99.5, clip: [0, 1] });
+    expect(Array.from(flat)).toEqual(new Array(9).fill(0));
+  });
+});
+
+describe('preprocess parity with models/mia-phantom-detector/preprocess.py', () => {
+  it('gives the same input as training did, CT and MR, several sizes', async () => {
+    const manifest = await loadManifest(MODEL_DIR);
+    await withTempDir(async (dir) => {
+      for (const [modality, size, seed] of [['CT', 192, 20_000_900], ['MR', 256, 20_000_901], ['MR', 100, 20_000_902]] as const) {
+        const [series] = await generatePhantoms(dir, { seed, series: 1, modality, kinds: 'tumor', size });
+        const k = Math.floor(series!.slices / 2);
+        const expectedPath = join(dir, `expected-${seed}.f32`);
+        await python([
+          '-c',
+          [
+            'import sys, numpy as np',
+            `sys.path.insert(0, ${JSON.stringify(MODEL_DIR)})`,
+            'from preprocess import preprocess_slice',
+            `v = np.fromfile(${JSON.stringify(join(dir, `raw-${seed}`, `series-${seed}.f32`))}, dtype="<f4").reshape(${series!.slices}, ${size}, ${size})`,
+            `preprocess_slice(v[${k}], ${JSON.stringify(modality)}).astype("<f4").tofile(${JSON.stringify(expectedPath)})`,
+          ].join('\n'),
+        ]);
+        const expected = await readFloat32(expectedPath);
+        const actual = preprocessSlice({ values: sliceOf(series!, k), rows: size, columns: size, modality }, manifest.input);
+        expect(actual.length).toBe(128 * 128);
+        let maxDiff = 0;
+        for (let i = 0; i < actual.length; i++) maxDiff = Math.max(maxDiff, Math.abs((actual[i] as number) - (expected[i] as number)));
+        expect(maxDiff, `${modality} ${size}`).toBeLessThanOrEqual(1e-6);
+      }
+    });
+  });
+
+  it('batches slices as [N, 1, H, W] and refuses an unknown modality', async () => {
+    const manifest = await loadManifest(MODEL_DIR);
+    const img = { values: new Float32Array(64 * 64).fill(40), rows: 64, columns: 64, modality: 'CT' };
+    const batch = preprocessBatch([img, img, img], manifest.input);
+    expect(batch.dims).toEqual([3, 1, 128, 128]);
+    expect(batch.data.every((v) => v === 0.5)).toBe(true);
+    expect(() => preprocessSlice({ ...img, modality: 'US' }, manifest.input)).toThrow(/no input normalisation for modality US/);
+  });
+});
