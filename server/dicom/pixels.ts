@@ -40,13 +40,19 @@ function interleave(planar: Uint8Array | Uint16Array, pixels: number, samples: n
  * libjpeg treats a 3-component JPEG without JFIF/Adobe markers as YCbCr unless its component
  * ids are 'R','G','B'. DICOM RGB with such a stream was compressed without the colour
  * transform (PS3.5 8.2.1), so we relabel the ids in SOF and SOS to get it decoded as RGB.
+ * The WASM build also ignores an Adobe APP14 marker with transform 0 (T.872: RGB), e.g.
+ * pydicom's SC_rgb_jpeg.dcm, so that case is relabelled too.
  */
 function markRgbComponents(jpeg: Uint8Array): Uint8Array {
   let hasMarker = false;
   for (let i = 2; i + 3 < jpeg.length; ) {
     if (jpeg[i] !== 0xff) break;
     const m = jpeg[i + 1] ?? 0;
-    if (m === 0xe0 || m === 0xee) hasMarker = true;
+    if (m === 0xe0) hasMarker = true;
+    // Adobe APP14 transform byte (after "Adobe", version, flags0, flags1): 0 means RGB.
+    // A short segment (SC_rgb_jpeg.dcm's is 12 bytes) carries no transform: treat as RGB.
+    const segLength = ((jpeg[i + 2] ?? 0) << 8) | (jpeg[i + 3] ?? 0);
+    if (m === 0xee && segLength >= 14 && (jpeg[i + 15] ?? 0) !== 0) hasMarker = true;
     if (m === 0xda) break;
     i += 2 + (((jpeg[i + 2] ?? 0) << 8) | (jpeg[i + 3] ?? 0));
   }

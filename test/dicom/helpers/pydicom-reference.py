@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pydicom
 from pydicom.pixel_data_handlers import gdcm_handler, numpy_handler, rle_handler, pillow_handler
+from pydicom.pixel_data_handlers.util import convert_color_space
 
 
 def text(ds, keyword):
@@ -83,6 +84,8 @@ HANDLERS = {
 def pixels(outdir, spec):
     """spec is PATH or PATH::HANDLER (force one handler)."""
     path, _, handler = spec.partition("::")
+    to_rgb = handler.endswith("+rgb")
+    handler = handler.removesuffix("+rgb")
     out = {"file": path, "handler": handler or "default"}
     try:
         if handler:
@@ -94,6 +97,11 @@ def pixels(outdir, spec):
     except Exception as exc:  # noqa: BLE001
         out["error"] = f"{type(exc).__name__}: {exc}"
         return out
+    photometric = str(ds.PhotometricInterpretation)
+    if to_rgb and photometric.startswith("YBR_FULL"):
+        # pydicom's pillow handler returns JPEG YCbCr as stored; libjpeg/dcmtk output RGB.
+        arr = convert_color_space(arr, photometric, "RGB")
+        photometric = "RGB"
     frames = int(ds.get("NumberOfFrames", 1) or 1)
     spp = int(ds.SamplesPerPixel)
     # Normalise to (frames, rows, cols, samples) so the TypeScript side has one layout.
@@ -108,7 +116,7 @@ def pixels(outdir, spec):
         "raw": os.path.join(outdir, name),
         "dtype": arr.dtype.name,
         "shape": list(arr.shape),
-        "photometric": str(ds.PhotometricInterpretation),
+        "photometric": photometric,
     })
     return out
 
