@@ -14,6 +14,8 @@ import { maskStoredBits, type DecodedFrame, type FrameGeometry } from '#server/d
 
 export type { DecodedFrame, PixelArray } from '#server/dicom/pixel-types.ts';
 
+const MAX_SAMPLES_PER_FRAME = 2 ** 28;
+
 function errorText(err: unknown): string {
   if (err instanceof Error) return err.message;
   if (typeof err === 'string') return err;
@@ -135,6 +137,10 @@ export async function decodeFrame(bytes: Uint8Array, instance: DicomInstance, fr
   if (!instance.hasPixelData || !px) throw new Error('no pixel data');
   if (!Number.isInteger(frameIndex) || frameIndex < 0 || frameIndex >= instance.numberOfFrames) {
     throw new Error(`frame ${frameIndex} out of range (0..${instance.numberOfFrames - 1})`);
+  }
+  // A damaged Rows/Columns can ask for gigabytes; refuse before any codec allocates.
+  if (instance.rows * instance.columns * instance.samplesPerPixel > MAX_SAMPLES_PER_FRAME) {
+    throw new Error(`frame of ${instance.rows}x${instance.columns}x${instance.samplesPerPixel} samples is larger than we decode`);
   }
   const syntax = findTransferSyntax(instance.transferSyntaxUid);
   if (!syntax) throw new Error(`unsupported transfer syntax ${describeTransferSyntax(instance.transferSyntaxUid)}`);
