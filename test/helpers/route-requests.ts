@@ -1,0 +1,56 @@
+/** One real request per route of the table, used by the auth matrix and the OpenAPI tests. */
+import type { Role } from '#common/vocabulary.ts';
+import type { AuthContext } from '#server/auth/authenticate.ts';
+import { createExport } from '#server/exports/exports.ts';
+import { draftReport } from '#server/reports/reports.ts';
+import type { TestServer } from './server.ts';
+import { seedAnalysis, seedScan } from './seed.ts';
+
+export type Caller = { role: Role; key: string; auth: AuthContext };
+export type Call = { path: string; body?: unknown };
+export type Builder = (caller: Caller) => Call;
+
+export function routeRequests(t: TestServer): Record<string, Builder> {
+
+  const analysedScan = (): string => {
+    const scan = seedScan(t.server.services.db);
+    seedAnalysis(t.server.services.db, scan, [{}]);
+    return scan.scanId;
+    };
+  const ownKey = (caller: Caller): string => t.keyFor(caller.role, { email: caller.auth.email }).keyId;
+  const radiologistId = (): string => t.keyFor('radiologist').userId;
+
+  return {
+    'GET /v1/auth/me': () => ({ path: '/v1/auth/me' }),
+    'GET /v1/auth/keys': () => ({ path: '/v1/auth/keys' }),
+    'POST /v1/auth/keys': () => ({ path: '/v1/auth/keys', body: { name: 'matrix' } }),
+    'POST /v1/auth/keys/{id}/rotate': (caller) => ({ path: `/v1/auth/keys/${ownKey(caller)}/rotate` }),
+    'DELETE /v1/auth/keys/{id}': (caller) => ({ path: `/v1/auth/keys/${ownKey(caller)}` }),
+    'GET /v1/users': () => ({ path: '/v1/users' }),
+    'POST /v1/users': () => ({ path: '/v1/users', body: { email: `u${Math.random().toString(36).slice(2)}@hospital.test`, role: 'radiologist' } }),
+    'GET /v1/users/{id}': () => ({ path: `/v1/users/${radiologistId()}` }),
+    'PATCH /v1/users/{id}': () => ({ path: `/v1/users/${radiologistId()}`, body: { name: 'Dr. Matrix' } }),
+    'GET /v1/scans': () => ({ path: '/v1/scans' }),
+    'GET /v1/scans/{scan_id}': () => ({ path: `/v1/scans/${analysedScan()}` }),
+    'POST /v1/scans/{scan_id}': () => ({ path: `/v1/scans/${analysedScan()}`, body: { status: 'in_review' } }),
+    'GET /v1/scan/results': () => ({ path: '/v1/scan/results' }),
+    'GET /v1/scans/{scan_id}/results': () => ({ path: `/v1/scans/${analysedScan()}/results` }),
+    'GET /v1/reports': () => ({ path: '/v1/reports' }),
+    'GET /reports': () => ({ path: '/reports' }),
+    'GET /v1/reports/{id}': (caller) => ({ path: `/v1/reports/${draftReport(t.server.services, caller.auth.userRef, { scanId: analysedScan() }).id}` }),
+    'POST /v1/reports': () => ({ path: '/v1/reports', body: { scan_id: analysedScan() } }),
+    'PATCH /v1/reports/{id}': (caller) => ({
+      path: `/v1/reports/${draftReport(t.server.services, caller.auth.userRef, { scanId: analysedScan() }).id}`,
+      body: { impression: 'No change.' },
+    }),
+    'POST /v1/exports': () => ({ path: '/v1/exports', body: { format: 'csv' } }),
+    'GET /v1/exports': () => ({ path: '/v1/exports' }),
+    'GET /v1/exports/{id}/download': (caller) => ({
+      path: createExport(t.server.services, caller.auth, { format: 'json', filters: {}, deidentify: false }).download_url,
+    }),
+    'GET /v1/labels': () => ({ path: '/v1/labels' }),
+    'GET /v1/audit': () => ({ path: '/v1/audit' }),
+    'GET /v1/openapi.json': () => ({ path: '/v1/openapi.json' }),
+    };
+
+}

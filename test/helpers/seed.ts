@@ -1,0 +1,74 @@
+/**
+ * Puts patients, scans and analyses into a test server's real database through the store layer,
+ * standing in for the import and analysis pipelines where a test is about the API only.
+ */
+import { inTransaction } from '#server/store/database.ts';
+import type { Database } from '#server/store/database.ts';
+import { insertCompletedAnalysis, type FindingInput } from '#server/store/analyses.ts';
+import { upsertPatient, upsertScan, upsertStudy } from '#server/store/archive-index.ts';
+
+export type SeededScan = { scanId: string; patientId: string; studyUid: string; scanRef: number };
+
+let counter = 0;
+
+export function uid(prefix = '1.2.826.0.1.3680043.10.1000'): string {
+  counter += 1;
+  return `${prefix}.${process.pid}.${counter}`;
+}
+
+export function seedScan(
+  db: Database,
+  options: { patientId?: string; modality?: string; description?: string; at?: string } = {},
+): SeededScan {
+  const at = options.at ?? '2026-03-01T08:00:00.000Z';
+  const patientId = options.patientId ?? `PAT-${uid('').slice(1)}`;
+  const studyUid = uid();
+  const scanId = uid();
+  const scanRef = inTransaction(db, () => {
+    const patientRef = upsertPatient(db, { patientId, name: 'Doe^Jane', birthDate: '19700101', sex: 'F' }, at);
+    const studyRef = upsertStudy(
+      db,
+      patientRef,
+      { studyUid, studyDate: '20260301', studyTime: '080000', description: 'Head', accessionNumber: 'ACC1' },
+      at,
+    );
+    return upsertScan(
+      db,
+      studyRef,
+      { scanId, modality: options.modality ?? 'MR', bodyPart: 'HEAD', description: options.description ?? 'T1 axial', seriesNumber: 1 },
+      at,
+    );
+  });
+  return { scanId, patientId, studyUid, scanRef };
+}
+
+export function seedAnalysis(
+  db: Database,
+  scan: SeededScan,
+  findings: readonly Partial<FindingInput>[],
+  options: { recommendation?: string; version?: string; setStatus?: boolean } = {},
+): void {
+  inTransaction(db, () => {
+    insertCompletedAnalysis(db, {
+      scanRef: scan.scanRef,
+      model: { id: 'mia-phantom-detector', name: 'mia phantom detector', version: options.version ?? '1.0.0', sha256: 'ab'.repeat(32) },
+      thresholds: { tumor_detected: 0.5 },
+      recommendation: options.recommendation ?? 'Follow-up MRI in 3 months.',
+      findings: findings.map((f, i) => ({
+        label: f.label ?? 'tumor_detected',
+        confidence: f.confidence ?? 0.9,
+        x: f.x ?? 10 + i,
+        y: f.y ?? 20,
+        width: f.width ?? 30,
+        height: f.height ?? 40,
+        instanceUid: f.instanceUid ?? uid(),
+        frame: f.frame ?? 0,
+      })),
+      startedAt: '2026-03-01T08:01:00.000Z',
+      finishedAt: '2026-03-01T08:01:05.000Z',
+    });
+    if (options.setStatus !== false) {
+      db.prepare(`UPDATE scans SET status = 'analyzed' WHERE id = ?`).run(scan.scanRef);
+    }
+  });
+}

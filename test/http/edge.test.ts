@@ -1,0 +1,131 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { seedScan } from '../helpers/seed.ts';
+
+let t: TestServer;
+beforeAll(async () => {
+  t = await startTestServer();
+});
+afterAll(async () => {
+  await t.close();
+});
+
+async function userCount(): Promise<number> {
+  const reply = await t.request('GET', '/v1/users?limit=500');
+  return reply.json.data.items.length;
+}
+
+describe('bad input gets the right status, the error envelope, and loses nothing', () => {
+  it('malformed JSON body: 400', async () => {
+    const before = await userCount();
+    const reply = await t.request('POST', '/v1/users', { rawBody: '{"email": "x@y.org", "role": ', headers: { 'Content-Type': 'application/json' } });
+    expect(reply.status).toBe(400);
+    expect(reply.json.status).toBe('error');
+    expect(reply.json.error.message).toMatch(/not valid JSON/);
+    expect(await userCount()).toBe(before);
+  });
+
+  it('a body missing a field: 400 naming the field', async () => {
+    const reply = await t.request('POST', '/v1/users', { body: { email: 'someone@hospital.test' } });
+    expect(reply.status).toBe(400);
+    expect(reply.json.error.details).toMatch(/^role:/);
+  });
+
+  it('an unknown body field: 400 naming it', async () => {
+    const reply = await t.request('POST', '/v1/users', { body: { email: 'a@b.org', role: 'admin', admin: true } });
+    expect(reply.status).toBe(400);
+    expect(reply.json.error.details).toMatch(/admin: unknown field/);
+  });
+
+  it('an oversized body: 413', async () => {
+    const before = await userCount();
+    const reply = await t.request('POST', '/v1/users', { body: { email: 'big@hospital.test', role: 'admin', name: 'x'.repeat(1_100_000) } });
+    expect(reply.status).toBe(413);
+    expect(reply.json.status).toBe('error');
+    expect(reply.json.error.details).toMatch(/1mb/);
+    expect(await userCount()).toBe(before);
+  });
+
+  it('a body that is not JSON: 415', async () => {
+    const reply = await t.request('POST', '/v1/users', { rawBody: 'email=a@b.org', headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
+    expect(reply.status).toBe(415);
+    expect(reply.json.error.details).toMatch(/application\/json/);
+  });
+
+  it('an unknown scan status: 400, and the scan keeps its status', async () => {
+    const scan = seedScan(t.server.services.db);
+    const reply = await t.request('POST', `/v1/scans/${scan.scanId}`, { body: { status: 'exploded' } });
+    expect(reply.status).toBe(400);
+    expect(reply.json.error.message).toMatch(/Unknown status/);
+    expect(reply.json.error.details).toMatch(/queued, in_review, reviewed, reported, archived/);
+    const after = await t.request('GET', `/v1/scans/${scan.scanId}`);
+    expect(after.json.data.status).toBe('received');
+  });
+
+  it('an unknown format: 406 listing the supported ones, as JSON', async () => {
+    const reply = await t.request('GET', '/v1/scan/results?format=pdf');
+    expect(reply.status).toBe(406);
+    expect(reply.headers.get('content-type')).toMatch(/application\/json/);
+    expect(reply.json.error.details).toBe('supported formats: json, csv, xml');
+  });
+
+  it('a format the endpoint does not offer: 406', async () => {
+    const reply = await t.request('GET', '/v1/scans?format=csv');
+    expect(reply.status).toBe(406);
+    expect(reply.json.error.details).toBe('supported formats: json');
+  });
+
+  it('a foreign Host header (DNS rebinding): 400 before anything else', async () => {
+    const reply = await t.request('GET', '/v1/auth/me', { headers: { Host: 'attacker.example:8080' } });
+    expect(reply.status).toBe(400);
+    expect(reply.json.error.message).toBe('Host header not allowed');
+    const loopback = await t.request('GET', '/v1/auth/me', { headers: { Host: `localhost:${new URL(t.url).port}` } });
+    expect(loopback.status).toBe(200);
+  });
+
+  it('an unknown query parameter: 400 naming it', async () => {
+    const reply = await t.request('GET', '/v1/scans?modalty=MR');
+    expect(reply.status).toBe(400);
+    expect(reply.json.error.details).toMatch(/modalty: unknown parameter/);
+  });
+});
+
+describe('CORS', () => {
+  it('never answers with a wildcard or a foreign origin', async () => {
+    const reply = await t.request('GET', '/v1/auth/me', { headers: { Origin: 'https://evil.example' } });
+    expect(reply.headers.get('access-control-allow-origin')).toBeNull();
+  });
+});
+
+describe('rate limiting', () => {
+  it('answers 429 with Retry-After once a key spends its budget, other keys unaffected', async () => {
+    const limited = await startTestServer({ rateLimit: { requests: 5, windowMs: 60_000, authFailures: 3 } });
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 6; i += 1) statuses.push((await limited.request('GET', '/v1/auth/me')).status);
+      expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+      const refused = await limited.request('GET', '/v1/auth/me');
+      expect(refused.json.error.code).toBe(429);
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      const other = limited.keyFor('radiologist').key;
+      expect((await limited.request('GET', '/v1/auth/me', { key: other })).status).toBe(200);
+      limited.clock.advance(60_000);
+      expect((await limited.request('GET', '/v1/auth/me')).status).toBe(200);
+    } finally {
+      await limited.close();
+    }
+  });
+
+  it('slows down guessing: after repeated bad keys an address gets 429', async () => {
+    const limited = await startTestServer({ rateLimit: { requests: 100, windowMs: 60_000, authFailures: 3 } });
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 4; i += 1) {
+        statuses.push((await limited.request('GET', '/v1/auth/me', { key: `mia_${'x'.repeat(49)}` })).status);
+      }
+      expect(statuses).toEqual([401, 401, 401, 429]);
+    } finally {
+      await limited.close();
+    }
+  });
+});

@@ -1,0 +1,151 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { XMLValidator } from 'fast-xml-parser';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { seedAnalysis, seedScan, type SeededScan } from '../helpers/seed.ts';
+
+let t: TestServer;
+let scan: SeededScan;
+let writer: string;
+beforeAll(async () => {
+  t = await startTestServer();
+  scan = seedScan(t.server.services.db, { patientId: 'RPT-1' });
+  seedAnalysis(t.server.services.db, scan, [{ label: 'tumor_detected', confidence: 0.88 }], { recommendation: 'Neurosurgical referral.' });
+  writer = t.keyFor('radiologist', { scopes: ['write:reports'] }).key;
+});
+afterAll(async () => {
+  await t.close();
+});
+
+describe('reports', () => {
+  it('drafts from the latest analysis, edits, finalizes, then refuses changes', async () => {
+    const draft = await t.request('POST', '/v1/reports', { key: writer, body: { scan_id: scan.scanId } });
+    expect(draft.status).toBe(201);
+    expect(draft.json.data).toMatchObject({
+      status: 'draft',
+      scan_id: scan.scanId,
+      patient_id: 'RPT-1',
+      recommendation: 'Neurosurgical referral.',
+      findings: [{ label: 'tumor_detected', confidence: 0.88 }],
+      analysis: { model_version: '1.0.0' },
+    });
+    const id = draft.json.data.id as string;
+    const edited = await t.request('PATCH', `/v1/reports/${id}`, { key: writer, body: { impression: 'Right frontal mass, 2.4 cm.' } });
+    expect(edited.json.data).toMatchObject({ impression: 'Right frontal mass, 2.4 cm.', status: 'draft' });
+    const final = await t.request('PATCH', `/v1/reports/${id}`, { key: writer, body: { status: 'final' } });
+    expect(final.json.data.status).toBe('final');
+    expect(final.json.data.finalized_at).toBe(t.clock.now().toISOString());
+    const change = await t.request('PATCH', `/v1/reports/${id}`, { key: writer, body: { impression: 'changed' } });
+    expect(change.status).toBe(409);
+    expect((await t.request('GET', `/v1/reports/${id}`, { key: writer })).json.data.impression).toBe('Right frontal mass, 2.4 cm.');
+  });
+
+  it('cannot draft from a scan without analysis (409) or an unknown scan (404)', async () => {
+    const bare = seedScan(t.server.services.db);
+    expect((await t.request('POST', '/v1/reports', { key: writer, body: { scan_id: bare.scanId } })).status).toBe(409);
+    expect((await t.request('POST', '/v1/reports', { key: writer, body: { scan_id: '1.2.3.999' } })).status).toBe(404);
+  });
+
+  it('GET /reports and /v1/reports serve the same list in JSON, CSV and XML', async () => {
+    const radiologist = t.keyFor('radiologist').key;
+    const plain = await t.request('GET', '/reports', { key: radiologist });
+    const versioned = await t.request('GET', '/v1/reports', { key: radiologist });
+    expect(plain.json.data.items).toEqual(versioned.json.data.items);
+    expect(plain.json.data.items.length).toBeGreaterThan(0);
+    const csv = await t.request('GET', '/reports?format=csv', { key: radiologist });
+    const [header, first] = csv.text.split('\r\n');
+    expect(header).toBe(
+      'id,scan_id,patient_id,modality,status,impression,recommendation,finding_count,labels,author_id,author_email,created_at,updated_at,finalized_at,finalized_by,analysis_id,model_name,model_version',
+    );
+    expect(first).toContain('tumor_detected');
+    const xml = await t.request('GET', '/reports?format=xml', { key: radiologist });
+    expect(XMLValidator.validate(xml.text)).toBe(true);
+    expect(xml.text).toContain('<report><id>');
+  });
+});
+
+describe('exports', () => {
+  let engineer: { key: string; userId: string };
+  beforeAll(() => {
+    engineer = t.keyFor('data_engineer');
+  });
+
+  it('creates a CSV export and downloads the same bytes it recorded', async () => {
+    const created = await t.request('POST', '/v1/exports', { key: engineer.key, body: { format: 'csv', filters: { patient_id: 'RPT-1' } } });
+    expect(created.status).toBe(201);
+    const record = created.json.data;
+    expect(record).toMatchObject({ format: 'csv', deidentified: false, status: 'ready', row_count: 1, created_by: engineer.userId });
+    const file = await t.request('GET', record.download_url, { key: engineer.key });
+    expect(file.status).toBe(200);
+    expect(file.headers.get('content-type')).toBe('text/csv; charset=utf-8');
+    expect(file.headers.get('content-disposition')).toMatch(/attachment; filename="?mia-export-exp_/);
+    expect(Buffer.byteLength(file.text)).toBe(record.size_bytes);
+    expect(file.text).toContain('RPT-1');
+  });
+
+  it('de-identifies with stable pseudonyms: same patient, same pseudonym, no original ids', async () => {
+    const make = async (format: string) =>
+      (await t.request('POST', '/v1/exports', { key: engineer.key, body: { format, deidentify: true, filters: { patient_id: 'RPT-1' } } })).json.data;
+    const first = await make('json');
+    const second = await make('json');
+    const a = JSON.parse((await t.request('GET', first.download_url, { key: engineer.key })).text);
+    const b = JSON.parse((await t.request('GET', second.download_url, { key: engineer.key })).text);
+    expect(a.deidentified).toBe(true);
+    expect(a.scan_results[0].patient_id).toMatch(/^ANON-[0-9A-F]{16}$/);
+    expect(a.scan_results[0].scan_id).toMatch(/^2\.25\.\d+$/);
+    expect(a.scan_results[0].patient_id).toBe(b.scan_results[0].patient_id);
+    const text = JSON.stringify(a);
+    expect(text).not.toContain('RPT-1');
+    expect(text).not.toContain(scan.scanId);
+    const xml = await make('xml');
+    const xmlText = (await t.request('GET', xml.download_url, { key: engineer.key })).text;
+    expect(XMLValidator.validate(xmlText)).toBe(true);
+    expect(xmlText).toContain(a.scan_results[0].patient_id);
+  });
+
+  it("lists only the caller's exports unless read:exports is held; others' downloads are 404", async () => {
+    const other = t.keyFor('data_engineer', { email: 'other-eng@hospital.test' });
+    expect((await t.request('GET', '/v1/exports', { key: other.key })).json.data.items).toEqual([]);
+    const mine = (await t.request('GET', '/v1/exports', { key: engineer.key })).json.data.items;
+    expect(mine.length).toBeGreaterThan(0);
+    expect((await t.request('GET', mine[0].download_url, { key: other.key })).status).toBe(404);
+    const auditor = t.keyFor('data_engineer', { email: 'auditor@hospital.test', scopes: ['read:exports'] });
+    expect((await t.request('GET', '/v1/exports', { key: auditor.key })).json.data.items.length).toBe(mine.length);
+  });
+
+  it('rejects an unknown export format with 400 naming the field, and writes nothing', async () => {
+    const dir = join(t.dataDir, 'exports');
+    const before = readdirSync(dir).length;
+    const reply = await t.request('POST', '/v1/exports', { key: engineer.key, body: { format: 'pdf' } });
+    expect(reply.status).toBe(400);
+    expect(reply.json.error.details).toMatch(/^format:/);
+    expect(readdirSync(dir).length).toBe(before);
+    expect(readdirSync(dir).every((name) => !name.endsWith('.partial') && statSync(join(dir, name)).size > 0)).toBe(true);
+  });
+});
+
+describe('audit trail', () => {
+  it('records reads of patient data, changes, exports and authentication failures, without secrets', async () => {
+    const bad = `mia_${'A'.repeat(49)}`;
+    await t.request('GET', '/v1/scans', { key: bad });
+    await t.request('GET', `/v1/scans/${scan.scanId}`);
+    const auditor = t.keyFor('radiologist', { email: 'auditor2@hospital.test', scopes: ['read:audit'] });
+    const events = (await t.request('GET', '/v1/audit?limit=500', { key: auditor.key })).json.data.items as {
+      action: string;
+      patient_id: string | null;
+      outcome: string;
+      key_id: string | null;
+      at: string;
+    }[];
+    const actions = new Set(events.map((e) => e.action));
+    for (const action of ['auth.failure', 'scans.read', 'reports.create', 'reports.update', 'exports.create', 'exports.download', 'exports.list']) {
+      expect(actions).toContain(action);
+    }
+    const read = events.find((e) => e.action === 'scans.read');
+    expect(read).toMatchObject({ patient_id: 'RPT-1', outcome: 'success', key_id: expect.stringMatching(/^key_/) });
+    expect(events.every((e) => e.at.endsWith('Z'))).toBe(true);
+    const raw = readFileSync(join(t.dataDir, 'mia.sqlite')).toString('latin1');
+    expect(raw).not.toContain(bad);
+  });
+});

@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { SCAN_STATUSES } from '#common/vocabulary.ts';
+import { MiaError } from '#server/errors.ts';
+import { canSystemMove, checkClientTransition, clientTargetsFrom } from '#server/scans/state-machine.ts';
+
+function kindOf(work: () => unknown): string | undefined {
+  try {
+    work();
+    return undefined;
+  } catch (error) {
+    return error instanceof MiaError ? error.kind : 'other';
+  }
+}
+
+describe('scan state machine (PRODUCT.md, Scan states)', () => {
+  it('allows exactly the client transitions of the product', () => {
+    const table = Object.fromEntries(SCAN_STATUSES.map((s) => [s, clientTargetsFrom(s)]));
+    expect(table).toEqual({
+      received: ['queued', 'archived'],
+      queued: ['archived'],
+      analyzing: ['archived'],
+      analyzed: ['queued', 'in_review', 'archived'],
+      failed: ['queued', 'archived'],
+      in_review: ['reviewed', 'archived'],
+      reviewed: ['reported', 'archived'],
+      reported: ['archived'],
+      archived: [],
+    });
+  });
+
+  it('refuses unknown and system-only states as invalid, wrong-state requests as conflicts', () => {
+    expect(kindOf(() => checkClientTransition('analyzed', 'bogus'))).toBe('invalid');
+    expect(kindOf(() => checkClientTransition('queued', 'analyzing'))).toBe('invalid');
+    expect(kindOf(() => checkClientTransition('received', 'reviewed'))).toBe('conflict');
+    expect(kindOf(() => checkClientTransition('archived', 'archived'))).toBe('conflict');
+    expect(checkClientTransition('analyzed', 'in_review')).toBe('in_review');
+  });
+
+  it('lets the system run the analysis states', () => {
+    expect(canSystemMove('received', 'queued')).toBe(true);
+    expect(canSystemMove('queued', 'analyzing')).toBe(true);
+    expect(canSystemMove('analyzing', 'analyzed')).toBe(true);
+    expect(canSystemMove('analyzing', 'failed')).toBe(true);
+    expect(canSystemMove('reported', 'analyzing')).toBe(false);
+  });
+});
