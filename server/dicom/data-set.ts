@@ -78,6 +78,7 @@ export function walkElements(
   onlyGroup?: number,
 ): WalkResult {
   const elements = new Map<string, Element>();
+  if (start >= bytes.length) return { ok: true, elements, end: start };
   const stream = new dicomParser.ByteStream(byteParser(encoding.bigEndian), bytes, start);
   const warnings: string[] = [];
   while (stream.position < bytes.length) {
