@@ -5,7 +5,6 @@
  */
 import { z } from 'zod';
 import {
-  CLIENT_SCAN_STATUSES,
   EXPORT_FORMATS,
   FINDING_REVIEWS,
   GRANTABLE_SCOPES,

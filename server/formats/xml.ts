@@ -6,7 +6,6 @@
  */
 export type XmlValue = string | number | boolean | null | readonly XmlValue[] | { readonly [key: string]: XmlValue };
 
-// eslint-disable-next-line no-control-regex
 const FORBIDDEN_CHARS = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/g;
 
 export function escapeXml(text: string): string {

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests and the demo use, when missing. Needs root (CI is);
+# otherwise prints the apt-get line to run.
+set -euo pipefail
+
+PACKAGES=(
+  python3-pydicom python3-numpy python3-gdcm python3-pil   # reference DICOM decoding
+  dcmtk libgdcm-tools dicom3tools                          # making and validating test files
+  python3-torch python3-onnx                               # training the bundled model
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "missing Debian packages: ${missing[*]}" >&2
+  echo "run: sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+echo "installing Debian packages: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

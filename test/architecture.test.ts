@@ -1,0 +1,56 @@
+/** Imports point one way (STYLE.md): renderer -> (HTTP) -> server; server never imports main,
+ * renderer, Electron or React; common/ imports nothing at run time. */
+import { readdirSync, readFileSync, statSync, existsSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = join(import.meta.dirname, '..');
+
+function sources(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir).flatMap((name) => {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) return name === 'node_modules' || name === 'dist' ? [] : sources(path);
+    return /\.(ts|tsx)$/.test(name) ? [path] : [];
+  });
+}
+
+function imports(file: string): { specifier: string; typeOnly: boolean }[] {
+  const text = readFileSync(file, 'utf8');
+  const found: { specifier: string; typeOnly: boolean }[] = [];
+  for (const match of text.matchAll(/^\s*(import|export)\s+(type\s+)?[^'"]*?from\s+['"]([^'"]+)['"]/gm)) {
+    found.push({ specifier: match[3] ?? '', typeOnly: Boolean(match[2]) });
+  }
+  for (const match of text.matchAll(/import\(\s*['"]([^'"]+)['"]\s*\)/g)) found.push({ specifier: match[1] ?? '', typeOnly: false });
+  return found;
+}
+
+function violations(dir: string, forbidden: RegExp, allowTypeOnly = false): string[] {
+  return sources(join(ROOT, dir)).flatMap((file) =>
+    imports(file)
+      .filter((i) => forbidden.test(i.specifier) && !(allowTypeOnly && i.typeOnly))
+      .map((i) => `${relative(ROOT, file)} imports ${i.specifier}`),
+  );
+}
+
+describe('dependency direction', () => {
+  it('server/ imports no Electron, React, main or renderer code', () => {
+    expect(violations('server', /^(electron|react|react-dom)(\/|$)|^#(main|renderer)\/|\.\.\/(main|renderer)\//)).toEqual([]);
+  });
+
+  it('renderer/ imports no server or main code', () => {
+    expect(violations('renderer', /^#(server|main)\/|\/server\/|\/main\/|^(better-sqlite3|onnxruntime-node|express)$/)).toEqual([]);
+  });
+
+  it('common/ imports nothing', () => {
+    expect(violations('common', /./)).toEqual([]);
+  });
+
+  it('SQL stays in the store layer', () => {
+    const offenders = sources(join(ROOT, 'server'))
+      .filter((file) => !file.includes(`${join('server', 'store')}`))
+      .filter((file) => /\.prepare\(|\.exec\(\s*['"`]\s*(SELECT|INSERT|UPDATE|DELETE|CREATE)/i.test(readFileSync(file, 'utf8')))
+      .map((file) => relative(ROOT, file));
+    expect(offenders).toEqual([]);
+  });
+});

@@ -1,0 +1,116 @@
+/** The `mia` command as a user runs it: a real process on a real data folder. */
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const BIN = join(import.meta.dirname, '../../bin/mia.js');
+const dataDir = mkdtempSync(join(tmpdir(), 'mia-cli-'));
+
+function mia(...args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const run = spawnSync(process.execPath, [BIN, ...args, '--data', dataDir], { encoding: 'utf8', timeout: 60_000 });
+  return { status: run.status, stdout: run.stdout, stderr: run.stderr };
+}
+
+function lastLine(text: string): string {
+  return text.trimEnd().split('\n').at(-1) ?? '';
+}
+
+async function withServe<T>(work: (url: string) => Promise<T>): Promise<T> {
+  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', '--data', dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout.on('data', (chunk: Buffer) => {
+        out += chunk.toString();
+        const match = /listening on (http:\/\/\S+)/.exec(out);
+        if (match?.[1]) resolve(match[1]);
+      });
+      child.once('exit', (code) => reject(new Error(`serve exited ${code}`)));
+    });
+    return await work(url);
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((resolve) => child.once('exit', resolve));
+  }
+}
+
+const issued: string[] = [];
+
+afterAll(() => {
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('mia CLI', () => {
+  it('keys create prints the key alone on the last line; it works against mia serve', async () => {
+    const created = mia('keys', 'create', '--role', 'admin', '--email', 'head@hospital.test');
+    expect(created.status).toBe(0);
+    const key = lastLine(created.stdout);
+    expect(key).toMatch(/^mia_[0-9A-Za-z]{49}$/);
+    issued.push(key);
+    await withServe(async (url) => {
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      const me = await fetch(`${url}/v1/auth/me`, { headers: { Authorization: `Bearer ${key}` } });
+      expect(((await me.json()) as { data: { user: { email: string } } }).data.user.email).toBe('head@hospital.test');
+      // A CLI command while the server runs on the same folder.
+      const second = mia('keys', 'create', '--role', 'radiologist', '--email', 'reader@hospital.test', '--scopes', 'write:reports');
+      expect(second.status).toBe(0);
+      issued.push(lastLine(second.stdout));
+      const reader = await fetch(`${url}/v1/auth/me`, { headers: { Authorization: `Bearer ${lastLine(second.stdout)}` } });
+      expect(((await reader.json()) as { data: { user: { scopes: string[] } } }).data.user.scopes).toEqual(['read:scans', 'read:reports', 'write:reports']);
+    });
+  });
+
+  it('keys list shows ids and prefixes but never a key; users list shows users', () => {
+    const list = mia('keys', 'list');
+    expect(list.status).toBe(0);
+    expect(list.stdout).toMatch(/key_[0-9a-f]{24}/);
+    for (const key of issued) expect(list.stdout).not.toContain(key);
+    const users = mia('users', 'list');
+    expect(users.stdout).toContain('head@hospital.test');
+    expect(users.stdout).toContain('reader@hospital.test');
+  });
+
+  it('keys rotate prints a new key; keys revoke revokes', () => {
+    const id = /(key_[0-9a-f]{24})/.exec(mia('keys', 'list').stdout)?.[1] ?? '';
+    const rotated = mia('keys', 'rotate', id);
+    expect(rotated.status).toBe(0);
+    expect(lastLine(rotated.stdout)).toMatch(/^mia_/);
+    expect(rotated.stderr).toMatch(/works until/);
+    issued.push(lastLine(rotated.stdout));
+    const revoked = mia('keys', 'revoke', id);
+    expect(revoked.status).toBe(0);
+    expect(mia('keys', 'list').stdout).toMatch(new RegExp(`${id}.*revoked`));
+  });
+
+  it('explains bad usage with a non-zero exit', () => {
+    const bad = mia('keys', 'create', '--role', 'janitor', '--email', 'x@y.org');
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toMatch(/--role must be one of radiologist, data_engineer, admin/);
+    expect(mia('frobnicate').status).toBe(2);
+    expect(mia('import', '/tmp').stderr).toMatch(/not available/);
+  });
+
+  it('leaves no issued key anywhere in the data folder (database, WAL, logs)', () => {
+    const files: string[] = [];
+    const walk = (dir: string): void => {
+      for (const name of readdirSync(dir)) {
+        const path = join(dir, name);
+        if (statSync(path).isDirectory()) walk(path);
+        else files.push(path);
+      }
+    };
+    walk(dataDir);
+    expect(files.some((f) => f.endsWith('mia.sqlite'))).toBe(true);
+    expect(files.some((f) => f.endsWith('mia.log'))).toBe(true);
+    for (const file of files) {
+      const content = readFileSync(file).toString('latin1');
+      for (const key of issued) {
+        expect(content.includes(key), `${key.slice(0, 8)}… found in ${file}`).toBe(false);
+        // Nor the random part alone, in case something stripped the prefix.
+        expect(content.includes(key.slice(4, 30))).toBe(false);
+      }
+    }
+  });
+});

@@ -1,0 +1,41 @@
+import { XMLValidator } from 'fast-xml-parser';
+import { describe, expect, it } from 'vitest';
+import { csvField, toCsv } from '#server/formats/csv.ts';
+import { escapeXml, toXmlDocument } from '#server/formats/xml.ts';
+
+describe('CSV (RFC 4180 with a formula guard)', () => {
+  it('quotes commas, quotes and line breaks; doubles quotes', () => {
+    expect(csvField('a,b')).toBe('"a,b"');
+    expect(csvField('say "hi"')).toBe('"say ""hi"""');
+    expect(csvField('two\r\nlines')).toBe('"two\r\nlines"');
+    expect(csvField('Müller^Zoë')).toBe('Müller^Zoë');
+  });
+
+  it('neutralises formulas but keeps their text, and leaves numbers alone', () => {
+    for (const formula of ['=1+1', '+SUM(A1)', '-2+3', '@cmd', '\tx', '\rx']) expect(csvField(formula)).toBe(csvField(`'${formula}`));
+    expect(csvField(-2.5)).toBe('-2.5');
+    expect(csvField(null)).toBe('');
+  });
+
+  it('writes a header and CRLF records in the given column order', () => {
+    expect(toCsv(['b', 'a'], [{ a: 1, b: 'x' }, { a: 2 }])).toBe('b,a\r\nx,1\r\n,2\r\n');
+  });
+});
+
+describe('XML', () => {
+  it('escapes markup and drops characters XML 1.0 forbids', () => {
+    expect(escapeXml(`<a href="x">&'`)).toBe('&lt;a href=&quot;x&quot;&gt;&amp;&apos;');
+    expect(escapeXml('bell\u0007 and nul\u0000')).toBe('bell and nul');
+  });
+
+  it('produces well-formed documents from any strings', () => {
+    const nasty = ['</x>', ']]>', '\u0001\u0002', '"\'&<>', 'Ünïcödé 漢字'];
+    const doc = toXmlDocument('root', { items: nasty.map((v) => ({ v })), empty: null, n: 3, yes: true }, { items: 'item' });
+    expect(XMLValidator.validate(doc)).toBe(true);
+    expect(doc).toContain('<item><v>&lt;/x&gt;</v></item>');
+  });
+
+  it('refuses element names that are not XML names', () => {
+    expect(() => toXmlDocument('root', { 'bad name': 1 }, {})).toThrow(/not an XML element name/);
+  });
+});
