@@ -77,6 +77,9 @@ const MIGRATIONS: readonly Migration[] = [
         status TEXT NOT NULL DEFAULT 'received' CHECK (status IN
           ('received', 'queued', 'analyzing', 'analyzed', 'failed', 'in_review', 'reviewed', 'reported', 'archived')),
         status_reason TEXT,
+        -- The scan's result: kept here, in the transaction that stores a succeeded analysis,
+        -- so worklist and result queries need no per-row subquery.
+        latest_analysis_ref INTEGER,
         created_at TEXT NOT NULL,
         updated_at TEXT NOT NULL
       ) STRICT;
@@ -186,6 +189,62 @@ const MIGRATIONS: readonly Migration[] = [
         status_code INTEGER
       ) STRICT;
       CREATE INDEX audit_events_at ON audit_events (at);
+    `,
+  },
+  {
+    version: 2,
+    name: 'import jobs and display attributes of instances',
+    sql: `
+      -- What a viewer needs to lay out and window an image without opening the file
+      -- (PS3.3 C.7.6.2 plane, C.7.6.3 pixel, C.11.1 modality LUT, C.11.2 VOI LUT).
+      ALTER TABLE instances ADD COLUMN samples_per_pixel INTEGER NOT NULL DEFAULT 1;
+      ALTER TABLE instances ADD COLUMN photometric TEXT NOT NULL DEFAULT 'MONOCHROME2';
+      ALTER TABLE instances ADD COLUMN bits_allocated INTEGER NOT NULL DEFAULT 16;
+      ALTER TABLE instances ADD COLUMN bits_stored INTEGER NOT NULL DEFAULT 16;
+      ALTER TABLE instances ADD COLUMN pixel_representation INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE instances ADD COLUMN rescale_slope REAL NOT NULL DEFAULT 1;
+      ALTER TABLE instances ADD COLUMN rescale_intercept REAL NOT NULL DEFAULT 0;
+      ALTER TABLE instances ADD COLUMN window_center REAL;
+      ALTER TABLE instances ADD COLUMN window_width REAL;
+      ALTER TABLE instances ADD COLUMN image_position TEXT;
+      ALTER TABLE instances ADD COLUMN image_orientation TEXT;
+      CREATE INDEX instances_scan_order ON instances (scan_ref, position, instance_number);
+      CREATE INDEX instances_sha256 ON instances (file_sha256);
+
+      CREATE TABLE import_jobs (
+        id INTEGER PRIMARY KEY,
+        public_id TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL CHECK (kind IN ('path', 'upload', 'watch')),
+        sources TEXT NOT NULL DEFAULT '[]',
+        status TEXT NOT NULL CHECK (status IN ('running', 'completed', 'failed', 'interrupted')),
+        files_total INTEGER,
+        files_seen INTEGER NOT NULL DEFAULT 0,
+        imported INTEGER NOT NULL DEFAULT 0,
+        duplicates INTEGER NOT NULL DEFAULT 0,
+        conflicts INTEGER NOT NULL DEFAULT 0,
+        rejected INTEGER NOT NULL DEFAULT 0,
+        bytes INTEGER NOT NULL DEFAULT 0,
+        -- Files of the (sorted) walk whose outcome is committed: a resumed job skips them.
+        checkpoint INTEGER NOT NULL DEFAULT 0,
+        owner_pid INTEGER,
+        heartbeat_at TEXT,
+        created_by TEXT,
+        error TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        finished_at TEXT
+      ) STRICT;
+      CREATE INDEX import_jobs_status ON import_jobs (status);
+
+      CREATE TABLE import_rejects (
+        id INTEGER PRIMARY KEY,
+        job_ref INTEGER NOT NULL REFERENCES import_jobs (id) ON DELETE CASCADE,
+        outcome TEXT NOT NULL CHECK (outcome IN ('rejected', 'conflict')),
+        path TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        sop_instance_uid TEXT
+      ) STRICT;
+      CREATE INDEX import_rejects_job ON import_rejects (job_ref, id);
     `,
   },
 ];
