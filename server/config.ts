@@ -32,7 +32,7 @@ export type ServerConfig = {
 export type ServerConfigInput = Partial<ServerConfig> & { dataDir: string };
 
 export const DEFAULT_RATE_LIMIT: RateLimitConfig = {
-  requests: 6000,
+  requests: 30_000,
   windowMs: 60_000,
   authFailures: 60,
 };

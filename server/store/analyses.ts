@@ -1,6 +1,6 @@
 /** SQL for analyses and their findings. */
 import type { FindingReview } from '#common/vocabulary.ts';
-import type { Database } from '#server/store/database.ts';
+import { sql, type Database } from '#server/store/database.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 
 export type AnalysisRow = {
@@ -58,10 +58,10 @@ export type CompletedAnalysisInput = {
   finishedAt: string;
 };
 
-/** Stores a finished analysis with its findings; the caller wraps it in a transaction. */
+/** Stores a finished analysis with its findings and makes it the scan's result; the caller wraps
+ * it in a transaction. */
 export function insertCompletedAnalysis(db: Database, input: CompletedAnalysisInput): AnalysisRow {
-  const analysis = db
-    .prepare(
+  const analysis = sql(db,
       `INSERT INTO analyses (public_id, scan_ref, model_id, model_name, model_version, model_sha256, thresholds,
          status, recommendation, created_at, started_at, finished_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, 'succeeded', ?, ?, ?, ?) RETURNING *`,
@@ -79,20 +79,20 @@ export function insertCompletedAnalysis(db: Database, input: CompletedAnalysisIn
       input.startedAt,
       input.finishedAt,
     ) as AnalysisRow;
-  const insertFinding = db.prepare(
+  const insertFinding = sql(db,
     `INSERT INTO findings (public_id, analysis_ref, label, confidence, x, y, width, height, instance_uid, frame)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
   for (const f of input.findings) {
     insertFinding.run(newPublicId('fnd'), analysis.id, f.label, f.confidence, f.x, f.y, f.width, f.height, f.instanceUid, f.frame);
   }
+  sql(db, 'UPDATE scans SET latest_analysis_ref = ? WHERE id = ?').run(analysis.id, input.scanRef);
   return analysis;
 }
 
 export function findAnalysesByIds(db: Database, ids: readonly number[]): Map<number, AnalysisRow> {
   if (ids.length === 0) return new Map();
-  const rows = db
-    .prepare('SELECT * FROM analyses WHERE id IN (SELECT value FROM json_each(?))')
+  const rows = sql(db, 'SELECT * FROM analyses WHERE id IN (SELECT value FROM json_each(?))')
     .all(JSON.stringify(ids)) as AnalysisRow[];
   return new Map(rows.map((row) => [row.id, row]));
 }
@@ -101,8 +101,7 @@ export function findAnalysesByIds(db: Database, ids: readonly number[]): Map<num
 export function findFindingsByAnalyses(db: Database, analysisIds: readonly number[]): Map<number, FindingRow[]> {
   const byAnalysis = new Map<number, FindingRow[]>();
   if (analysisIds.length === 0) return byAnalysis;
-  const rows = db
-    .prepare(
+  const rows = sql(db,
       `SELECT * FROM findings WHERE analysis_ref IN (SELECT value FROM json_each(?))
        ORDER BY analysis_ref, confidence DESC, id`,
     )
@@ -116,7 +115,7 @@ export function findFindingsByAnalyses(db: Database, analysisIds: readonly numbe
 }
 
 export function findFindingByPublicId(db: Database, publicId: string): FindingRow | undefined {
-  return db.prepare('SELECT * FROM findings WHERE public_id = ?').get(publicId) as FindingRow | undefined;
+  return sql(db, 'SELECT * FROM findings WHERE public_id = ?').get(publicId) as FindingRow | undefined;
 }
 
 export function setFindingReview(
@@ -126,5 +125,5 @@ export function setFindingReview(
   userRef: number | null,
   at: string | null,
 ): void {
-  db.prepare('UPDATE findings SET review = ?, reviewed_by = ?, reviewed_at = ? WHERE id = ?').run(review, userRef, at, id);
+  sql(db, 'UPDATE findings SET review = ?, reviewed_by = ?, reviewed_at = ? WHERE id = ?').run(review, userRef, at, id);
 }

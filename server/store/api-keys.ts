@@ -1,5 +1,5 @@
 /** SQL for API keys. Only digests and display prefixes are ever stored. */
-import type { Database } from '#server/store/database.ts';
+import { sql, type Database } from '#server/store/database.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 import type { UserRow } from '#server/store/users.ts';
@@ -25,8 +25,7 @@ export function insertApiKey(
   db: Database,
   input: { userId: number; name: string | null; digest: string; prefix: string; extraScopes: readonly string[]; at: string },
 ): ApiKeyRow {
-  return db
-    .prepare(
+  return sql(db,
       `INSERT INTO api_keys (public_id, user_id, name, digest, prefix, extra_scopes, created_at)
        VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *`,
     )
@@ -42,8 +41,7 @@ export function insertApiKey(
 }
 
 export function findApiKeyByDigest(db: Database, digest: string): { key: ApiKeyRow; user: UserRow } | undefined {
-  const row = db
-    .prepare(
+  const row = sql(db,
       `SELECT k.*, u.public_id AS u_public_id, u.email AS u_email, u.name AS u_name, u.role AS u_role,
               u.status AS u_status, u.created_at AS u_created_at, u.updated_at AS u_updated_at
        FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.digest = ?`,
@@ -64,8 +62,7 @@ export function findApiKeyByDigest(db: Database, digest: string): { key: ApiKeyR
 }
 
 export function findApiKeyByPublicId(db: Database, publicId: string): ApiKeyWithOwner | undefined {
-  return db
-    .prepare(
+  return sql(db,
       `SELECT k.*, u.public_id AS user_public_id FROM api_keys k JOIN users u ON u.id = k.user_id
        WHERE k.public_id = ?`,
     )
@@ -73,8 +70,7 @@ export function findApiKeyByPublicId(db: Database, publicId: string): ApiKeyWith
 }
 
 export function findApiKeyById(db: Database, id: number): ApiKeyWithOwner | undefined {
-  return db
-    .prepare(
+  return sql(db,
       `SELECT k.*, u.public_id AS user_public_id FROM api_keys k JOIN users u ON u.id = k.user_id
        WHERE k.id = ?`,
     )
@@ -86,8 +82,7 @@ export function listApiKeys(
   filter: { userId?: number | undefined },
   page: PageRequest,
 ): Page<ApiKeyWithOwner> {
-  const rows = db
-    .prepare(
+  const rows = sql(db,
       `SELECT k.*, u.public_id AS user_public_id FROM api_keys k JOIN users u ON u.id = k.user_id
        WHERE k.id > @after AND (@userId IS NULL OR k.user_id = @userId)
        ORDER BY k.id LIMIT @limit`,
@@ -97,13 +92,13 @@ export function listApiKeys(
 }
 
 export function markApiKeyRotated(db: Database, id: number, expiresAt: string, replacedBy: number): void {
-  db.prepare('UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE id = ?').run(expiresAt, replacedBy, id);
+  sql(db, 'UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE id = ?').run(expiresAt, replacedBy, id);
 }
 
 export function revokeApiKey(db: Database, id: number, at: string): void {
-  db.prepare('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?').run(at, id);
+  sql(db, 'UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?').run(at, id);
 }
 
 export function touchApiKey(db: Database, id: number, at: string): void {
-  db.prepare('UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(at, id);
+  sql(db, 'UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(at, id);
 }

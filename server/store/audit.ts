@@ -1,5 +1,5 @@
 /** SQL for the audit trail: append-only; nothing in mia updates or deletes these rows. */
-import type { Database } from '#server/store/database.ts';
+import { sql, type Database } from '#server/store/database.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
 export type AuditRow = {
@@ -18,7 +18,7 @@ export type AuditRow = {
 export type AuditInput = Omit<AuditRow, 'id'>;
 
 export function insertAuditEvent(db: Database, event: AuditInput): void {
-  db.prepare(
+  sql(db,
     `INSERT INTO audit_events (at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code)
      VALUES (@at, @request_id, @key_id, @user_id, @action, @target, @patient_id, @outcome, @status_code)`,
   ).run(event);
@@ -33,8 +33,7 @@ export type AuditFilter = {
 };
 
 export function listAuditEvents(db: Database, filter: AuditFilter, page: PageRequest): Page<AuditRow> {
-  const rows = db
-    .prepare(
+  const rows = sql(db,
       `SELECT * FROM audit_events WHERE id > @after
          AND (@action IS NULL OR action = @action)
          AND (@userId IS NULL OR user_id = @userId)

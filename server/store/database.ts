@@ -29,3 +29,21 @@ export function openDatabase(dataDir: string): Database {
 export function inTransaction<T>(db: Database, work: () => T): T {
   return db.transaction(work).immediate();
 }
+
+const statements = new WeakMap<Database, Map<string, BetterSqlite3.Statement>>();
+
+/** Prepared statements are cached per connection: preparing costs more than running most of
+ * our queries, and the SQL strings are constants. */
+export function sql(db: Database, text: string): BetterSqlite3.Statement {
+  let cache = statements.get(db);
+  if (!cache) {
+    cache = new Map();
+    statements.set(db, cache);
+  }
+  let statement = cache.get(text);
+  if (!statement) {
+    statement = db.prepare(text);
+    cache.set(text, statement);
+  }
+  return statement;
+}

@@ -1,6 +1,6 @@
 /** SQL for export records (the files themselves live in <data>/exports). */
 import type { ExportFormat } from '#common/vocabulary.ts';
-import type { Database } from '#server/store/database.ts';
+import { sql, type Database } from '#server/store/database.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
 export type ExportRow = {
@@ -37,7 +37,7 @@ export function insertExport(
     at: string;
   },
 ): void {
-  db.prepare(
+  sql(db,
     `INSERT INTO exports (public_id, created_by, format, filters, deidentified, status, row_count, file_name,
        size_bytes, sha256, created_at) VALUES (?, ?, ?, ?, ?, 'ready', ?, ?, ?, ?, ?)`,
   ).run(
@@ -55,12 +55,11 @@ export function insertExport(
 }
 
 export function findExport(db: Database, publicId: string): ExportRow | undefined {
-  return db.prepare(`${EXPORT_SELECT} WHERE e.public_id = ?`).get(publicId) as ExportRow | undefined;
+  return sql(db, `${EXPORT_SELECT} WHERE e.public_id = ?`).get(publicId) as ExportRow | undefined;
 }
 
 export function listExports(db: Database, filter: { createdBy?: number | undefined }, page: PageRequest): Page<ExportRow> {
-  const rows = db
-    .prepare(
+  const rows = sql(db,
       `${EXPORT_SELECT} WHERE e.id > @after AND (@createdBy IS NULL OR e.created_by = @createdBy)
        ORDER BY e.id LIMIT @limit`,
     )

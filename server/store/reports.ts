@@ -1,6 +1,6 @@
 /** SQL for reports. */
 import type { ReportStatus } from '#common/vocabulary.ts';
-import type { Database } from '#server/store/database.ts';
+import { sql, type Database } from '#server/store/database.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
@@ -61,7 +61,7 @@ export function insertReport(
   },
 ): string {
   const publicId = newPublicId('rpt');
-  db.prepare(
+  sql(db,
     `INSERT INTO reports (public_id, scan_ref, analysis_ref, status, impression, recommendation, findings, author_ref,
        created_at, updated_at) VALUES (?, ?, ?, 'draft', ?, ?, ?, ?, ?, ?)`,
   ).run(publicId, input.scanRef, input.analysisRef, input.impression, input.recommendation, input.findings, input.authorRef, input.at, input.at);
@@ -69,12 +69,11 @@ export function insertReport(
 }
 
 export function findReport(db: Database, publicId: string): ReportRow | undefined {
-  return db.prepare(`${REPORT_SELECT} WHERE r.public_id = ?`).get(publicId) as ReportRow | undefined;
+  return sql(db, `${REPORT_SELECT} WHERE r.public_id = ?`).get(publicId) as ReportRow | undefined;
 }
 
 export function listReports(db: Database, filter: ReportFilter, page: PageRequest): Page<ReportRow> {
-  const rows = db
-    .prepare(
+  const rows = sql(db,
       `${REPORT_SELECT} WHERE r.id > @after
          AND (@scanId IS NULL OR s.scan_id = @scanId)
          AND (@patientId IS NULL OR p.patient_id = @patientId)
@@ -97,8 +96,7 @@ export function updateDraftReport(
   id: number,
   patch: { impression?: string | undefined; recommendation?: string | undefined; finalizeBy?: number | undefined; at: string },
 ): boolean {
-  const result = db
-    .prepare(
+  const result = sql(db,
       `UPDATE reports SET
          impression = COALESCE(@impression, impression),
          recommendation = COALESCE(@recommendation, recommendation),

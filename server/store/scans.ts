@@ -1,6 +1,6 @@
 /** SQL for reading scans with their study and patient, and for changing a scan's status. */
 import type { ScanStatus } from '#common/vocabulary.ts';
-import type { Database } from '#server/store/database.ts';
+import { sql, type Database } from '#server/store/database.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
 export type ScanRow = {
@@ -33,9 +33,7 @@ export type ScanFilter = {
 const SCAN_SELECT = `
   SELECT s.id, s.scan_id, p.patient_id, st.study_uid, st.study_date, st.description AS study_description,
          st.accession_number, s.modality, s.body_part, s.description, s.series_number, s.instance_count,
-         s.status, s.status_reason, s.created_at, s.updated_at,
-         (SELECT a.id FROM analyses a WHERE a.scan_ref = s.id AND a.status = 'succeeded'
-          ORDER BY a.id DESC LIMIT 1) AS latest_analysis_ref
+         s.status, s.status_reason, s.created_at, s.updated_at, s.latest_analysis_ref
   FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref`;
 
 const FILTER_SQL = `
@@ -54,8 +52,7 @@ function filterParams(filter: ScanFilter): Record<string, string | null> {
 }
 
 export function listScans(db: Database, filter: ScanFilter, page: PageRequest): Page<ScanRow> {
-  const rows = db
-    .prepare(`${SCAN_SELECT} WHERE s.id > @after AND ${FILTER_SQL} ORDER BY s.id LIMIT @limit`)
+  const rows = sql(db, `${SCAN_SELECT} WHERE s.id > @after AND ${FILTER_SQL} ORDER BY s.id LIMIT @limit`)
     .all({ ...filterParams(filter), after: page.afterId, limit: page.limit + 1 }) as ScanRow[];
   return toPage(rows, page.limit);
 }
@@ -65,15 +62,13 @@ export type ResultFilter = ScanFilter & { label?: string | undefined; minConfide
 /** Scans that have a succeeded analysis; with a label or confidence filter, only scans whose
  * latest analysis has a matching finding. */
 export function listScansWithResults(db: Database, filter: ResultFilter, page: PageRequest): Page<ScanRow> {
-  const rows = db
-    .prepare(
-      `SELECT * FROM (${SCAN_SELECT} WHERE s.id > @after AND ${FILTER_SQL}) r
-       WHERE r.latest_analysis_ref IS NOT NULL
+  const rows = sql(db,
+      `${SCAN_SELECT} WHERE s.id > @after AND ${FILTER_SQL} AND s.latest_analysis_ref IS NOT NULL
          AND ((@label IS NULL AND @minConfidence IS NULL) OR EXISTS (
-           SELECT 1 FROM findings f WHERE f.analysis_ref = r.latest_analysis_ref
+           SELECT 1 FROM findings f WHERE f.analysis_ref = s.latest_analysis_ref
              AND (@label IS NULL OR f.label = @label)
              AND (@minConfidence IS NULL OR f.confidence >= @minConfidence)))
-       ORDER BY r.id LIMIT @limit`,
+       ORDER BY s.id LIMIT @limit`,
     )
     .all({
       ...filterParams(filter),
@@ -86,9 +81,9 @@ export function listScansWithResults(db: Database, filter: ResultFilter, page: P
 }
 
 export function findScan(db: Database, scanId: string): ScanRow | undefined {
-  return db.prepare(`${SCAN_SELECT} WHERE s.scan_id = ?`).get(scanId) as ScanRow | undefined;
+  return sql(db, `${SCAN_SELECT} WHERE s.scan_id = ?`).get(scanId) as ScanRow | undefined;
 }
 
 export function setScanStatus(db: Database, id: number, status: ScanStatus, reason: string | null, at: string): void {
-  db.prepare('UPDATE scans SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?').run(status, reason, at, id);
+  sql(db, 'UPDATE scans SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?').run(status, reason, at, id);
 }

@@ -1,14 +1,14 @@
 /** Installation-wide values kept in the database (e.g. the pseudonymisation secret). */
-import type { Database } from '#server/store/database.ts';
+import { sql, type Database } from '#server/store/database.ts';
 
 export function getSetting(db: Database, key: string): string | undefined {
-  const row = db.prepare('SELECT value FROM settings WHERE key = ?').get(key) as { value: string } | undefined;
+  const row = sql(db, 'SELECT value FROM settings WHERE key = ?').get(key) as { value: string } | undefined;
   return row?.value;
 }
 
 /** Inserts the value unless one exists, then returns the stored one: safe under races. */
 export function ensureSetting(db: Database, key: string, value: string): string {
-  db.prepare('INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING').run(key, value);
+  sql(db, 'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING').run(key, value);
   const stored = getSetting(db, key);
   if (stored === undefined) throw new Error(`setting ${key} vanished after insert`);
   return stored;

@@ -1,6 +1,6 @@
 /** SQL for users. */
 import type { Role, UserStatus } from '#common/vocabulary.ts';
-import type { Database } from '#server/store/database.ts';
+import { sql, type Database } from '#server/store/database.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
@@ -19,8 +19,7 @@ export function insertUser(
   db: Database,
   input: { email: string; name: string | null; role: Role; at: string },
 ): UserRow {
-  return db
-    .prepare(
+  return sql(db,
       `INSERT INTO users (public_id, email, name, role, status, created_at, updated_at)
        VALUES (?, ?, ?, ?, 'active', ?, ?) RETURNING *`,
     )
@@ -28,15 +27,15 @@ export function insertUser(
 }
 
 export function findUserByPublicId(db: Database, publicId: string): UserRow | undefined {
-  return db.prepare('SELECT * FROM users WHERE public_id = ?').get(publicId) as UserRow | undefined;
+  return sql(db, 'SELECT * FROM users WHERE public_id = ?').get(publicId) as UserRow | undefined;
 }
 
 export function findUserById(db: Database, id: number): UserRow | undefined {
-  return db.prepare('SELECT * FROM users WHERE id = ?').get(id) as UserRow | undefined;
+  return sql(db, 'SELECT * FROM users WHERE id = ?').get(id) as UserRow | undefined;
 }
 
 export function findUserByEmail(db: Database, email: string): UserRow | undefined {
-  return db.prepare('SELECT * FROM users WHERE email = ?').get(email) as UserRow | undefined;
+  return sql(db, 'SELECT * FROM users WHERE email = ?').get(email) as UserRow | undefined;
 }
 
 export function listUsers(
@@ -44,8 +43,7 @@ export function listUsers(
   filter: { role?: Role | undefined; status?: UserStatus | undefined },
   page: PageRequest,
 ): Page<UserRow> {
-  const rows = db
-    .prepare(
+  const rows = sql(db,
       `SELECT * FROM users
        WHERE id > @after AND (@role IS NULL OR role = @role) AND (@status IS NULL OR status = @status)
        ORDER BY id LIMIT @limit`,
@@ -59,8 +57,7 @@ export function updateUser(
   id: number,
   patch: { name?: string | null | undefined; role?: Role | undefined; status?: UserStatus | undefined; at: string },
 ): UserRow {
-  return db
-    .prepare(
+  return sql(db,
       `UPDATE users SET
          name = CASE WHEN @setName THEN @name ELSE name END,
          role = COALESCE(@role, role),
@@ -79,6 +76,6 @@ export function updateUser(
 }
 
 export function countActiveAdmins(db: Database): number {
-  const row = db.prepare(`SELECT count(*) AS n FROM users WHERE role = 'admin' AND status = 'active'`).get() as { n: number };
+  const row = sql(db, `SELECT count(*) AS n FROM users WHERE role = 'admin' AND status = 'active'`).get() as { n: number };
   return row.n;
 }

@@ -1,0 +1,102 @@
+/**
+ * SQL for instances as the import and the viewers see them: what is stored under a SOP
+ * Instance UID, the display attributes the archive index keeps beside it, and a series' images
+ * in slice order.
+ */
+import type { Database } from '#server/store/database.ts';
+
+export type InstanceImagingInput = {
+  samplesPerPixel: number;
+  photometric: string;
+  bitsAllocated: number;
+  bitsStored: number;
+  pixelRepresentation: number;
+  rescaleSlope: number;
+  rescaleIntercept: number;
+  windowCenter: number | null;
+  windowWidth: number | null;
+  imagePosition: string | null;
+  imageOrientation: string | null;
+};
+
+export type InstanceRow = {
+  id: number;
+  sop_instance_uid: string;
+  scan_ref: number;
+  scan_id: string;
+  patient_id: string;
+  modality: string;
+  sop_class_uid: string | null;
+  transfer_syntax: string;
+  rows: number;
+  columns: number;
+  frames: number;
+  instance_number: number | null;
+  position: number | null;
+  pixel_spacing: string | null;
+  file_path: string;
+  file_sha256: string;
+  file_size: number;
+  samples_per_pixel: number;
+  photometric: string;
+  bits_allocated: number;
+  bits_stored: number;
+  pixel_representation: number;
+  rescale_slope: number;
+  rescale_intercept: number;
+  window_center: number | null;
+  window_width: number | null;
+};
+
+const INSTANCE_SELECT = `
+  SELECT i.*, s.scan_id, s.modality, p.patient_id
+  FROM instances i JOIN scans s ON s.id = i.scan_ref JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref`;
+
+/** Sets the display attributes of an instance the same transaction just inserted. */
+export function setInstanceImaging(db: Database, sopInstanceUid: string, input: InstanceImagingInput): void {
+  db.prepare(
+    `UPDATE instances SET samples_per_pixel = @samplesPerPixel, photometric = @photometric, bits_allocated = @bitsAllocated,
+       bits_stored = @bitsStored, pixel_representation = @pixelRepresentation, rescale_slope = @rescaleSlope,
+       rescale_intercept = @rescaleIntercept, window_center = @windowCenter, window_width = @windowWidth,
+       image_position = @imagePosition, image_orientation = @imageOrientation
+     WHERE sop_instance_uid = @sopInstanceUid`,
+  ).run({ ...input, sopInstanceUid });
+}
+
+/** The digest stored under a SOP Instance UID: tells a duplicate from a conflict. */
+export function findStoredDigest(db: Database, sopInstanceUid: string): string | undefined {
+  const row = db.prepare('SELECT file_sha256 FROM instances WHERE sop_instance_uid = ?').get(sopInstanceUid) as { file_sha256: string } | undefined;
+  return row?.file_sha256;
+}
+
+export function findInstance(db: Database, sopInstanceUid: string): InstanceRow | undefined {
+  return db.prepare(`${INSTANCE_SELECT} WHERE i.sop_instance_uid = ?`).get(sopInstanceUid) as InstanceRow | undefined;
+}
+
+/**
+ * A series' instances in slice order: position along the slice normal, then Instance Number;
+ * instances without either sort last. `offset` pages through the ordered list.
+ */
+export function listScanInstances(db: Database, scanRef: number, offset: number, limit: number): InstanceRow[] {
+  return db
+    .prepare(
+      `${INSTANCE_SELECT} WHERE i.scan_ref = ?
+       ORDER BY i.position IS NULL, i.position, i.instance_number IS NULL, i.instance_number, i.id
+       LIMIT ? OFFSET ?`,
+    )
+    .all(scanRef, limit, offset) as InstanceRow[];
+}
+
+export function countScanInstances(db: Database, scanRef: number): number {
+  return (db.prepare('SELECT COUNT(*) AS n FROM instances WHERE scan_ref = ?').get(scanRef) as { n: number }).n;
+}
+
+/** Every stored file with its digest, for consistency checks. */
+export function listStoredFiles(db: Database): Array<{ sop_instance_uid: string; file_path: string; file_sha256: string; file_size: number }> {
+  return db.prepare('SELECT sop_instance_uid, file_path, file_sha256, file_size FROM instances ORDER BY id').all() as Array<{
+    sop_instance_uid: string;
+    file_path: string;
+    file_sha256: string;
+    file_size: number;
+  }>;
+}
