@@ -11,12 +11,11 @@ export type Call = { path: string; body?: unknown };
 export type Builder = (caller: Caller) => Call;
 
 export function routeRequests(t: TestServer): Record<string, Builder> {
-
   const analysedScan = (): string => {
     const scan = seedScan(t.server.services.db);
     seedAnalysis(t.server.services.db, scan, [{}]);
     return scan.scanId;
-    };
+  };
   const ownKey = (caller: Caller): string => t.keyFor(caller.role, { email: caller.auth.email }).keyId;
   const radiologistId = (): string => t.keyFor('radiologist').userId;
 
