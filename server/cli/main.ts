@@ -3,6 +3,8 @@
  * database, which is safe while a server runs on it (WAL, busy timeout). The operator at the
  * terminal owns the data folder, so commands act with full rights and are audited as "cli".
  */
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { GRANTABLE_SCOPES, ROLES } from '#common/vocabulary.ts';
@@ -11,6 +13,7 @@ import { issueKeyForUser, listKeys, revokeKey, rotateKey } from '#server/auth/ap
 import { recordAudit } from '#server/audit/audit.ts';
 import { systemClock } from '#server/clock.ts';
 import { formatTable } from '#server/cli/table.ts';
+import { importCommand } from '#server/cli/import-command.ts';
 import { defaultDataDir } from '#server/cli/data-dir.ts';
 import { createServer } from '#server/create-server.ts';
 import { MiaError } from '#server/errors.ts';
@@ -19,8 +22,9 @@ import { findOrCreateUser, listUsers } from '#server/users/users.ts';
 
 const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR)
 
-  serve [--port N] [--host 127.0.0.1] [--allowed-host NAME] [--hub]
-                               run the API; prints the URL it listens on
+  serve [--port N] [--host 127.0.0.1] [--allowed-host NAME] [--hub] [--ui DIR]
+                               run the API and the browser UI (renderer/dist, or
+                               --ui DIR) at /; prints the URL it listens on
   keys create --role ROLE --email EMAIL [--scopes a,b] [--name TEXT]
                                create the user if needed and a key for them;
                                the key is printed alone on the last line
@@ -28,7 +32,8 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR)
   keys rotate KEY_ID           new key now; the old one works 24 more hours
   keys revoke KEY_ID           the key stops working immediately
   users list                   list users
-  import PATH...               import DICOM files and folders (not yet available)
+  import PATH...               import DICOM files, folders and discs (DICOMDIR) into
+                               the archive; exit 1 if any file was rejected
   analyze (--all | SCAN_ID...) analyse scans (not yet available)
 
 Default data folder: ${defaultDataDir()} (or $MIA_DATA)`;
@@ -39,6 +44,7 @@ const OPTIONS = {
   host: { type: 'string' },
   'allowed-host': { type: 'string', multiple: true },
   hub: { type: 'boolean' },
+  ui: { type: 'string' },
   role: { type: 'string' },
   email: { type: 'string' },
   scopes: { type: 'string' },
@@ -99,9 +105,13 @@ async function serve(values: Record<string, unknown>, dataDir: string, io: Out):
     fail(`--host ${host} exposes the API beyond this machine; add --hub for an on-premise hub install`);
   }
   const allowedHosts = (values['allowed-host'] as string[] | undefined) ?? [];
-  const server = createServer({ dataDir, hubMode, allowedHosts, logToStderr: false });
+  // The built renderer beside this package, when it was built (npm run build:renderer).
+  const builtUi = fileURLToPath(new URL('../../renderer/dist', import.meta.url));
+  const uiDir = typeof values['ui'] === 'string' ? values['ui'] : existsSync(builtUi) ? builtUi : null;
+  const server = createServer({ dataDir, hubMode, allowedHosts, logToStderr: false, uiDir });
   const url = await server.listen(port, host);
   io.out(`mia API listening on ${url} (data: ${dataDir})`);
+  io.out(uiDir ? `workstation UI: ${url}/ (sign in with an API key)` : 'workstation UI not built: run npm run build:renderer');
   await new Promise<void>((resolve) => {
     const stop = (): void => resolve();
     process.once('SIGINT', stop);
@@ -198,6 +208,11 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
         return 0;
       }
       case 'import':
+        return await importCommand([sub, ...rest].filter((p): p is string => p !== undefined), dataDir, {
+          ...io,
+          stderrIsTty: process.stderr.isTTY === true,
+          writeErr: (text) => process.stderr.write(text),
+        });
       case 'analyze':
         io.err(`mia ${command}: not available in this version yet`);
         return 2;

@@ -89,7 +89,7 @@ describe('mia CLI', () => {
     expect(bad.status).toBe(1);
     expect(bad.stderr).toMatch(/--role must be one of radiologist, data_engineer, admin/);
     expect(mia('frobnicate').status).toBe(2);
-    expect(mia('import', '/tmp').stderr).toMatch(/not available/);
+    expect(mia('analyze', '--all').stderr).toMatch(/not available/);
   });
 
   it('leaves no issued key anywhere in the data folder (database, WAL, logs)', () => {

@@ -1,0 +1,217 @@
+/**
+ * The one import job: a list of files (from folders, a disc, an upload or the watch folder) taken
+ * through prepare -> durable archive -> batched commit, with counts and a checkpoint in the job
+ * row. A job belongs to the process that runs it (owner_pid + heartbeat); a job left `running`
+ * by a process that died is resumed from its checkpoint by the next mia that looks.
+ */
+import { randomBytes } from 'node:crypto';
+import type { ServerConfig } from '#server/config.ts';
+import { MiaError } from '#server/errors.ts';
+import { createArchiveWriter } from '#server/imports/archive.ts';
+import { commitBatch, prepareFile, type FileOutcome, type ImportFile, type Prepared } from '#server/imports/ingest.ts';
+import { listSourceFiles } from '#server/imports/sources.ts';
+import type { Clock } from '#server/clock.ts';
+import type { Logger } from '#server/log.ts';
+import type { Database } from '#server/store/database.ts';
+import {
+  claimImportJob,
+  finishImportJob,
+  findImportJobById,
+  insertImportJob,
+  listRunningImportJobs,
+  releaseImportJob,
+  setImportJobTotal,
+  type ImportJobKind,
+  type ImportJobRow,
+} from '#server/store/import-jobs.ts';
+
+export type ImportDeps = { db: Database; clock: Clock; dataDir: string; log?: Logger | undefined; config?: ServerConfig | undefined };
+
+export type RunOptions = {
+  /** Called after each committed batch with the job row as committed. */
+  onBatch?: (job: ImportJobRow, outcomes: readonly FileOutcome[]) => void;
+  /** Stops between batches; the job stays `running` without an owner and resumes later. */
+  signal?: AbortSignal | undefined;
+  batchSize?: number;
+  concurrency?: number;
+};
+
+/** 50-200 instances per transaction amortise the commit; 100 keeps a batch's memory small. */
+const DEFAULT_BATCH = 100;
+/** Reads, hashes and fsyncs overlap; more than the libuv pool (4) buys nothing. */
+const DEFAULT_CONCURRENCY = 6;
+/** A heartbeat this old means the owner is gone even if its pid was reused. */
+const STALE_HEARTBEAT_MS = 10 * 60 * 1000;
+
+/** Jobs run by this process, so a pid check cannot mistake our own live jobs for abandoned. */
+const activeJobs = new Set<number>();
+
+export function newImportJobId(): string {
+  return `imp_${randomBytes(12).toString('hex')}`;
+}
+
+function now(deps: ImportDeps): string {
+  return deps.clock.now().toISOString();
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists but belongs to someone else.
+    return typeof err === 'object' && err !== null && 'code' in err && err.code === 'EPERM';
+  }
+}
+
+export function isAbandoned(job: ImportJobRow, nowMs: number): boolean {
+  if (job.status !== 'running') return false;
+  if (job.owner_pid === null) return true;
+  if (job.owner_pid === process.pid) return !activeJobs.has(job.id);
+  if (!pidAlive(job.owner_pid)) return true;
+  const beat = job.heartbeat_at ? Date.parse(job.heartbeat_at) : 0;
+  return nowMs - beat > STALE_HEARTBEAT_MS;
+}
+
+export function createImportJob(deps: ImportDeps, kind: ImportJobKind, sources: readonly string[], createdBy: string | null): ImportJobRow {
+  return insertImportJob(deps.db, { publicId: newImportJobId(), kind, sources, createdBy, ownerPid: process.pid, at: now(deps) });
+}
+
+async function mapPool<T, R>(items: readonly T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const runners = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const index = next++;
+      out[index] = await work(items[index] as T);
+    }
+  });
+  await Promise.all(runners);
+  return out;
+}
+
+/**
+ * Runs `files` from index `start` through the pipeline. Returns false when stopped by the
+ * signal (the job then stays running, released for a later resume).
+ */
+async function runFiles(deps: ImportDeps, job: ImportJobRow, files: readonly ImportFile[], start: number, options: RunOptions): Promise<boolean> {
+  const archive = createArchiveWriter(deps.dataDir);
+  const batchSize = options.batchSize ?? DEFAULT_BATCH;
+  const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
+  for (let i = start; i < files.length; i += batchSize) {
+    if (options.signal?.aborted) return false;
+    const slice = files.slice(i, i + batchSize);
+    const prepared: Prepared[] = await mapPool(slice, concurrency, (file) => prepareFile(deps.db, archive, file));
+    // Durable before visible: directory entries of the renamed files reach the disk first.
+    await archive.flushDirectories();
+    const outcomes = commitBatch(deps.db, job.id, prepared, now(deps));
+    const row = findImportJobById(deps.db, job.id);
+    if (row) options.onBatch?.(row, outcomes);
+  }
+  return true;
+}
+
+function finish(deps: ImportDeps, job: ImportJobRow, status: 'completed' | 'failed' | 'interrupted', error: string | null): ImportJobRow {
+  finishImportJob(deps.db, job.id, status, error, now(deps));
+  const row = findImportJobById(deps.db, job.id) ?? job;
+  deps.log?.info('import.finished', {
+    job_id: row.public_id,
+    kind: row.kind,
+    status: row.status,
+    files_seen: row.files_seen,
+    imported: row.imported,
+    duplicates: row.duplicates,
+    conflicts: row.conflicts,
+    rejected: row.rejected,
+  });
+  return row;
+}
+
+/** Runs a job over a known list of files (uploads, watch folder batches). */
+export async function runFileJob(deps: ImportDeps, job: ImportJobRow, files: readonly ImportFile[], options: RunOptions = {}): Promise<ImportJobRow> {
+  activeJobs.add(job.id);
+  try {
+    setImportJobTotal(deps.db, job.id, files.length, now(deps));
+    const done = await runFiles(deps, job, files, job.checkpoint, options);
+    if (!done) {
+      releaseImportJob(deps.db, job.id, now(deps));
+      return findImportJobById(deps.db, job.id) ?? job;
+    }
+    return finish(deps, job, 'completed', null);
+  } catch (err) {
+    finish(deps, job, 'failed', err instanceof Error ? err.message.slice(0, 300) : 'import failed');
+    throw err;
+  } finally {
+    activeJobs.delete(job.id);
+  }
+}
+
+/** Runs (or resumes, from its checkpoint) a job over files and folders on this machine. */
+export async function runPathJob(deps: ImportDeps, job: ImportJobRow, options: RunOptions = {}): Promise<ImportJobRow> {
+  activeJobs.add(job.id);
+  try {
+    const sources = JSON.parse(job.sources) as string[];
+    const listing = await listSourceFiles(sources);
+    if (listing.missing.length > 0) {
+      return finish(deps, job, 'interrupted', `source no longer available: ${listing.missing.join(', ')}`);
+    }
+    const files = listing.files.map((file) => ({ path: file, file }));
+    setImportJobTotal(deps.db, job.id, files.length, now(deps));
+    const done = await runFiles(deps, job, files, Math.min(job.checkpoint, files.length), options);
+    if (!done) {
+      releaseImportJob(deps.db, job.id, now(deps));
+      return findImportJobById(deps.db, job.id) ?? job;
+    }
+    return finish(deps, job, 'completed', null);
+  } catch (err) {
+    finish(deps, job, 'failed', err instanceof Error ? err.message.slice(0, 300) : 'import failed');
+    throw err;
+  } finally {
+    activeJobs.delete(job.id);
+  }
+}
+
+/** Refuses sources that do not exist before a job is created for them. */
+export async function checkSources(sources: readonly string[]): Promise<void> {
+  const listing = await listSourceFiles(sources);
+  if (listing.missing.length > 0) {
+    throw new MiaError('not_found', 'Import source not found', `no file or folder at ${listing.missing.join(', ')}`);
+  }
+}
+
+/** Takes over a job whose owner died; false if another process was quicker or it is alive. */
+export function claimIfAbandoned(deps: ImportDeps, job: ImportJobRow): ImportJobRow | undefined {
+  if (!isAbandoned(job, deps.clock.now().getTime())) return undefined;
+  if (!claimImportJob(deps.db, job.id, job.owner_pid, job.heartbeat_at, process.pid, now(deps))) return undefined;
+  return findImportJobById(deps.db, job.id);
+}
+
+/** The abandoned path job with exactly these sources, claimed for this process, if any. */
+export function claimAbandonedPathJob(deps: ImportDeps, sources: readonly string[]): ImportJobRow | undefined {
+  const wanted = JSON.stringify(sources);
+  for (const job of listRunningImportJobs(deps.db)) {
+    if (job.kind !== 'path' || job.sources !== wanted) continue;
+    const claimed = claimIfAbandoned(deps, job);
+    if (claimed) return claimed;
+  }
+  return undefined;
+}
+
+/**
+ * Resumes every abandoned job: path jobs from their checkpoint (or `interrupted` when the
+ * source is gone); uploads and watch batches cannot be replayed and become `interrupted`.
+ */
+export async function resumeAbandonedJobs(deps: ImportDeps, options: RunOptions = {}): Promise<ImportJobRow[]> {
+  const resumed: ImportJobRow[] = [];
+  for (const job of listRunningImportJobs(deps.db)) {
+    if (options.signal?.aborted) break;
+    const claimed = claimIfAbandoned(deps, job);
+    if (!claimed) continue;
+    if (claimed.kind !== 'path') {
+      resumed.push(finish(deps, claimed, 'interrupted', 'the process importing this stopped before it finished; send the files again'));
+      continue;
+    }
+    resumed.push(await runPathJob(deps, claimed, options));
+  }
+  return resumed;
+}

@@ -1,0 +1,210 @@
+/**
+ * One file in, one outcome out: read, parse, hash, copy into the archive (`prepareFile`), then
+ * make a batch of prepared files visible in one transaction (`commitBatch`). Preparing never
+ * touches the index; committing never touches the disk; so a crash between the two leaves only
+ * unreferenced archive files.
+ */
+import { createHash } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { parseDicom, type DicomInstance } from '#server/dicom/parse.ts';
+import { describeTransferSyntax, findTransferSyntax } from '#server/dicom/transfer-syntax.ts';
+import type { ArchiveWriter } from '#server/imports/archive.ts';
+import { insertInstance, upsertPatient, upsertScan, upsertStudy } from '#server/store/archive-index.ts';
+import { inTransaction, type Database } from '#server/store/database.ts';
+import { addImportJobProgress, insertImportReject, type JobCountsDelta } from '#server/store/import-jobs.ts';
+import { findStoredDigest, setInstanceImaging } from '#server/store/instances.ts';
+
+export type FileOutcome =
+  | { outcome: 'imported'; path: string; sop_instance_uid: string; scan_id: string; bytes: number }
+  | { outcome: 'duplicate'; path: string; sop_instance_uid: string; scan_id: string | null; bytes: number }
+  | { outcome: 'conflict'; path: string; sop_instance_uid: string; reason: string; bytes: number }
+  | { outcome: 'rejected'; path: string; reason: string; bytes: number };
+
+export type Prepared =
+  | { kind: 'done'; result: FileOutcome }
+  | { kind: 'store'; path: string; instance: DicomInstance; sha256: string; archivePath: string; bytes: number };
+
+/** A file to import: `path` is what the job record shows, `file` where the bytes are. */
+export type ImportFile = { path: string; file: string };
+
+const rejected = (path: string, reason: string, bytes = 0): Prepared => ({ kind: 'done', result: { outcome: 'rejected', path, reason, bytes } });
+
+function conflictReason(sop: string): string {
+  return `SOP Instance UID ${sop} is already stored with different content; kept the first`;
+}
+
+function readError(err: unknown): string {
+  const code = typeof err === 'object' && err !== null && 'code' in err ? String(err.code) : '';
+  if (code === 'ENOENT') return 'file disappeared before it could be read';
+  if (code === 'EACCES' || code === 'EPERM') return 'file is not readable (permission denied)';
+  if (code === 'EISDIR') return 'is a folder, not a file';
+  return `file could not be read${code ? ` (${code})` : ''}`;
+}
+
+export async function prepareFile(db: Database, archive: ArchiveWriter, source: ImportFile): Promise<Prepared> {
+  let bytes: Buffer;
+  try {
+    bytes = await readFile(source.file);
+  } catch (err) {
+    return rejected(source.path, readError(err));
+  }
+  const size = bytes.byteLength;
+  if (size === 0) return rejected(source.path, 'empty file', 0);
+  const parsed = parseDicom(new Uint8Array(bytes.buffer, bytes.byteOffset, size));
+  if (!parsed.ok) return rejected(source.path, parsed.reason, size);
+  const instance = parsed.instance;
+  // mia archives images for reading and analysis; SR, RT plans, waveforms have nothing to show.
+  if (!instance.hasPixelData) return rejected(source.path, 'no pixel data (not an image)', size);
+  const syntax = findTransferSyntax(instance.transferSyntaxUid);
+  if (!syntax || syntax.encoding === 'unsupported') {
+    return rejected(source.path, `unsupported transfer syntax ${describeTransferSyntax(instance.transferSyntaxUid)}`, size);
+  }
+  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  const sop = instance.sopInstanceUid;
+  const stored = findStoredDigest(db, sop);
+  if (stored === sha256) {
+    return { kind: 'done', result: { outcome: 'duplicate', path: source.path, sop_instance_uid: sop, scan_id: instance.seriesInstanceUid, bytes: size } };
+  }
+  if (stored !== undefined) {
+    return { kind: 'done', result: { outcome: 'conflict', path: source.path, sop_instance_uid: sop, reason: conflictReason(sop), bytes: size } };
+  }
+  const archivePath = await archive.store(bytes, sha256);
+  return { kind: 'store', path: source.path, instance, sha256, archivePath, bytes: size };
+}
+
+const orNull = (text: string): string | null => (text.trim() === '' ? null : text.trim());
+
+/**
+ * Where a slice lies along its series: Image Position (Patient) projected on the slice normal,
+ * the cross product of the row and column direction cosines (PS3.3 C.7.6.2.1.1).
+ */
+export function slicePosition(instance: Pick<DicomInstance, 'imagePositionPatient' | 'imageOrientationPatient'>): number | null {
+  const p = instance.imagePositionPatient;
+  if (!p) return null;
+  const o = instance.imageOrientationPatient;
+  if (!o) return p[2];
+  const [r0, r1, r2, c0, c1, c2] = o;
+  const n = [r1 * c2 - r2 * c1, r2 * c0 - r0 * c2, r0 * c1 - r1 * c0] as const;
+  return p[0] * n[0] + p[1] * n[1] + p[2] * n[2];
+}
+
+type RefCache = Map<string, number>;
+
+function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, refs: RefCache, at: string): boolean {
+  const i = p.instance;
+  // An empty Patient ID (Type 2, PS3.3 C.7.1.1) still needs a patient row to hang the study on.
+  const patientId = i.patientId.trim() || 'UNKNOWN';
+  const patientKey = `p:${patientId}`;
+  let patientRef = refs.get(patientKey);
+  if (patientRef === undefined) {
+    patientRef = upsertPatient(db, { patientId, name: orNull(i.patientName), birthDate: orNull(i.patientBirthDate), sex: orNull(i.patientSex) }, at);
+    refs.set(patientKey, patientRef);
+  }
+  const studyKey = `s:${i.studyInstanceUid}`;
+  let studyRef = refs.get(studyKey);
+  if (studyRef === undefined) {
+    studyRef = upsertStudy(
+      db,
+      patientRef,
+      {
+        studyUid: i.studyInstanceUid,
+        studyDate: orNull(i.studyDate),
+        studyTime: orNull(i.studyTime),
+        description: orNull(i.studyDescription),
+        accessionNumber: orNull(i.accessionNumber),
+      },
+      at,
+    );
+    refs.set(studyKey, studyRef);
+  }
+  const scanKey = `c:${i.seriesInstanceUid}`;
+  let scanRef = refs.get(scanKey);
+  if (scanRef === undefined) {
+    scanRef = upsertScan(
+      db,
+      studyRef,
+      {
+        scanId: i.seriesInstanceUid,
+        // Modality is Type 1, but secondary captures in the wild leave it empty: OT is "other".
+        modality: i.modality.trim() || 'OT',
+        bodyPart: orNull(i.bodyPart),
+        description: orNull(i.seriesDescription),
+        seriesNumber: i.seriesNumber !== null && Number.isInteger(i.seriesNumber) ? i.seriesNumber : null,
+      },
+      at,
+    );
+    refs.set(scanKey, scanRef);
+  }
+  const inserted = insertInstance(
+    db,
+    scanRef,
+    {
+      sopInstanceUid: i.sopInstanceUid,
+      sopClassUid: i.sopClassUid,
+      transferSyntax: i.transferSyntaxUid,
+      rows: i.rows,
+      columns: i.columns,
+      frames: i.numberOfFrames,
+      instanceNumber: i.instanceNumber !== null && Number.isInteger(i.instanceNumber) ? i.instanceNumber : null,
+      position: slicePosition(i),
+      pixelSpacing: i.pixelSpacing ? JSON.stringify(i.pixelSpacing) : null,
+      filePath: p.archivePath,
+      fileSha256: p.sha256,
+      fileSize: p.bytes,
+    },
+    at,
+  );
+  if (!inserted) return false;
+  setInstanceImaging(db, i.sopInstanceUid, {
+    samplesPerPixel: i.samplesPerPixel,
+    photometric: i.photometricInterpretation,
+    bitsAllocated: i.bitsAllocated,
+    bitsStored: i.bitsStored,
+    pixelRepresentation: i.pixelRepresentation,
+    rescaleSlope: i.rescaleSlope,
+    rescaleIntercept: i.rescaleIntercept,
+    windowCenter: i.windowCenter[0] ?? null,
+    windowWidth: i.windowWidth[0] ?? null,
+    imagePosition: i.imagePositionPatient ? JSON.stringify(i.imagePositionPatient) : null,
+    imageOrientation: i.imageOrientationPatient ? JSON.stringify(i.imageOrientationPatient) : null,
+  });
+  return true;
+}
+
+/**
+ * Makes one batch visible: instances, rejects, the job's counts and its checkpoint, all in one
+ * transaction. The archive files of the batch must already be durable (flushDirectories).
+ */
+export function commitBatch(db: Database, jobRef: number, batch: readonly Prepared[], at: string): FileOutcome[] {
+  return inTransaction(db, () => {
+    const refs: RefCache = new Map();
+    const delta: JobCountsDelta = { filesSeen: 0, imported: 0, duplicates: 0, conflicts: 0, rejected: 0, bytes: 0 };
+    const outcomes = batch.map((p): FileOutcome => {
+      if (p.kind === 'done') return p.result;
+      const sop = p.instance.sopInstanceUid;
+      if (indexInstance(db, p, refs, at)) {
+        return { outcome: 'imported', path: p.path, sop_instance_uid: sop, scan_id: p.instance.seriesInstanceUid, bytes: p.bytes };
+      }
+      // Lost a race (same batch, or another process importing the same files): decide now.
+      if (findStoredDigest(db, sop) === p.sha256) {
+        return { outcome: 'duplicate', path: p.path, sop_instance_uid: sop, scan_id: p.instance.seriesInstanceUid, bytes: p.bytes };
+      }
+      return { outcome: 'conflict', path: p.path, sop_instance_uid: sop, reason: conflictReason(sop), bytes: p.bytes };
+    });
+    for (const o of outcomes) {
+      delta.filesSeen += 1;
+      delta.bytes += o.bytes;
+      if (o.outcome === 'imported') delta.imported += 1;
+      else if (o.outcome === 'duplicate') delta.duplicates += 1;
+      else if (o.outcome === 'conflict') {
+        delta.conflicts += 1;
+        insertImportReject(db, jobRef, { outcome: 'conflict', path: o.path, reason: o.reason, sopInstanceUid: o.sop_instance_uid });
+      } else {
+        delta.rejected += 1;
+        insertImportReject(db, jobRef, { outcome: 'rejected', path: o.path, reason: o.reason, sopInstanceUid: null });
+      }
+    }
+    addImportJobProgress(db, jobRef, delta, batch.length, at);
+    return outcomes;
+  });
+}

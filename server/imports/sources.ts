@@ -1,0 +1,83 @@
+/**
+ * Turns import sources (files, folders, DICOMDIR discs) into one sorted list of files. The order
+ * is deterministic so a resumed job can skip the files its checkpoint says are done.
+ *
+ * DICOMDIR (PS3.10 8.6): the directory file indexes the disc's files by relative path. Walking
+ * the folder that holds it finds the same files (and also ones an incomplete DICOMDIR forgets),
+ * so a DICOMDIR source means "its folder", and DICOMDIR files themselves are not instances.
+ */
+import { lstat, readdir, stat } from 'node:fs/promises';
+import { basename, dirname, join, resolve } from 'node:path';
+
+export function isDicomdirName(path: string): boolean {
+  return basename(path).toUpperCase() === 'DICOMDIR';
+}
+
+export type SourceListing = { files: string[]; missing: string[] };
+
+async function walk(dir: string, out: string[]): Promise<void> {
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch {
+    return;
+  }
+  names.sort();
+  for (const name of names) {
+    const path = join(dir, name);
+    let info;
+    try {
+      // lstat: symbolic links to folders are not followed, so a link loop cannot hang a walk.
+      info = await lstat(path);
+      if (info.isSymbolicLink()) info = await stat(path);
+      else if (info.isDirectory()) {
+        await walk(path, out);
+        continue;
+      }
+    } catch {
+      continue;
+    }
+    if (info.isFile() && !isDicomdirName(name)) out.push(path);
+  }
+}
+
+export async function listSourceFiles(sources: readonly string[]): Promise<SourceListing> {
+  const files: string[] = [];
+  const missing: string[] = [];
+  const seen = new Set<string>();
+  for (const source of sources) {
+    let root = resolve(source);
+    let info;
+    try {
+      info = await stat(root);
+    } catch {
+      missing.push(source);
+      continue;
+    }
+    if (info.isFile() && isDicomdirName(root)) {
+      root = dirname(root);
+      info = await stat(root);
+    }
+    const found: string[] = [];
+    if (info.isDirectory()) await walk(root, found);
+    else if (info.isFile()) found.push(root);
+    for (const file of found) {
+      if (seen.has(file)) continue;
+      seen.add(file);
+      files.push(file);
+    }
+  }
+  return { files, missing };
+}
+
+/** True when every source still exists (a job whose source is gone cannot resume). */
+export async function sourcesExist(sources: readonly string[]): Promise<boolean> {
+  for (const source of sources) {
+    try {
+      await stat(source);
+    } catch {
+      return false;
+    }
+  }
+  return true;
+}
