@@ -30,7 +30,7 @@ export default tseslint.config(
   },
   {
     // Tool config files must default-export.
-    files: ['*.config.ts'],
+    files: ['*.config.ts', 'renderer/vite.config.ts'],
     rules: { 'no-restricted-syntax': 'off' },
   },
   {

@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/node-deps.sh
+bash scripts/build-renderer.sh
 DATA="${MIA_DEMO_DATA:-$PWD/demo-data}"
 PORT="${MIA_PORT:-8484}"
 mkdir -p "$DATA"

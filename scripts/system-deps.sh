@@ -7,6 +7,7 @@ PACKAGES=(
   python3-pydicom python3-numpy python3-gdcm python3-pil   # reference DICOM decoding
   dcmtk libgdcm-tools dicom3tools                          # making and validating test files
   python3-torch python3-onnx                               # training the bundled model
+  chromium                                                 # UI tests (playwright-core drives it)
 )
 
 missing=()

@@ -16,7 +16,11 @@ step() {
 }
 
 step typecheck npx tsc -p tsconfig.json --noEmit
+step typecheck-renderer npx tsc -p renderer --noEmit
 step lint npx eslint . --max-warnings 0
+
+# The UI tests drive the built renderer in Chromium.
+bash scripts/build-renderer.sh || exit 1
 
 mkdir -p test-results
 rm -f test-results/vitest.json

@@ -27,6 +27,8 @@ export type ServerConfig = {
   clock: Clock;
   /** Where log lines go besides the data folder's log file; tests pass a silent sink. */
   logToStderr: boolean;
+  /** The built renderer (renderer/dist) served at /; null serves the API alone. */
+  uiDir: string | null;
 };
 
 export type ServerConfigInput = Partial<ServerConfig> & { dataDir: string };
@@ -46,5 +48,6 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     rateLimit: rateLimitSchema.parse(input.rateLimit ?? DEFAULT_RATE_LIMIT),
     clock: input.clock ?? systemClock,
     logToStderr: input.logToStderr ?? false,
+    uiDir: input.uiDir ?? null,
   };
 }

@@ -19,7 +19,8 @@ import { hostCheck } from '#server/http/host-check.ts';
 import { createRateLimiter } from '#server/http/rate-limit.ts';
 import { contextOf, requestContext } from '#server/http/request-context.ts';
 import { sendError, sendResult } from '#server/http/respond.ts';
-import type { AuditNote, Route } from '#server/http/route.ts';
+import { staticUi } from '#server/http/static-ui.ts';
+import type { AuditNote, Route, UploadBody, UploadSpec } from '#server/http/route.ts';
 import { ROUTES } from '#server/http/routes/index.ts';
 import { digestKey } from '#server/auth/key-format.ts';
 import type { Services } from '#server/services.ts';
@@ -59,6 +60,21 @@ function withoutFormat(query: Request['query']): Record<string, unknown> {
 
 function hasBody(req: Request): boolean {
   return req.get('Transfer-Encoding') !== undefined || Number(req.get('Content-Length') ?? '0') > 0;
+}
+
+/** The raw body of an upload route, after checking its type and declared size. */
+function uploadOf(req: Request, spec: UploadSpec): UploadBody {
+  const contentType = req.get('Content-Type') ?? '';
+  const mediaType = contentType.split(';')[0]?.trim().toLowerCase() ?? '';
+  if (!spec.contentTypes.includes(mediaType)) {
+    throw new MiaError('unsupported_media_type', 'Unsupported body type', `Content-Type: ${spec.contentTypes.join(' or ')}`);
+  }
+  const declared = req.get('Content-Length');
+  const length = declared === undefined ? null : Number(declared);
+  if (length !== null && length > spec.maxBytes) {
+    throw new MiaError('too_large', 'Request body too large', `body: at most ${spec.maxBytes} bytes`);
+  }
+  return { contentType, length, maxBytes: spec.maxBytes, stream: req };
 }
 
 /** Maps anything thrown to the error structure; unknown errors become 500 without detail. */
@@ -189,6 +205,7 @@ export function createApp(services: Services): express.Express {
     const format = negotiateFormat(req, route.formats);
     const params = parseInput(route.params, req.params, 'path');
     const query = parseInput(route.query, withoutFormat(req.query), 'query');
+    const upload = route.upload ? uploadOf(req, route.upload) : undefined;
     let body: unknown;
     if (route.body) {
       if (hasBody(req) && !req.is('application/json')) {
@@ -204,6 +221,7 @@ export function createApp(services: Services): express.Express {
       version: ctx.version,
       requestId: ctx.requestId,
       services,
+      upload,
       audit: (extra) => Object.assign(note, extra),
     });
     sendResult(req, res, result, format, route.successStatus, clock);
@@ -213,6 +231,8 @@ export function createApp(services: Services): express.Express {
     const steps = route.body ? [authStep(route), jsonBody, handleStep(route)] : [authStep(route), handleStep(route)];
     for (const path of [route.path, ...route.aliases]) app[route.method](expressPath(path), ...steps);
   }
+
+  if (config.uiDir) app.use(staticUi(config.uiDir));
 
   app.use((req: Request) => {
     throw new MiaError('not_found', 'No such endpoint', `${req.method} ${req.path.slice(0, 100)} is not part of this API; see /v1/openapi.json`);

@@ -1,0 +1,183 @@
+/**
+ * The API's resource shapes as the renderer sees them. The renderer must not import server code
+ * (STYLE.md, Shape), so these mirror server/api/schemas.ts by hand; the shared enums come from
+ * common/vocabulary.ts, which imports nothing at run time.
+ */
+import type {
+  ExportFormat,
+  FindingReview,
+  GrantableScope,
+  ReportStatus,
+  Role,
+  ScanStatus,
+  Scope,
+  UserStatus,
+} from '../../../common/vocabulary.ts';
+
+export type Me = { user: { id: string; email: string; role: Role; scopes: Scope[] } };
+
+export type Page<T> = { items: T[]; next_cursor: string | null };
+
+export type User = {
+  id: string;
+  email: string;
+  name: string | null;
+  role: Role;
+  status: UserStatus;
+  created_at: string;
+  updated_at: string;
+};
+
+export type ApiKey = {
+  id: string;
+  user_id: string;
+  name: string | null;
+  prefix: string;
+  scopes: Scope[];
+  extra_scopes: GrantableScope[];
+  status: 'active' | 'expiring' | 'expired' | 'revoked';
+  created_at: string;
+  last_used_at: string | null;
+  expires_at: string | null;
+  revoked_at: string | null;
+  replaced_by: string | null;
+};
+
+export type IssuedKey = { api_key: ApiKey; key: string };
+export type RotatedKey = IssuedKey & { previous: { id: string; expires_at: string } };
+
+export type AiSummary = { label: string; confidence: number; analysis_id: string };
+
+export type Scan = {
+  scan_id: string;
+  patient_id: string;
+  study_uid: string;
+  study_date: string | null;
+  study_description: string | null;
+  accession_number: string | null;
+  modality: string;
+  body_part: string | null;
+  description: string | null;
+  series_number: number | null;
+  instance_count: number;
+  status: ScanStatus;
+  status_reason: string | null;
+  ai_summary: AiSummary | null;
+  created_at: string;
+  updated_at: string;
+};
+
+export type Box = { x: number; y: number; width: number; height: number };
+
+export type Finding = {
+  id: string;
+  label: string;
+  confidence: number;
+  location: Box;
+  instance_uid: string;
+  frame: number;
+  review: FindingReview | null;
+};
+
+export type AnalysisSummary = {
+  id: string;
+  model: { id: string; name: string; version: string; sha256: string };
+  started_at: string | null;
+  finished_at: string | null;
+};
+
+export type ScanResult = {
+  patient_id: string;
+  scan_id: string;
+  modality: string;
+  findings: Finding[];
+  recommendation: string;
+  analysis: AnalysisSummary;
+};
+
+export type Report = {
+  id: string;
+  scan_id: string;
+  patient_id: string;
+  modality: string;
+  status: ReportStatus;
+  impression: string;
+  recommendation: string;
+  findings: Finding[];
+  analysis: { id: string; model_name: string; model_version: string } | null;
+  author: { id: string; email: string };
+  created_at: string;
+  updated_at: string;
+  finalized_at: string | null;
+  finalized_by: string | null;
+};
+
+export type ExportFilters = {
+  scan_id?: string;
+  patient_id?: string;
+  modality?: string;
+  label?: string;
+  min_confidence?: number;
+};
+
+export type ExportRecord = {
+  id: string;
+  format: ExportFormat;
+  filters: ExportFilters;
+  deidentified: boolean;
+  status: 'ready' | 'failed';
+  row_count: number;
+  size_bytes: number | null;
+  sha256: string | null;
+  created_by: string;
+  created_at: string;
+  download_url: string;
+};
+
+export type Label = {
+  label: string;
+  display_name: string;
+  definition: string;
+  code: { system: string; value: string; meaning: string } | null;
+};
+
+export type AuditEvent = {
+  id: number;
+  at: string;
+  request_id: string | null;
+  key_id: string | null;
+  user_id: string | null;
+  action: string;
+  target: string | null;
+  patient_id: string | null;
+  outcome: string;
+  status_code: number | null;
+};
+
+/** One DICOM instance of a scan, ordered by slice position (GET /v1/scans/{id}/instances). */
+export type Instance = {
+  instance_uid: string;
+  instance_number: number | null;
+  position: number | null;
+  rows: number;
+  columns: number;
+  frames: number;
+  transfer_syntax: string;
+  pixel_spacing: number[] | null;
+  photometric: string;
+  rescale_slope: number | null;
+  rescale_intercept: number | null;
+  window_center: number | null;
+  window_width: number | null;
+};
+
+export type ImportCounts = { files_seen: number; imported: number; duplicates: number; conflicts: number; rejected: number };
+
+export type ImportJob = {
+  id: string;
+  status: string;
+  counts: ImportCounts;
+  rejects: { path: string; reason: string }[];
+};
+
+export type ServerEvent = { event: string; data: string; id: string | null };
