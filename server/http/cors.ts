@@ -4,13 +4,27 @@
  */
 import type { Request, Response, NextFunction } from 'express';
 
+/** Headers of the raw pixel endpoint a browser viewer must read to interpret the bytes. */
+const IMAGE_HEADERS = [
+  'X-Rows',
+  'X-Columns',
+  'X-Samples-Per-Pixel',
+  'X-Bits-Allocated',
+  'X-Pixel-Representation',
+  'X-Rescale-Slope',
+  'X-Rescale-Intercept',
+  'X-Window-Center',
+  'X-Window-Width',
+  'X-Photometric-Interpretation',
+];
+
 export function cors(allowedOrigins: readonly string[]) {
   const allowed = new Set(allowedOrigins);
   return (req: Request, res: Response, next: NextFunction): void => {
     const origin = req.get('Origin');
     if (origin && allowed.has(origin)) {
       res.setHeader('Access-Control-Allow-Origin', origin);
-      res.setHeader('Access-Control-Expose-Headers', 'X-Request-Id, Retry-After, X-Next-Cursor, Link');
+      res.setHeader('Access-Control-Expose-Headers', `X-Request-Id, Retry-After, X-Next-Cursor, Link, ${IMAGE_HEADERS.join(', ')}`);
       res.setHeader('Vary', 'Origin');
       if (req.method === 'OPTIONS') {
         res.setHeader('Access-Control-Allow-Methods', 'GET, POST, PATCH, DELETE');

@@ -88,8 +88,9 @@ const ERROR_STATUSES: Record<string, string> = {
   '404': 'Not found',
   '406': 'Format not offered (error.details lists the supported ones)',
   '409': 'Conflicts with the current state',
-  '413': 'Body larger than 1 MB',
-  '415': 'Body is not application/json',
+  '413': 'Body too large (1 MB of JSON; uploads: see the operation)',
+  '415': 'Body type not accepted (JSON unless the operation says otherwise)',
+  '422': 'A file that is not valid DICOM (error.details gives the reason)',
   '429': 'Rate limited (see Retry-After)',
   '500': 'Internal error (quote meta.request_id to support)',
 };
@@ -104,8 +105,10 @@ export function buildOpenApi(routes: readonly Route[]): JsonSchema {
       if (route.formats.includes('csv')) content[CONTENT_TYPE.csv] = { schema: { type: 'string' } };
       if (route.formats.includes('xml')) content[CONTENT_TYPE.xml] = { schema: { type: 'string' } };
       success['content'] = content;
+    } else if (route.produces === 'text/event-stream') {
+      success['content'] = { 'text/event-stream': { schema: { type: 'string', description: 'Server-Sent Events (event: and data: lines, data is JSON)' } } };
     } else {
-      success['content'] = { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } };
+      success['content'] = { [route.produces ?? 'application/octet-stream']: { schema: { type: 'string', format: 'binary' } } };
     }
     const access =
       route.access.kind === 'authenticated' ? 'Any valid key.' : `Requires scope ${route.access.anyOf.join(' or ')}.`;
@@ -125,6 +128,12 @@ export function buildOpenApi(routes: readonly Route[]): JsonSchema {
         ),
       },
     };
+    if (route.upload) {
+      operation['requestBody'] = {
+        required: true,
+        content: Object.fromEntries(route.upload.contentTypes.map((type) => [type, { schema: { type: 'string', format: 'binary' } }])),
+      };
+    }
     if (route.body) {
       operation['requestBody'] = { required: true, content: { 'application/json': { schema: toSchema(route.body, 'input') } } };
     }

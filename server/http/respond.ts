@@ -6,7 +6,7 @@ import { errorEnvelope, successEnvelope, type ErrorBody, type Meta } from '#serv
 import { CONTENT_TYPE, type Format } from '#server/http/format.ts';
 import { encodeCursor } from '#server/http/pagination.ts';
 import { contextOf } from '#server/http/request-context.ts';
-import type { HandlerResult } from '#server/http/route.ts';
+import type { EventSink, HandlerResult } from '#server/http/route.ts';
 import type { Clock } from '#server/clock.ts';
 
 function metaOf(req: Request): Meta {
@@ -22,6 +22,17 @@ export function sendResult(req: Request, res: Response, result: HandlerResult, f
     res.setHeader('Content-Type', result.contentType);
     res.attachment(result.fileName);
     res.sendFile(result.path, { dotfiles: 'deny' });
+    return;
+  }
+  if (result.kind === 'binary') {
+    res.status(status).setHeader('Content-Type', result.contentType);
+    for (const [name, value] of Object.entries(result.headers ?? {})) res.setHeader(name, value);
+    res.setHeader('Content-Length', String(result.body.byteLength));
+    res.end(Buffer.from(result.body.buffer, result.body.byteOffset, result.body.byteLength));
+    return;
+  }
+  if (result.kind === 'events') {
+    sendEvents(req, res, result.run);
     return;
   }
   if (result.kind === 'data') {
@@ -42,6 +53,35 @@ export function sendResult(req: Request, res: Response, result: HandlerResult, f
   }
   const data = { items: result.items, next_cursor: nextCursor };
   res.status(status).type(CONTENT_TYPE.json).send(JSON.stringify(successEnvelope(data, meta, timestamp)));
+}
+
+/** Comment lines keep idle proxies and clients from timing the stream out. */
+const EVENT_KEEPALIVE_MS = 15_000;
+
+function sendEvents(req: Request, res: Response, run: (sink: EventSink) => Promise<void>): void {
+  const controller = new AbortController();
+  res.status(200);
+  res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+  res.setHeader('Cache-Control', 'no-store');
+  res.setHeader('X-Accel-Buffering', 'no');
+  res.flushHeaders();
+  const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), EVENT_KEEPALIVE_MS);
+  res.on('close', () => controller.abort());
+  const sink: EventSink = {
+    signal: controller.signal,
+    send(event, data) {
+      if (!res.writableEnded) res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    },
+  };
+  run(sink)
+    .catch(() => {
+      // Headers are gone; the stream can only say that it failed, with the request id to quote.
+      sink.send('error', { message: 'Internal error; quote the request id to support', request_id: contextOf(req).requestId });
+    })
+    .finally(() => {
+      clearInterval(keepAlive);
+      res.end();
+    });
 }
 
 /** Errors are JSON whatever format was asked for (PRODUCT.md, Wire conventions). */

@@ -3,6 +3,7 @@
  * formats it offers and its handler. The HTTP app, the OpenAPI document and the auth matrix test
  * are all built from the one table of these.
  */
+import type { Readable } from 'node:stream';
 import type { z } from 'zod';
 import type { ApiVersion, Scope } from '#common/vocabulary.ts';
 import type { AuthContext } from '#server/auth/authenticate.ts';
@@ -14,6 +15,18 @@ export type Access = { kind: 'authenticated' } | { kind: 'scopes'; anyOf: readon
 
 export type AuditNote = { target?: string | null; patientId?: string | null };
 
+/** A raw request body a route streams itself (DICOM uploads), instead of parsed JSON. */
+export type UploadSpec = {
+  /** Accepted media types (without parameters); anything else is 415. */
+  contentTypes: readonly string[];
+  /** Larger bodies are 413: refused from Content-Length up front, or while streaming. */
+  maxBytes: number;
+};
+export type UploadBody = { contentType: string; length: number | null; maxBytes: number; stream: Readable };
+
+/** Server-Sent Events: `send` writes one event; `signal` aborts when the client goes away. */
+export type EventSink = { send(event: string, data: unknown): void; readonly signal: AbortSignal };
+
 export type HandlerContext<P, Q, B> = {
   params: P;
   query: Q;
@@ -22,6 +35,8 @@ export type HandlerContext<P, Q, B> = {
   version: ApiVersion;
   requestId: string;
   services: Services;
+  /** The raw body, for routes that declare `upload`. */
+  upload: UploadBody | undefined;
   /** Adds the target and patient to this request's audit event. */
   audit(note: AuditNote): void;
 };
@@ -37,7 +52,11 @@ export type HandlerResult =
       csv?: { serializer: ResourceSerializer<never>; items: readonly unknown[] };
       xml?: ResourceSerializer<never>;
     }
-  | { kind: 'file'; path: string; fileName: string; contentType: string };
+  | { kind: 'file'; path: string; fileName: string; contentType: string }
+  /** Bytes that are not JSON (PNG, pixel data), with extra response headers. */
+  | { kind: 'binary'; contentType: string; body: Uint8Array; headers?: Readonly<Record<string, string>> }
+  /** A text/event-stream response that lasts until `run` settles or the client leaves. */
+  | { kind: 'events'; run(sink: EventSink): Promise<void> };
 
 export type RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType> = {
   method: 'get' | 'post' | 'patch' | 'delete';
@@ -53,6 +72,9 @@ export type RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodT
   body?: B;
   /** Schema of `data` on success (of each item, for lists); undefined for file downloads. */
   response?: z.ZodType;
+  /** Content type of a non-JSON success (image/png, text/event-stream...), for OpenAPI. */
+  produces?: string;
+  upload?: UploadSpec;
   list?: boolean;
   formats?: readonly Format[];
   successStatus?: number;
@@ -72,6 +94,8 @@ export type Route = {
   query: z.ZodType | undefined;
   body: z.ZodType | undefined;
   response: z.ZodType | undefined;
+  produces: string | undefined;
+  upload: UploadSpec | undefined;
   list: boolean;
   formats: readonly Format[];
   successStatus: number;
@@ -91,6 +115,8 @@ export function defineRoute<P extends z.ZodType, Q extends z.ZodType, B extends 
     query: spec.query,
     body: spec.body,
     response: spec.response,
+    produces: spec.produces,
+    upload: spec.upload,
     list: spec.list ?? false,
     formats: spec.formats ?? ['json'],
     successStatus: spec.successStatus ?? 200,

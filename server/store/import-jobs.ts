@@ -3,7 +3,7 @@
  * transaction as the instances they describe, so after a crash the job row says exactly how
  * far the committed work got.
  */
-import type { Database } from '#server/store/database.ts';
+import { sql, type Database } from '#server/store/database.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
 export type ImportJobKind = 'path' | 'upload' | 'watch';
@@ -47,27 +47,25 @@ export function insertImportJob(
   db: Database,
   input: { publicId: string; kind: ImportJobKind; sources: readonly string[]; createdBy: string | null; ownerPid: number; at: string },
 ): ImportJobRow {
-  const info = db
-    .prepare(
+  const info = sql(db,
       `INSERT INTO import_jobs (public_id, kind, sources, status, owner_pid, heartbeat_at, created_by, created_at, updated_at)
        VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)`,
     )
     .run(input.publicId, input.kind, JSON.stringify(input.sources), input.ownerPid, input.at, input.createdBy, input.at, input.at);
-  return db.prepare('SELECT * FROM import_jobs WHERE id = ?').get(info.lastInsertRowid) as ImportJobRow;
+  return sql(db, 'SELECT * FROM import_jobs WHERE id = ?').get(info.lastInsertRowid) as ImportJobRow;
 }
 
 export function findImportJob(db: Database, publicId: string): ImportJobRow | undefined {
-  return db.prepare('SELECT * FROM import_jobs WHERE public_id = ?').get(publicId) as ImportJobRow | undefined;
+  return sql(db, 'SELECT * FROM import_jobs WHERE public_id = ?').get(publicId) as ImportJobRow | undefined;
 }
 
 export function findImportJobById(db: Database, id: number): ImportJobRow | undefined {
-  return db.prepare('SELECT * FROM import_jobs WHERE id = ?').get(id) as ImportJobRow | undefined;
+  return sql(db, 'SELECT * FROM import_jobs WHERE id = ?').get(id) as ImportJobRow | undefined;
 }
 
 /** Newest first: the list a user checks is about the job they just started. */
 export function listImportJobs(db: Database, filter: { status?: ImportJobStatus | undefined }, page: PageRequest): Page<ImportJobRow> {
-  const rows = db
-    .prepare(
+  const rows = sql(db,
       `SELECT * FROM import_jobs WHERE (@after = 0 OR id < @after) AND (@status IS NULL OR status = @status)
        ORDER BY id DESC LIMIT @limit`,
     )
@@ -76,13 +74,12 @@ export function listImportJobs(db: Database, filter: { status?: ImportJobStatus 
 }
 
 export function listRunningImportJobs(db: Database): ImportJobRow[] {
-  return db.prepare(`SELECT * FROM import_jobs WHERE status = 'running' ORDER BY id`).all() as ImportJobRow[];
+  return sql(db, `SELECT * FROM import_jobs WHERE status = 'running' ORDER BY id`).all() as ImportJobRow[];
 }
 
 /** Takes a job over for this process, only if it is still the abandoned job the caller saw. */
 export function claimImportJob(db: Database, id: number, expectedPid: number | null, expectedHeartbeat: string | null, pid: number, at: string): boolean {
-  const result = db
-    .prepare(
+  const result = sql(db,
       `UPDATE import_jobs SET owner_pid = ?, heartbeat_at = ?, updated_at = ?
        WHERE id = ? AND status = 'running' AND owner_pid IS ? AND heartbeat_at IS ?`,
     )
@@ -91,11 +88,11 @@ export function claimImportJob(db: Database, id: number, expectedPid: number | n
 }
 
 export function setImportJobTotal(db: Database, id: number, total: number, at: string): void {
-  db.prepare('UPDATE import_jobs SET files_total = ?, updated_at = ?, heartbeat_at = ? WHERE id = ?').run(total, at, at, id);
+  sql(db, 'UPDATE import_jobs SET files_total = ?, updated_at = ?, heartbeat_at = ? WHERE id = ?').run(total, at, at, id);
 }
 
 export function addImportJobProgress(db: Database, id: number, delta: JobCountsDelta, checkpointDelta: number, at: string): void {
-  db.prepare(
+  sql(db,
     `UPDATE import_jobs SET files_seen = files_seen + @filesSeen, imported = imported + @imported,
        duplicates = duplicates + @duplicates, conflicts = conflicts + @conflicts, rejected = rejected + @rejected,
        bytes = bytes + @bytes, checkpoint = checkpoint + @checkpointDelta, updated_at = @at, heartbeat_at = @at
@@ -108,7 +105,7 @@ export function insertImportReject(
   jobRef: number,
   reject: { outcome: 'rejected' | 'conflict'; path: string; reason: string; sopInstanceUid: string | null },
 ): void {
-  db.prepare('INSERT INTO import_rejects (job_ref, outcome, path, reason, sop_instance_uid) VALUES (?, ?, ?, ?, ?)').run(
+  sql(db, 'INSERT INTO import_rejects (job_ref, outcome, path, reason, sop_instance_uid) VALUES (?, ?, ?, ?, ?)').run(
     jobRef,
     reject.outcome,
     reject.path,
@@ -118,18 +115,17 @@ export function insertImportReject(
 }
 
 export function listImportRejects(db: Database, jobRef: number, afterId: number, limit: number): ImportRejectRow[] {
-  return db
-    .prepare('SELECT id, outcome, path, reason, sop_instance_uid FROM import_rejects WHERE job_ref = ? AND id > ? ORDER BY id LIMIT ?')
+  return sql(db, 'SELECT id, outcome, path, reason, sop_instance_uid FROM import_rejects WHERE job_ref = ? AND id > ? ORDER BY id LIMIT ?')
     .all(jobRef, afterId, limit) as ImportRejectRow[];
 }
 
 export function finishImportJob(db: Database, id: number, status: ImportJobStatus, error: string | null, at: string): void {
-  db.prepare(
+  sql(db,
     `UPDATE import_jobs SET status = ?, error = ?, owner_pid = NULL, updated_at = ?, finished_at = ? WHERE id = ? AND status = 'running'`,
   ).run(status, error, at, at, id);
 }
 
 /** A process stopping cleanly lets go of its jobs; the next start resumes them. */
 export function releaseImportJob(db: Database, id: number, at: string): void {
-  db.prepare(`UPDATE import_jobs SET owner_pid = NULL, updated_at = ? WHERE id = ? AND status = 'running'`).run(at, id);
+  sql(db, `UPDATE import_jobs SET owner_pid = NULL, updated_at = ? WHERE id = ? AND status = 'running'`).run(at, id);
 }

@@ -3,7 +3,7 @@
  * Instance UID, the display attributes the archive index keeps beside it, and a series' images
  * in slice order.
  */
-import type { Database } from '#server/store/database.ts';
+import { sql, type Database } from '#server/store/database.ts';
 
 export type InstanceImagingInput = {
   samplesPerPixel: number;
@@ -54,7 +54,7 @@ const INSTANCE_SELECT = `
 
 /** Sets the display attributes of an instance the same transaction just inserted. */
 export function setInstanceImaging(db: Database, sopInstanceUid: string, input: InstanceImagingInput): void {
-  db.prepare(
+  sql(db,
     `UPDATE instances SET samples_per_pixel = @samplesPerPixel, photometric = @photometric, bits_allocated = @bitsAllocated,
        bits_stored = @bitsStored, pixel_representation = @pixelRepresentation, rescale_slope = @rescaleSlope,
        rescale_intercept = @rescaleIntercept, window_center = @windowCenter, window_width = @windowWidth,
@@ -65,12 +65,12 @@ export function setInstanceImaging(db: Database, sopInstanceUid: string, input: 
 
 /** The digest stored under a SOP Instance UID: tells a duplicate from a conflict. */
 export function findStoredDigest(db: Database, sopInstanceUid: string): string | undefined {
-  const row = db.prepare('SELECT file_sha256 FROM instances WHERE sop_instance_uid = ?').get(sopInstanceUid) as { file_sha256: string } | undefined;
+  const row = sql(db, 'SELECT file_sha256 FROM instances WHERE sop_instance_uid = ?').get(sopInstanceUid) as { file_sha256: string } | undefined;
   return row?.file_sha256;
 }
 
 export function findInstance(db: Database, sopInstanceUid: string): InstanceRow | undefined {
-  return db.prepare(`${INSTANCE_SELECT} WHERE i.sop_instance_uid = ?`).get(sopInstanceUid) as InstanceRow | undefined;
+  return sql(db, `${INSTANCE_SELECT} WHERE i.sop_instance_uid = ?`).get(sopInstanceUid) as InstanceRow | undefined;
 }
 
 /**
@@ -78,8 +78,7 @@ export function findInstance(db: Database, sopInstanceUid: string): InstanceRow 
  * instances without either sort last. `offset` pages through the ordered list.
  */
 export function listScanInstances(db: Database, scanRef: number, offset: number, limit: number): InstanceRow[] {
-  return db
-    .prepare(
+  return sql(db,
       `${INSTANCE_SELECT} WHERE i.scan_ref = ?
        ORDER BY i.position IS NULL, i.position, i.instance_number IS NULL, i.instance_number, i.id
        LIMIT ? OFFSET ?`,
@@ -88,12 +87,12 @@ export function listScanInstances(db: Database, scanRef: number, offset: number,
 }
 
 export function countScanInstances(db: Database, scanRef: number): number {
-  return (db.prepare('SELECT COUNT(*) AS n FROM instances WHERE scan_ref = ?').get(scanRef) as { n: number }).n;
+  return (sql(db, 'SELECT COUNT(*) AS n FROM instances WHERE scan_ref = ?').get(scanRef) as { n: number }).n;
 }
 
 /** Every stored file with its digest, for consistency checks. */
 export function listStoredFiles(db: Database): Array<{ sop_instance_uid: string; file_path: string; file_sha256: string; file_size: number }> {
-  return db.prepare('SELECT sop_instance_uid, file_path, file_sha256, file_size FROM instances ORDER BY id').all() as Array<{
+  return sql(db, 'SELECT sop_instance_uid, file_path, file_sha256, file_size FROM instances ORDER BY id').all() as Array<{
     sop_instance_uid: string;
     file_path: string;
     file_sha256: string;
