@@ -19,6 +19,7 @@ import { hostCheck } from '#server/http/host-check.ts';
 import { createRateLimiter } from '#server/http/rate-limit.ts';
 import { contextOf, requestContext } from '#server/http/request-context.ts';
 import { sendError, sendResult } from '#server/http/respond.ts';
+import { staticUi } from '#server/http/static-ui.ts';
 import type { AuditNote, Route, UploadBody, UploadSpec } from '#server/http/route.ts';
 import { ROUTES } from '#server/http/routes/index.ts';
 import { digestKey } from '#server/auth/key-format.ts';
@@ -230,6 +231,8 @@ export function createApp(services: Services): express.Express {
     const steps = route.body ? [authStep(route), jsonBody, handleStep(route)] : [authStep(route), handleStep(route)];
     for (const path of [route.path, ...route.aliases]) app[route.method](expressPath(path), ...steps);
   }
+
+  if (config.uiDir) app.use(staticUi(config.uiDir));
 
   app.use((req: Request) => {
     throw new MiaError('not_found', 'No such endpoint', `${req.method} ${req.path.slice(0, 100)} is not part of this API; see /v1/openapi.json`);
