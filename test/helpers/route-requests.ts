@@ -16,6 +16,14 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
     seedAnalysis(t.server.services.db, scan, [{}]);
     return scan.scanId;
   };
+  const analysedFindingId = (): string => {
+    const scan = seedScan(t.server.services.db);
+    seedAnalysis(t.server.services.db, scan, [{}]);
+    const row = t.server.services.db
+      .prepare('SELECT f.public_id FROM findings f JOIN analyses a ON a.id = f.analysis_ref WHERE a.scan_ref = ?')
+      .get(scan.scanRef) as { public_id: string };
+    return row.public_id;
+  };
   const ownKey = (caller: Caller): string => t.keyFor(caller.role, { email: caller.auth.email }).keyId;
   const radiologistId = (): string => t.keyFor('radiologist').userId;
 
@@ -34,6 +42,7 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
     'POST /v1/scans/{scan_id}': () => ({ path: `/v1/scans/${analysedScan()}`, body: { status: 'in_review' } }),
     'GET /v1/scan/results': () => ({ path: '/v1/scan/results' }),
     'GET /v1/scans/{scan_id}/results': () => ({ path: `/v1/scans/${analysedScan()}/results` }),
+    'PATCH /v1/findings/{id}': () => ({ path: `/v1/findings/${analysedFindingId()}`, body: { review: 'accepted' } }),
     'GET /v1/reports': () => ({ path: '/v1/reports' }),
     'GET /reports': () => ({ path: '/reports' }),
     'GET /v1/reports/{id}': (caller) => ({ path: `/v1/reports/${draftReport(t.server.services, caller.auth.userRef, { scanId: analysedScan() }).id}` }),

@@ -1,0 +1,30 @@
+/** Review of AI findings by a radiologist (accept, reject, clear). */
+import { z } from 'zod';
+import { FINDING_REVIEWS } from '#common/vocabulary.ts';
+import * as api from '#server/api/schemas.ts';
+import { defineRoute, scopes, type Route } from '#server/http/route.ts';
+import { reviewFinding } from '#server/scans/finding-review.ts';
+
+const reviewBody = z
+  .object({ review: z.enum(FINDING_REVIEWS).nullable().describe('accepted, rejected, or null to clear the verdict') })
+  .strict();
+
+export const findingRoutes: Route[] = [
+  defineRoute({
+    method: 'patch',
+    path: '/v1/findings/{id}',
+    summary: 'Accept or reject an AI finding (null clears the review)',
+    description: 'Recorded with the reviewer and time, and audited; results with API-Version 1.1 show the review.',
+    access: scopes('write:reports'),
+    params: api.idParam,
+    body: reviewBody,
+    response: api.findingV11,
+    audit: 'findings.review',
+    handle: ({ services, auth, params, body, audit }) => {
+      audit({ target: `finding:${params.id}` });
+      const reviewed = reviewFinding(services, auth.userRef, params.id, body.review);
+      audit({ target: `finding:${params.id} scan:${reviewed.scanId}`, patientId: reviewed.patientId });
+      return { kind: 'data', data: reviewed.finding };
+    },
+  }),
+];

@@ -1,0 +1,28 @@
+/**
+ * A reviewer's verdict on one AI finding: accepted, rejected, or cleared (null). Recorded with
+ * who and when; the route audits it as findings.review with the patient and scan.
+ */
+import type { FindingReview } from '#common/vocabulary.ts';
+import type { ScanResultV11 } from '#server/api/schemas.ts';
+import { notFound } from '#server/errors.ts';
+import { setFindingReview } from '#server/store/analyses.ts';
+import { inTransaction } from '#server/store/database.ts';
+import { findFindingWithScan } from '#server/store/finding-reviews.ts';
+import type { ScanDeps } from '#server/scans/scans.ts';
+import { toFinding } from '#server/scans/scan-views.ts';
+
+export type ReviewedFinding = { finding: ScanResultV11['findings'][number]; scanId: string; patientId: string };
+
+export function reviewFinding(deps: ScanDeps, userRef: number, findingId: string, review: FindingReview | null): ReviewedFinding {
+  return inTransaction(deps.db, () => {
+    const row = findFindingWithScan(deps.db, findingId);
+    if (!row) throw notFound('Finding', findingId);
+    const at = review === null ? null : deps.clock.now().toISOString();
+    setFindingReview(deps.db, row.id, review, review === null ? null : userRef, at);
+    return {
+      finding: toFinding({ ...row, review, reviewed_by: review === null ? null : userRef, reviewed_at: at }),
+      scanId: row.scan_id,
+      patientId: row.patient_id,
+    };
+  });
+}
