@@ -1,0 +1,69 @@
+/**
+ * Image-to-screen mapping and drawing of one slice with its finding boxes on a 2D canvas.
+ * Boxes are in pixels of the referenced image, origin top-left, y down (PRODUCT.md, Finding),
+ * so they go through the same transform as the image itself.
+ */
+import type { Finding } from '../api/types.ts';
+import { labelText, percent } from '../format.ts';
+
+export type View = { zoom: number; panX: number; panY: number };
+export type Transform = { scale: number; offsetX: number; offsetY: number };
+
+export const BOX_COLOURS = { pending: '#ffcc00', accepted: '#3fb950', rejected: '#f85149', current: '#00e5ff' } as const;
+
+/** Fits the image in the canvas (CSS pixels), then applies zoom about the centre and pan. */
+export function imageTransform(canvasWidth: number, canvasHeight: number, columns: number, rows: number, view: View): Transform {
+  const fit = Math.min(canvasWidth / columns, canvasHeight / rows);
+  const scale = fit * view.zoom;
+  return {
+    scale,
+    offsetX: (canvasWidth - columns * scale) / 2 + view.panX,
+    offsetY: (canvasHeight - rows * scale) / 2 + view.panY,
+  };
+}
+
+export function toScreen(t: Transform, x: number, y: number): { x: number; y: number } {
+  return { x: t.offsetX + x * t.scale, y: t.offsetY + y * t.scale };
+}
+
+export type DrawOptions = {
+  image: CanvasImageSource | null;
+  columns: number;
+  rows: number;
+  findings: readonly Finding[];
+  currentFindingId: string | null;
+  showBoxes: boolean;
+};
+
+export function drawSlice(ctx: CanvasRenderingContext2D, width: number, height: number, t: Transform, options: DrawOptions): void {
+  ctx.save();
+  ctx.fillStyle = '#000';
+  ctx.fillRect(0, 0, width, height);
+  if (options.image) {
+    ctx.imageSmoothingEnabled = t.scale < 4;
+    ctx.drawImage(options.image, t.offsetX, t.offsetY, options.columns * t.scale, options.rows * t.scale);
+  }
+  if (options.showBoxes) {
+    ctx.font = '600 13px system-ui, sans-serif';
+    ctx.textBaseline = 'bottom';
+    for (const finding of options.findings) {
+      const current = finding.id === options.currentFindingId;
+      const colour = finding.review ? BOX_COLOURS[finding.review] : current ? BOX_COLOURS.current : BOX_COLOURS.pending;
+      const topLeft = toScreen(t, finding.location.x, finding.location.y);
+      const w = finding.location.width * t.scale;
+      const h = finding.location.height * t.scale;
+      ctx.strokeStyle = colour;
+      ctx.lineWidth = current ? 3 : 2;
+      ctx.setLineDash(finding.review === 'rejected' ? [6, 4] : []);
+      ctx.strokeRect(topLeft.x, topLeft.y, w, h);
+      const text = `${labelText(finding.label)} ${percent(finding.confidence)}${finding.review ? ` · ${finding.review}` : ''}`;
+      const textWidth = ctx.measureText(text).width;
+      const labelY = topLeft.y > 20 ? topLeft.y - 3 : topLeft.y + h + 18;
+      ctx.fillStyle = 'rgba(0,0,0,0.65)';
+      ctx.fillRect(topLeft.x - 1, labelY - 16, textWidth + 8, 17);
+      ctx.fillStyle = colour;
+      ctx.fillText(text, topLeft.x + 3, labelY);
+    }
+  }
+  ctx.restore();
+}

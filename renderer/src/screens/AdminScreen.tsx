@@ -1,0 +1,3 @@
+export function AdminScreen() {
+  return <section>todo</section>;
+}

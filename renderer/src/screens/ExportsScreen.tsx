@@ -1,0 +1,3 @@
+export function ExportsScreen() {
+  return <section>todo</section>;
+}

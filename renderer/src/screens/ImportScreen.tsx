@@ -1,0 +1,3 @@
+export function ImportScreen() {
+  return <section>todo</section>;
+}

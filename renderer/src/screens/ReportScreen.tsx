@@ -1,0 +1,3 @@
+export function ReportScreen({ scanId }: { scanId: string }) {
+  return <section>{scanId}</section>;
+}

@@ -1,0 +1,563 @@
+/**
+ * The viewer: one series as a stack, window/level, zoom and pan, finding boxes on the slices
+ * they belong to, a confidence threshold, jump-to-finding and accept/reject per finding.
+ *
+ * Mouse: wheel = slice, ctrl+wheel = zoom, drag = window/level, shift+drag or middle drag = pan,
+ * double-click = reset. Keys: ↑/↓ PgUp/PgDn Home/End slices, 1-5 window presets, +/- zoom,
+ * 0 reset, n/p next/previous finding, a accept, r reject, u undo review, ]/[ next/previous scan,
+ * Esc back to the worklist.
+ */
+import { useCallback, useEffect, useMemo, useRef, useState, type PointerEvent as ReactPointerEvent } from 'react';
+import { ApiError } from '../api/client.ts';
+import type { Finding, Instance, Scan, ScanResult } from '../api/types.ts';
+import type { FindingReview } from '../../../common/vocabulary.ts';
+import { ModelTag } from '../components/ClinicalBanner.tsx';
+import { ErrorState, InlineError, Loading } from '../components/StateMessage.tsx';
+import { dateTime, dicomDate, labelText, percent } from '../format.ts';
+import { autoWindow, parseRawFrame, presetsFor, renderFrame, type Preset, type RawFrame, type Window } from '../imaging/frame.ts';
+import { drawSlice, imageTransform, type View } from '../imaging/viewport.ts';
+import { navigate } from '../route.ts';
+import { hasScope, useSession } from '../session.ts';
+import { useLoad } from '../use-load.ts';
+
+type Slice = { instance: Instance; frame: number };
+type ViewerData = { scan: Scan; result: ScanResult | null; slices: Slice[]; imagesProblem: string | null };
+
+const RESET_VIEW: View = { zoom: 1, panX: 0, panY: 0 };
+const PREFETCH_CONCURRENCY = 4;
+
+function sliceKey(uid: string, frame: number): string {
+  return `${uid}#${frame}`;
+}
+
+async function orNull<T>(promise: Promise<T>): Promise<T | null> {
+  try {
+    return await promise;
+  } catch (error) {
+    if (error instanceof ApiError && error.info.status === 404) return null;
+    throw error;
+  }
+}
+
+export function Viewer({ scanId }: { scanId: string }) {
+  const session = useSession();
+  const { client, me, scanOrder } = session;
+  const canReview = hasScope(me, 'write:reports');
+  const path = `/v1/scans/${encodeURIComponent(scanId)}`;
+
+  const data = useLoad<ViewerData>(
+    async (signal) => {
+      const [scan, result, instances] = await Promise.all([
+        client.get<Scan>(path, { signal }),
+        orNull(client.get<ScanResult>(`${path}/results`, { signal })),
+        orNull(client.all<Instance>(`${path}/instances`, { signal })),
+      ]);
+      const slices = (instances ?? []).flatMap((instance) => Array.from({ length: Math.max(1, instance.frames) }, (_, frame) => ({ instance, frame })));
+      const imagesProblem = instances === null ? 'This server does not offer images for this scan.' : slices.length === 0 ? 'This scan has no stored images.' : null;
+      return { scan, result, slices, imagesProblem };
+    },
+    [client, path],
+  );
+
+  if (data.state === 'loading') return <Loading what="scan" />;
+  if (data.state === 'error') return <ErrorState error={data.error} retry={data.reload} />;
+  const neighbours = { index: scanOrder.indexOf(scanId), order: scanOrder };
+  return <Stack key={scanId} data={data.value} canReview={canReview} neighbours={neighbours} />;
+}
+
+function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: boolean; neighbours: { index: number; order: readonly string[] } }) {
+  const { client } = useSession();
+  const { scan, slices, result } = data;
+  const [findings, setFindings] = useState<Finding[]>(result?.findings ?? []);
+  const [index, setIndex] = useState(() => {
+    const first = result?.findings[0];
+    const at = first ? slices.findIndex((s) => s.instance.instance_uid === first.instance_uid && s.frame === first.frame) : -1;
+    return at >= 0 ? at : Math.floor(slices.length / 2);
+  });
+  const [currentId, setCurrentId] = useState<string | null>(result?.findings[0]?.id ?? null);
+  const [threshold, setThreshold] = useState(0);
+  const [showBoxes, setShowBoxes] = useState(true);
+  const [windowing, setWindowing] = useState<Window | null>(null);
+  const [presetName, setPresetName] = useState('Default');
+  const [view, setView] = useState<View>(RESET_VIEW);
+  const [frameVersion, setFrameVersion] = useState(0);
+  const [frameError, setFrameError] = useState<unknown>(null);
+  const [reviewError, setReviewError] = useState<unknown>(null);
+  const [size, setSize] = useState({ width: 0, height: 0 });
+
+  const canvasRef = useRef<HTMLCanvasElement>(null);
+  const boxRef = useRef<HTMLDivElement>(null);
+  const cache = useRef(new Map<string, RawFrame>());
+  const pending = useRef(new Map<string, Promise<RawFrame>>());
+  const scratch = useRef<HTMLCanvasElement | null>(null);
+
+  const slice = slices[index] ?? null;
+  const frame = slice ? cache.current.get(sliceKey(slice.instance.instance_uid, slice.frame)) ?? null : null;
+  const visible = useMemo(() => findings.filter((f) => f.confidence >= threshold), [findings, threshold]);
+  const onSlice = useMemo(
+    () => (slice ? visible.filter((f) => f.instance_uid === slice.instance.instance_uid && f.frame === slice.frame) : []),
+    [visible, slice],
+  );
+  const sliceOf = useCallback(
+    (f: Finding) => slices.findIndex((s) => s.instance.instance_uid === f.instance_uid && s.frame === f.frame),
+    [slices],
+  );
+
+  const loadFrame = useCallback(
+    (target: Slice): Promise<RawFrame> => {
+      const key = sliceKey(target.instance.instance_uid, target.frame);
+      const cached = cache.current.get(key);
+      if (cached) return Promise.resolve(cached);
+      const inFlight = pending.current.get(key);
+      if (inFlight) return inFlight;
+      const promise = client
+        .binary(`/v1/instances/${encodeURIComponent(target.instance.instance_uid)}/frames/${target.frame}/raw`, { accept: 'application/octet-stream' })
+        .then(async ({ blob, headers }) => parseRawFrame(await blob.arrayBuffer(), headers))
+        .then((parsed) => {
+          cache.current.set(key, parsed);
+          pending.current.delete(key);
+          return parsed;
+        });
+      pending.current.set(key, promise);
+      promise.catch(() => pending.current.delete(key));
+      return promise;
+    },
+    [client],
+  );
+
+  // The current slice first, then the whole series in the background so scrolling is smooth.
+  useEffect(() => {
+    if (!slice) return;
+    let cancelled = false;
+    loadFrame(slice).then(
+      () => {
+        if (!cancelled) {
+          setFrameError(null);
+          setFrameVersion((v) => v + 1);
+        }
+      },
+      (error: unknown) => {
+        if (!cancelled) setFrameError(error);
+      },
+    );
+    return () => {
+      cancelled = true;
+    };
+  }, [slice, loadFrame]);
+
+  useEffect(() => {
+    let stopped = false;
+    const order = slices.map((_, i) => i).sort((a, b) => Math.abs(a - index) - Math.abs(b - index));
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (!stopped && next < order.length) {
+        const target = slices[order[next++] ?? 0];
+        if (!target) continue;
+        try {
+          await loadFrame(target);
+        } catch {
+          // The visible slice reports its own error; background failures are retried on demand.
+        }
+      }
+    };
+    const timer = setTimeout(() => {
+      for (let i = 0; i < PREFETCH_CONCURRENCY; i += 1) void worker();
+    }, 150);
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+    // Restarts only when the series changes, not on every scroll step (index is read once).
+  }, [slices, loadFrame]);
+
+  // Size the canvas to its box, in device pixels.
+  useEffect(() => {
+    const box = boxRef.current;
+    if (!box) return;
+    const observer = new ResizeObserver(() => setSize({ width: box.clientWidth, height: box.clientHeight }));
+    observer.observe(box);
+    setSize({ width: box.clientWidth, height: box.clientHeight });
+    return () => observer.disconnect();
+  }, []);
+
+  const effectiveWindow = useMemo<Window | null>(() => {
+    if (!frame) return null;
+    return windowing ?? frame.defaultWindow ?? autoWindow(frame);
+  }, [frame, windowing]);
+
+  const transform = useMemo(() => {
+    const columns = frame?.columns ?? slice?.instance.columns ?? 1;
+    const rows = frame?.rows ?? slice?.instance.rows ?? 1;
+    return imageTransform(size.width || 1, size.height || 1, columns, rows, view);
+  }, [frame, slice, size, view]);
+
+  // Draw: window the frame into a scratch canvas, then draw it and the boxes through the transform.
+  useEffect(() => {
+    const canvas = canvasRef.current;
+    if (!canvas || size.width === 0) return;
+    const ratio = window.devicePixelRatio || 1;
+    if (canvas.width !== Math.round(size.width * ratio)) canvas.width = Math.round(size.width * ratio);
+    if (canvas.height !== Math.round(size.height * ratio)) canvas.height = Math.round(size.height * ratio);
+    const ctx = canvas.getContext('2d');
+    if (!ctx) return;
+    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+    let image: HTMLCanvasElement | null = null;
+    if (frame && effectiveWindow) {
+      scratch.current ??= document.createElement('canvas');
+      image = scratch.current;
+      if (image.width !== frame.columns || image.height !== frame.rows) {
+        image.width = frame.columns;
+        image.height = frame.rows;
+      }
+      const imageCtx = image.getContext('2d');
+      if (imageCtx) {
+        const pixels = imageCtx.createImageData(frame.columns, frame.rows);
+        renderFrame(frame, effectiveWindow, pixels.data);
+        imageCtx.putImageData(pixels, 0, 0);
+      }
+    }
+    drawSlice(ctx, size.width, size.height, transform, {
+      image,
+      columns: frame?.columns ?? 1,
+      rows: frame?.rows ?? 1,
+      findings: onSlice,
+      currentFindingId: currentId,
+      showBoxes: showBoxes && frame !== null,
+    });
+    canvas.dataset['renderedSlice'] = frame ? String(index) : '';
+  }, [frame, effectiveWindow, transform, onSlice, currentId, showBoxes, size, index, frameVersion]);
+
+  const step = useCallback((delta: number) => setIndex((i) => Math.max(0, Math.min(slices.length - 1, i + delta))), [slices.length]);
+
+  const jumpTo = useCallback(
+    (finding: Finding) => {
+      setCurrentId(finding.id);
+      const at = sliceOf(finding);
+      if (at >= 0) setIndex(at);
+    },
+    [sliceOf],
+  );
+
+  const cycleFinding = useCallback(
+    (delta: number) => {
+      if (visible.length === 0) return;
+      const at = visible.findIndex((f) => f.id === currentId);
+      const next = visible[(at + delta + visible.length) % visible.length];
+      if (next) jumpTo(next);
+    },
+    [visible, currentId, jumpTo],
+  );
+
+  const review = useCallback(
+    async (finding: Finding, verdict: FindingReview | null) => {
+      setReviewError(null);
+      try {
+        const updated = await client.patch<Finding>(`/v1/findings/${encodeURIComponent(finding.id)}`, { body: { review: verdict } });
+        setFindings((list) => list.map((f) => (f.id === finding.id ? { ...f, review: updated.review } : f)));
+      } catch (error) {
+        setReviewError(error);
+      }
+    },
+    [client],
+  );
+
+  const presets = useMemo(() => presetsFor(scan.modality), [scan.modality]);
+  const applyPreset = useCallback(
+    (preset: Preset) => {
+      setPresetName(preset.name);
+      if (preset.window === 'default') setWindowing(null);
+      else if (preset.window === 'auto') setWindowing(frame ? autoWindow(frame) : null);
+      else setWindowing(preset.window);
+    },
+    [frame],
+  );
+
+  const goScan = useCallback(
+    (delta: number) => {
+      const target = neighbours.order[neighbours.index + delta];
+      if (neighbours.index >= 0 && target) navigate({ name: 'viewer', scanId: target });
+    },
+    [neighbours],
+  );
+
+  useEffect(() => {
+    const onKey = (event: KeyboardEvent) => {
+      const target = event.target;
+      if (target instanceof HTMLTextAreaElement || (target instanceof HTMLInputElement && target.type !== 'range' && target.type !== 'checkbox')) return;
+      if (event.ctrlKey || event.metaKey || event.altKey) return;
+      const current = findings.find((f) => f.id === currentId) ?? null;
+      const preset = presets.find((p) => p.key === event.key);
+      if (preset) applyPreset(preset);
+      else if (event.key === 'ArrowUp' || event.key === 'ArrowLeft') step(-1);
+      else if (event.key === 'ArrowDown' || event.key === 'ArrowRight') step(1);
+      else if (event.key === 'PageUp') step(-10);
+      else if (event.key === 'PageDown') step(10);
+      else if (event.key === 'Home') setIndex(0);
+      else if (event.key === 'End') setIndex(slices.length - 1);
+      else if (event.key === '+' || event.key === '=') setView((v) => ({ ...v, zoom: Math.min(16, v.zoom * 1.25) }));
+      else if (event.key === '-') setView((v) => ({ ...v, zoom: Math.max(0.25, v.zoom / 1.25) }));
+      else if (event.key === '0') setView(RESET_VIEW);
+      else if (event.key === 'n') cycleFinding(1);
+      else if (event.key === 'p') cycleFinding(-1);
+      else if (event.key === 'b') setShowBoxes((s) => !s);
+      else if (event.key === 'a' && current && canReview) void review(current, current.review === 'accepted' ? null : 'accepted');
+      else if (event.key === 'r' && current && canReview) void review(current, current.review === 'rejected' ? null : 'rejected');
+      else if (event.key === 'u' && current && canReview) void review(current, null);
+      else if (event.key === ']') goScan(1);
+      else if (event.key === '[') goScan(-1);
+      else if (event.key === 'Escape') navigate({ name: 'worklist' });
+      else return;
+      event.preventDefault();
+    };
+    window.addEventListener('keydown', onKey);
+    return () => window.removeEventListener('keydown', onKey);
+  }, [findings, currentId, presets, applyPreset, step, slices.length, cycleFinding, canReview, review, goScan]);
+
+  // Wheel: a non-passive listener so the page does not scroll while the stack does.
+  useEffect(() => {
+    const canvas = canvasRef.current;
+    if (!canvas) return;
+    const onWheel = (event: WheelEvent) => {
+      event.preventDefault();
+      if (event.ctrlKey || event.metaKey) {
+        const factor = event.deltaY < 0 ? 1.15 : 1 / 1.15;
+        setView((v) => ({ ...v, zoom: Math.max(0.25, Math.min(16, v.zoom * factor)) }));
+      } else {
+        step(event.deltaY > 0 ? 1 : -1);
+      }
+    };
+    canvas.addEventListener('wheel', onWheel, { passive: false });
+    return () => canvas.removeEventListener('wheel', onWheel);
+  }, [step]);
+
+  const drag = useRef<{ mode: 'wl' | 'pan'; x: number; y: number; window: Window; view: View } | null>(null);
+  const onPointerDown = (event: ReactPointerEvent<HTMLCanvasElement>) => {
+    if (!effectiveWindow) return;
+    const mode = event.button === 1 || event.shiftKey ? 'pan' : event.button === 0 ? 'wl' : null;
+    if (!mode) return;
+    event.currentTarget.setPointerCapture(event.pointerId);
+    drag.current = { mode, x: event.clientX, y: event.clientY, window: effectiveWindow, view };
+  };
+  const onPointerMove = (event: ReactPointerEvent<HTMLCanvasElement>) => {
+    const start = drag.current;
+    if (!start) return;
+    const dx = event.clientX - start.x;
+    const dy = event.clientY - start.y;
+    if (start.mode === 'pan') {
+      setView({ ...start.view, panX: start.view.panX + dx, panY: start.view.panY + dy });
+    } else if (frame) {
+      // One screen pixel moves the window by 1/256 of the image's value range (at least 1).
+      const unit = Math.max(1, (frame.max - frame.min) / 256);
+      setWindowing({ center: start.window.center + dy * unit, width: Math.max(1, start.window.width + dx * unit) });
+      setPresetName('Custom');
+    }
+  };
+  const onPointerUp = () => {
+    drag.current = null;
+  };
+
+  const sliceNumber = slices.length > 0 ? `${index + 1} / ${slices.length}` : '—';
+
+  return (
+    <section className="viewer" data-testid="viewer" data-scan-id={scan.scan_id}>
+      <div className="viewer-main">
+        <div className="viewer-bar">
+          <button type="button" onClick={() => navigate({ name: 'worklist' })} title="Back to the worklist (Esc)">
+            ← Worklist
+          </button>
+          <button type="button" onClick={() => goScan(-1)} disabled={neighbours.index <= 0} title="Previous scan ([)">
+            ‹ Prev scan
+          </button>
+          <button type="button" onClick={() => goScan(1)} disabled={neighbours.index < 0 || neighbours.index >= neighbours.order.length - 1} title="Next scan (])">
+            Next scan ›
+          </button>
+          <strong>
+            {scan.patient_id} · {scan.modality} · {scan.description ?? scan.study_description ?? ''}
+          </strong>
+          <span className="muted">{dicomDate(scan.study_date)}</span>
+          <span className="spacer" />
+          {presets.map((preset) => (
+            <button key={preset.key} type="button" onClick={() => applyPreset(preset)} title={`Window preset (${preset.key})`} className={presetName === preset.name ? 'primary' : ''}>
+              {preset.name}
+            </button>
+          ))}
+          <button type="button" onClick={() => setView(RESET_VIEW)} title="Reset zoom and pan (0)">
+            Fit
+          </button>
+          <button type="button" onClick={() => navigate({ name: 'report', scanId: scan.scan_id })} data-testid="open-report">
+            Report
+          </button>
+        </div>
+        <div className="viewport" ref={boxRef}>
+          <canvas
+            ref={canvasRef}
+            data-testid="viewport-canvas"
+            data-slice-index={index}
+            data-scale={transform.scale}
+            data-offset-x={transform.offsetX}
+            data-offset-y={transform.offsetY}
+            onPointerDown={onPointerDown}
+            onPointerMove={onPointerMove}
+            onPointerUp={onPointerUp}
+            onPointerCancel={onPointerUp}
+            onDoubleClick={() => {
+              setView(RESET_VIEW);
+              setWindowing(null);
+              setPresetName('Default');
+            }}
+            onContextMenu={(event) => event.preventDefault()}
+          />
+          <div className="overlay-text tl">
+            {scan.patient_id}
+            <br />
+            {scan.modality} {scan.body_part ?? ''}
+          </div>
+          <div className="overlay-text tr" data-testid="slice-number">
+            Slice {sliceNumber}
+            {slice && slice.instance.frames > 1 ? ` (frame ${slice.frame + 1})` : ''}
+          </div>
+          <div className="overlay-text bl">
+            {effectiveWindow ? `W ${Math.round(effectiveWindow.width)} / L ${Math.round(effectiveWindow.center)} · ${presetName}` : ''}
+            <br />
+            Zoom {Math.round(transform.scale * 100)}%
+          </div>
+          <div className="overlay-text br">{result ? `${result.analysis.model.name} v${result.analysis.model.version} · not for clinical use` : 'No AI result'}</div>
+          {data.imagesProblem ? (
+            <div className="state">
+              <h3>No images to show</h3>
+              <p>{data.imagesProblem} Re-import the series from the Import screen; the findings are listed on the right.</p>
+            </div>
+          ) : null}
+          {!data.imagesProblem && !frame && !frameError ? (
+            <div className="state">
+              <Loading what="image" />
+            </div>
+          ) : null}
+          {frameError ? (
+            <div className="state">
+              <ErrorState error={frameError} retry={() => setFrameVersion((v) => v + 1)} />
+            </div>
+          ) : null}
+        </div>
+        {slices.length > 1 ? (
+          <input
+            className="slice-bar"
+            type="range"
+            min={0}
+            max={slices.length - 1}
+            value={index}
+            onChange={(e) => setIndex(Number(e.target.value))}
+            aria-label="Slice"
+            data-testid="slice-slider"
+          />
+        ) : null}
+      </div>
+      <aside className="side">
+        <div>
+          <h3>AI result</h3>
+          {result ? (
+            <>
+              <ModelTag name={result.analysis.model.name} version={result.analysis.model.version} />
+              <p className="muted">Analysed {dateTime(result.analysis.finished_at)}</p>
+              <p>
+                <b>Recommendation:</b> {result.recommendation || '—'}
+              </p>
+            </>
+          ) : (
+            <p className="muted">
+              {scan.status === 'queued' || scan.status === 'analyzing'
+                ? 'Analysis is running; findings appear here when it finishes.'
+                : 'This scan has not been analysed yet. Start an analysis from the worklist or with mia analyze.'}
+            </p>
+          )}
+        </div>
+        {result ? (
+          <div>
+            <label>
+              Confidence threshold: {percent(threshold)}
+              <input
+                type="range"
+                min={0}
+                max={1}
+                step={0.01}
+                value={threshold}
+                onChange={(e) => setThreshold(Number(e.target.value))}
+                data-testid="threshold"
+              />
+            </label>
+            <label className="check">
+              <input type="checkbox" checked={showBoxes} onChange={(e) => setShowBoxes(e.target.checked)} /> Show boxes (b)
+            </label>
+          </div>
+        ) : null}
+        {result ? (
+          <div data-testid="findings">
+            <h3>
+              Findings ({visible.length}
+              {visible.length !== findings.length ? ` of ${findings.length}` : ''})
+            </h3>
+            {findings.length === 0 ? <p className="muted">The model found nothing above its thresholds.</p> : null}
+            {findings.map((finding) => {
+              const at = sliceOf(finding);
+              const below = finding.confidence < threshold;
+              return (
+                <div
+                  key={finding.id}
+                  className={`finding${finding.id === currentId ? ' current' : ''}${below ? ' below' : ''}`}
+                  onClick={() => jumpTo(finding)}
+                  data-testid="finding"
+                  data-finding-id={finding.id}
+                  data-review={finding.review ?? ''}
+                >
+                  <div className="row">
+                    <b className="grow">{labelText(finding.label)}</b>
+                    <span>{percent(finding.confidence)}</span>
+                  </div>
+                  <div className="row muted">
+                    <span className="grow">{at >= 0 ? `slice ${at + 1}` : 'image not in this series'}</span>
+                    {finding.review ? <span className={`review-${finding.review}`}>{finding.review}</span> : <span>not reviewed</span>}
+                  </div>
+                  {canReview ? (
+                    <div className="row">
+                      <button
+                        type="button"
+                        onClick={(e) => {
+                          e.stopPropagation();
+                          void review(finding, finding.review === 'accepted' ? null : 'accepted');
+                        }}
+                        data-testid="accept-finding"
+                        className={finding.review === 'accepted' ? 'primary' : ''}
+                        title="Accept (a)"
+                      >
+                        ✓ Accept
+                      </button>
+                      <button
+                        type="button"
+                        onClick={(e) => {
+                          e.stopPropagation();
+                          void review(finding, finding.review === 'rejected' ? null : 'rejected');
+                        }}
+                        data-testid="reject-finding"
+                        className={finding.review === 'rejected' ? 'danger' : ''}
+                        title="Reject (r)"
+                      >
+                        ✗ Reject
+                      </button>
+                    </div>
+                  ) : null}
+                </div>
+              );
+            })}
+            {!canReview && findings.length > 0 ? <p className="muted">Reviewing findings needs the write:reports scope.</p> : null}
+            <InlineError error={reviewError} />
+          </div>
+        ) : null}
+        <div className="kbd-help">
+          <kbd>wheel</kbd> <kbd>↑</kbd>
+          <kbd>↓</kbd> slices · <kbd>drag</kbd> window · <kbd>shift</kbd>+drag pan · <kbd>ctrl</kbd>+wheel zoom · {presets.map((p) => p.key).join('/')} presets ·{' '}
+          <kbd>n</kbd>/<kbd>p</kbd> findings · <kbd>a</kbd> accept · <kbd>r</kbd> reject · <kbd>[</kbd>/<kbd>]</kbd> scans · <kbd>Esc</kbd> worklist
+        </div>
+      </aside>
+    </section>
+  );
+}
