@@ -27,6 +27,10 @@ export type ServerConfig = {
   clock: Clock;
   /** Where log lines go besides the data folder's log file; tests pass a silent sink. */
   logToStderr: boolean;
+  /** A folder whose new files are imported once stable (workstations); null: no watching. */
+  watchDir: string | null;
+  /** How long a watched file's size and mtime must stay unchanged before it is imported. */
+  watchStableMs: number;
   /** The built renderer (renderer/dist) served at /; null serves the API alone. */
   uiDir: string | null;
 };
@@ -48,6 +52,8 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     rateLimit: rateLimitSchema.parse(input.rateLimit ?? DEFAULT_RATE_LIMIT),
     clock: input.clock ?? systemClock,
     logToStderr: input.logToStderr ?? false,
+    watchDir: input.watchDir ?? null,
+    watchStableMs: input.watchStableMs ?? 3000,
     uiDir: input.uiDir ?? null,
   };
 }

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import type express from 'express';
 import { resolveConfig, type ServerConfig, type ServerConfigInput } from '#server/config.ts';
 import { createApp } from '#server/http/app.ts';
+import { startImportService } from '#server/imports/import-service.ts';
 import { createFileLogger } from '#server/log.ts';
 import type { Services } from '#server/services.ts';
 import { openDatabase } from '#server/store/database.ts';
@@ -26,6 +27,7 @@ export function createServer(input: ServerConfigInput): MiaServer {
   const db = openDatabase(config.dataDir);
   const services: Services = { db, clock: config.clock, dataDir: config.dataDir, config, log };
   const app = createApp(services);
+  const imports = startImportService(services);
   let http: Server | undefined;
 
   return {
@@ -54,6 +56,7 @@ export function createServer(input: ServerConfigInput): MiaServer {
         server.closeIdleConnections();
         await closed;
       }
+      await imports.stop();
       await log.close();
       db.close();
     },

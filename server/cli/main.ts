@@ -5,6 +5,7 @@
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { resolve as resolvePath } from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { GRANTABLE_SCOPES, ROLES } from '#common/vocabulary.ts';
@@ -23,8 +24,11 @@ import { findOrCreateUser, listUsers } from '#server/users/users.ts';
 const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR)
 
   serve [--port N] [--host 127.0.0.1] [--allowed-host NAME] [--hub] [--ui DIR]
+        [--watch DIR [--watch-stable SECONDS]]
                                run the API and the browser UI (renderer/dist, or
-                               --ui DIR) at /; prints the URL it listens on
+                               --ui DIR) at /; prints the URL it listens on;
+                               --watch imports files that appear in DIR once
+                               unchanged for SECONDS (default 3)
   keys create --role ROLE --email EMAIL [--scopes a,b] [--name TEXT]
                                create the user if needed and a key for them;
                                the key is printed alone on the last line
@@ -44,6 +48,8 @@ const OPTIONS = {
   host: { type: 'string' },
   'allowed-host': { type: 'string', multiple: true },
   hub: { type: 'boolean' },
+  watch: { type: 'string' },
+  'watch-stable': { type: 'string' },
   ui: { type: 'string' },
   role: { type: 'string' },
   email: { type: 'string' },
@@ -108,7 +114,9 @@ async function serve(values: Record<string, unknown>, dataDir: string, io: Out):
   // The built renderer beside this package, when it was built (npm run build:renderer).
   const builtUi = fileURLToPath(new URL('../../renderer/dist', import.meta.url));
   const uiDir = typeof values['ui'] === 'string' ? values['ui'] : existsSync(builtUi) ? builtUi : null;
-  const server = createServer({ dataDir, hubMode, allowedHosts, logToStderr: false, uiDir });
+  const watchDir = typeof values['watch'] === 'string' ? resolvePath(values['watch']) : null;
+  const watchStableMs = z.coerce.number().min(0).max(3600).parse(values['watch-stable'] ?? '3') * 1000;
+  const server = createServer({ dataDir, hubMode, allowedHosts, logToStderr: false, uiDir, watchDir, watchStableMs });
   const url = await server.listen(port, host);
   io.out(`mia API listening on ${url} (data: ${dataDir})`);
   io.out(uiDir ? `workstation UI: ${url}/ (sign in with an API key)` : 'workstation UI not built: run npm run build:renderer');

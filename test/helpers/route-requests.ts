@@ -3,11 +3,13 @@ import type { Role } from '#common/vocabulary.ts';
 import type { AuthContext } from '#server/auth/authenticate.ts';
 import { createExport } from '#server/exports/exports.ts';
 import { draftReport } from '#server/reports/reports.ts';
+import { readFileSync } from 'node:fs';
+import { CT_SMALL, fixtureFolder, seedImportedInstance } from './image-fixture.ts';
 import type { TestServer } from './server.ts';
 import { seedAnalysis, seedScan } from './seed.ts';
 
 export type Caller = { role: Role; key: string; auth: AuthContext };
-export type Call = { path: string; body?: unknown };
+export type Call = { path: string; body?: unknown; rawBody?: Buffer; headers?: Record<string, string> };
 export type Builder = (caller: Caller) => Call;
 
 export function routeRequests(t: TestServer): Record<string, Builder> {
@@ -24,6 +26,8 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
       .get(scan.scanRef) as { public_id: string };
     return row.public_id;
   };
+  const importFolder = fixtureFolder();
+  const imported = seedImportedInstance(t);
   const ownKey = (caller: Caller): string => t.keyFor(caller.role, { email: caller.auth.email }).keyId;
   const radiologistId = (): string => t.keyFor('radiologist').userId;
 
@@ -56,6 +60,11 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
     'GET /v1/exports/{id}/download': (caller) => ({
       path: createExport(t.server.services, caller.auth, { format: 'json', filters: {}, deidentify: false }).download_url,
     }),
+    'POST /v1/imports': () => ({ path: '/v1/imports', body: { path: importFolder } }),
+    'GET /v1/imports': () => ({ path: '/v1/imports' }),
+    'GET /v1/imports/{id}': () => ({ path: `/v1/imports/${imported.jobId}` }),
+    'GET /v1/imports/{id}/events': () => ({ path: `/v1/imports/${imported.jobId}/events` }),
+    'POST /v1/instances': () => ({ path: '/v1/instances', rawBody: readFileSync(CT_SMALL), headers: { 'Content-Type': 'application/dicom' } }),
     'GET /v1/labels': () => ({ path: '/v1/labels' }),
     'GET /v1/audit': () => ({ path: '/v1/audit' }),
     'GET /v1/openapi.json': () => ({ path: '/v1/openapi.json' }),

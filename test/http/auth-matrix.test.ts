@@ -56,7 +56,7 @@ describe('auth matrix over the route table', () => {
 
     it.each(['none', 'malformed', 'revoked', 'rotated and expired'])('401 with key: %s', async (kind) => {
       const call = builder()(callers.admin!);
-      const reply = await t.request(route.method.toUpperCase(), call.path, { key: kind === 'none' ? null : badKeys[kind]!, body: call.body });
+      const reply = await t.request(route.method.toUpperCase(), call.path, { key: kind === 'none' ? null : badKeys[kind]!, body: call.body, rawBody: call.rawBody, headers: call.headers });
       expect(reply.status).toBe(401);
       expect(reply.json.error.code).toBe(401);
     });
@@ -65,7 +65,7 @@ describe('auth matrix over the route table', () => {
       const caller = callers[role]!;
       const allowed = route.access.kind === 'authenticated' || holdsAnyScope(ROLE_SCOPES[role], route.access.anyOf);
       const call = builder()(caller);
-      const reply = await t.request(route.method.toUpperCase(), call.path, { key: caller.key, body: call.body });
+      const reply = await t.request(route.method.toUpperCase(), call.path, { key: caller.key, body: call.body, rawBody: call.rawBody, headers: call.headers });
       if (allowed) {
         expect(reply.status, reply.text.slice(0, 300)).toBeGreaterThanOrEqual(200);
         expect(reply.status, reply.text.slice(0, 300)).toBeLessThan(300);

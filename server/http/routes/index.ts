@@ -3,13 +3,14 @@ import { buildOpenApi } from '#server/http/openapi.ts';
 import { authenticated, defineRoute, type Route } from '#server/http/route.ts';
 import { authRoutes } from '#server/http/routes/auth-routes.ts';
 import { exportRoutes } from '#server/http/routes/export-routes.ts';
+import { importRoutes } from '#server/http/routes/import-routes.ts';
 import { findingRoutes } from '#server/http/routes/finding-routes.ts';
 import { metaRoutes } from '#server/http/routes/meta-routes.ts';
 import { reportRoutes } from '#server/http/routes/report-routes.ts';
 import { scanRoutes } from '#server/http/routes/scan-routes.ts';
 import { userRoutes } from '#server/http/routes/user-routes.ts';
 
-const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...reportRoutes, ...exportRoutes, ...metaRoutes];
+const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...reportRoutes, ...exportRoutes, ...importRoutes, ...metaRoutes];
 
 let openApiDocument: unknown;
 

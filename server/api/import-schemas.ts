@@ -1,0 +1,127 @@
+/** The API contract of imports, uploads and image access (zod; OpenAPI is generated from it). */
+import { z } from 'zod';
+
+const isoTime = z.string().describe('UTC time, ISO 8601');
+const dicomUid = z.string().min(1).max(64).regex(/^[0-9.]+$/, 'expected a DICOM UID (digits and dots)');
+
+export const IMPORT_STATUSES = ['running', 'completed', 'failed', 'interrupted'] as const;
+
+export const importCounts = z.object({
+  files_total: z.number().int().nullable().describe('Files found in the sources; null while still walking'),
+  files_seen: z.number().int(),
+  imported: z.number().int(),
+  duplicates: z.number().int().describe('Same SOP Instance UID and same bytes as already stored: skipped'),
+  conflicts: z.number().int().describe('Same SOP Instance UID, different bytes: the first stays, listed in rejects'),
+  rejected: z.number().int(),
+  bytes: z.number().int(),
+});
+
+export const importReject = z.object({
+  path: z.string(),
+  reason: z.string(),
+  outcome: z.enum(['rejected', 'conflict']),
+  sop_instance_uid: z.string().nullable(),
+});
+
+export const importJob = z.object({
+  id: z.string(),
+  kind: z.enum(['path', 'upload', 'watch']),
+  sources: z.array(z.string()),
+  status: z.enum(IMPORT_STATUSES),
+  counts: importCounts,
+  rejects: z.array(importReject).describe('Rejected and conflicting files, oldest first, at most 500'),
+  rejects_total: z.number().int(),
+  error: z.string().nullable(),
+  created_at: isoTime,
+  updated_at: isoTime,
+  finished_at: isoTime.nullable(),
+});
+export type ImportJob = z.infer<typeof importJob>;
+
+/** The list shows counts, not rejects. */
+export const importJobSummary = importJob.omit({ rejects: true });
+
+export const createImportBody = z
+  .object({
+    path: z
+      .string()
+      .min(1)
+      .max(4096)
+      .refine((p) => p.startsWith('/') || /^[A-Za-z]:[\\/]/.test(p), 'expected an absolute path on this machine')
+      .describe('A file, folder (walked recursively) or DICOMDIR on the machine running mia'),
+  })
+  .strict();
+
+export const importsQuery = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(500).default(50),
+    cursor: z.string().min(1).max(200).optional(),
+    status: z.enum(IMPORT_STATUSES).optional(),
+  })
+  .strict();
+
+export const importIdParam = z.object({ id: z.string().min(1).max(64) });
+
+export const instanceOutcome = z.object({
+  part: z.number().int().describe('1 for a single application/dicom body; the part number for multipart'),
+  outcome: z.enum(['imported', 'duplicate', 'conflict', 'rejected']),
+  sop_instance_uid: z.string().nullable(),
+  scan_id: z.string().nullable(),
+  reason: z.string().nullable(),
+});
+
+export const storeInstancesResult = z.object({
+  job_id: z.string(),
+  counts: importCounts,
+  outcomes: z.array(instanceOutcome),
+});
+
+// ---- image access ------------------------------------------------------------------------
+
+export const MAX_INSTANCE_PAGE = 2000;
+
+export const instancesQuery = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(MAX_INSTANCE_PAGE).default(500).describe('Items per page (1-2000, default 500)'),
+    cursor: z.string().min(1).max(200).optional(),
+  })
+  .strict();
+
+export const instance = z.object({
+  instance_uid: z.string(),
+  instance_number: z.number().int().nullable(),
+  position: z.number().nullable().describe('Image Position (Patient) projected on the slice normal, mm'),
+  rows: z.number().int(),
+  columns: z.number().int(),
+  frames: z.number().int(),
+  transfer_syntax: z.string(),
+  pixel_spacing: z.tuple([z.number(), z.number()]).nullable().describe('[row spacing, column spacing] in mm'),
+  photometric: z.string(),
+  rescale_slope: z.number(),
+  rescale_intercept: z.number(),
+  window_center: z.number().nullable(),
+  window_width: z.number().nullable(),
+});
+export type Instance = z.infer<typeof instance>;
+
+export const frameParams = z.object({
+  instance_uid: dicomUid,
+  frame: z.string().regex(/^\d{1,6}$/, 'expected a frame number from 0').transform(Number),
+});
+
+const windowNumber = z
+  .string()
+  .regex(/^-?\d+(\.\d+)?$/, 'expected a number')
+  .transform(Number);
+
+export const renderedQuery = z
+  .object({
+    window_center: windowNumber.optional().describe('VOI window center in modality units (e.g. HU)'),
+    window_width: windowNumber.optional().describe('VOI window width (>= 1) in modality units'),
+  })
+  .strict()
+  .refine((q) => (q.window_center === undefined) === (q.window_width === undefined), {
+    message: 'give window_center and window_width together',
+    path: ['window_width'],
+  })
+  .refine((q) => q.window_width === undefined || q.window_width >= 1, { message: 'must be at least 1', path: ['window_width'] });

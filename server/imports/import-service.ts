@@ -1,0 +1,106 @@
+/**
+ * Imports as a server runs them: path jobs in the background, uploads in the request, the
+ * watch folder, and resuming jobs a dead process left behind. `stop` lets running jobs reach a
+ * batch boundary and releases them for the next start, before the database closes.
+ */
+import { MiaError } from '#server/errors.ts';
+import {
+  checkSources,
+  createImportJob,
+  resumeAbandonedJobs,
+  runFileJob,
+  runPathJob,
+  type ImportDeps,
+} from '#server/imports/import-job.ts';
+import type { FileOutcome, ImportFile } from '#server/imports/ingest.ts';
+import { discardUpload, type ReceivedUpload } from '#server/imports/upload.ts';
+import { watchFolder, type Watcher } from '#server/imports/watch-folder.ts';
+import type { Services } from '#server/services.ts';
+import type { ImportJobRow } from '#server/store/import-jobs.ts';
+
+export type UploadResult = { job: ImportJobRow; outcomes: Array<FileOutcome & { part: number }> };
+
+export type ImportService = {
+  startPathJob(sources: readonly string[], createdBy: string): Promise<ImportJobRow>;
+  importUpload(upload: ReceivedUpload, createdBy: string): Promise<UploadResult>;
+  stop(): Promise<void>;
+};
+
+const services = new WeakMap<Services, ImportService>();
+
+export function importServiceOf(s: Services): ImportService {
+  const service = services.get(s);
+  if (!service) throw new MiaError('internal', 'import service not started');
+  return service;
+}
+
+export function startImportService(s: Services): ImportService {
+  const deps: ImportDeps = { db: s.db, clock: s.clock, dataDir: s.dataDir, log: s.log, config: s.config };
+  const controller = new AbortController();
+  const tasks = new Set<Promise<unknown>>();
+  const track = (task: Promise<unknown>, what: string): void => {
+    const guarded = task.catch((err: unknown) => {
+      s.log.error('import.task_failed', { task: what, error: err instanceof Error ? err.name : 'non-error' });
+    });
+    tasks.add(guarded);
+    void guarded.finally(() => tasks.delete(guarded));
+  };
+
+  track(resumeAbandonedJobs(deps, { signal: controller.signal }), 'resume');
+
+  let watcher: Watcher | undefined;
+  if (s.config.watchDir) {
+    watcher = watchFolder({
+      dir: s.config.watchDir,
+      stableMs: s.config.watchStableMs,
+      importFiles: async (files) => {
+        const job = createImportJob(deps, 'watch', files, 'watch');
+        await runFileJob(deps, job, files.map((file) => ({ path: file, file })), { signal: controller.signal });
+      },
+      onError: (err) => s.log.error('import.watch_failed', { error: err instanceof Error ? err.name : 'non-error' }),
+    });
+  }
+
+  const service: ImportService = {
+    async startPathJob(sources, createdBy) {
+      await checkSources(sources);
+      const job = createImportJob(deps, 'path', sources, createdBy);
+      track(runPathJob(deps, job, { signal: controller.signal }), 'path');
+      return job;
+    },
+    async importUpload(upload, createdBy) {
+      try {
+        const job = createImportJob(deps, 'upload', ['upload'], createdBy);
+        const files: ImportFile[] = [];
+        const outcomes: UploadResult['outcomes'] = [];
+        const wrongType = new Map<number, FileOutcome & { part: number }>();
+        for (const part of upload.parts) {
+          const mediaType = part.contentType.split(';')[0]?.trim().toLowerCase();
+          if (mediaType !== 'application/dicom') {
+            wrongType.set(part.index, { part: part.index, outcome: 'rejected', path: `upload part ${part.index}`, reason: `part is ${mediaType ?? 'untyped'}, not application/dicom`, bytes: part.bytes });
+          } else {
+            files.push({ path: `upload part ${part.index}`, file: part.file });
+          }
+        }
+        const byPath = new Map<string, FileOutcome>();
+        const finished = await runFileJob(deps, job, files, {
+          onBatch: (_row, batch) => batch.forEach((o) => byPath.set(o.path, o)),
+        });
+        for (const part of upload.parts) {
+          const known = wrongType.get(part.index) ?? byPath.get(`upload part ${part.index}`);
+          if (known) outcomes.push({ ...known, part: part.index });
+        }
+        return { job: finished, outcomes };
+      } finally {
+        await discardUpload(upload);
+      }
+    },
+    async stop() {
+      controller.abort();
+      await watcher?.stop();
+      while (tasks.size > 0) await Promise.all([...tasks]);
+    },
+  };
+  services.set(s, service);
+  return service;
+}
