@@ -3,6 +3,7 @@ import { buildOpenApi } from '#server/http/openapi.ts';
 import { authenticated, defineRoute, type Route } from '#server/http/route.ts';
 import { authRoutes } from '#server/http/routes/auth-routes.ts';
 import { exportRoutes } from '#server/http/routes/export-routes.ts';
+import { imageRoutes } from '#server/http/routes/image-routes.ts';
 import { importRoutes } from '#server/http/routes/import-routes.ts';
 import { findingRoutes } from '#server/http/routes/finding-routes.ts';
 import { metaRoutes } from '#server/http/routes/meta-routes.ts';
@@ -10,7 +11,7 @@ import { reportRoutes } from '#server/http/routes/report-routes.ts';
 import { scanRoutes } from '#server/http/routes/scan-routes.ts';
 import { userRoutes } from '#server/http/routes/user-routes.ts';
 
-const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...reportRoutes, ...exportRoutes, ...importRoutes, ...metaRoutes];
+const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...reportRoutes, ...exportRoutes, ...importRoutes, ...imageRoutes, ...metaRoutes];
 
 let openApiDocument: unknown;
 

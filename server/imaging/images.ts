@@ -1,0 +1,147 @@
+/**
+ * Image access for viewers: a series' instances in slice order, one frame as a windowed PNG or
+ * as raw stored values, and worklist thumbnails. Frames are decoded lazily from the archive and
+ * kept in a byte-bounded cache per server.
+ */
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Instance } from '#server/api/import-schemas.ts';
+import { parseDicom, type DicomInstance } from '#server/dicom/parse.ts';
+import { decodeFrame } from '#server/dicom/pixels.ts';
+import type { DecodedFrame } from '#server/dicom/pixel-types.ts';
+import type { Window } from '#server/dicom/modality.ts';
+import { MiaError, notFound } from '#server/errors.ts';
+import { createFrameCache, type FrameCache } from '#server/imaging/frame-cache.ts';
+import { defaultWindow, downscale, littleEndianBytes, toDisplay, type DisplaySettings } from '#server/imaging/display.ts';
+import { encodePng } from '#server/imaging/png.ts';
+import type { Services } from '#server/services.ts';
+import { countScanInstances, findInstance, listScanInstances, type InstanceRow } from '#server/store/instances.ts';
+import { findScan } from '#server/store/scans.ts';
+
+export const THUMBNAIL_SIDE = 128;
+
+const caches = new WeakMap<Services, FrameCache>();
+
+function cacheOf(services: Services): FrameCache {
+  let cache = caches.get(services);
+  if (!cache) {
+    cache = createFrameCache();
+    caches.set(services, cache);
+  }
+  return cache;
+}
+
+function toInstance(row: InstanceRow): Instance {
+  const spacing = row.pixel_spacing ? (JSON.parse(row.pixel_spacing) as [number, number]) : null;
+  return {
+    instance_uid: row.sop_instance_uid,
+    instance_number: row.instance_number,
+    position: row.position,
+    rows: row.rows,
+    columns: row.columns,
+    frames: row.frames,
+    transfer_syntax: row.transfer_syntax,
+    pixel_spacing: spacing,
+    photometric: row.photometric,
+    rescale_slope: row.rescale_slope,
+    rescale_intercept: row.rescale_intercept,
+    window_center: row.window_center,
+    window_width: row.window_width,
+  };
+}
+
+function scanRefOf(services: Services, scanId: string): { id: number; patientId: string } {
+  const scan = findScan(services.db, scanId);
+  if (!scan) throw notFound('Scan', scanId);
+  return { id: scan.id, patientId: scan.patient_id };
+}
+
+/** Offsets page through the slice order (keyset ids would not follow it); the cursor is opaque. */
+export function listInstances(
+  services: Services,
+  scanId: string,
+  page: { offset: number; limit: number },
+): { items: Instance[]; nextOffset: number | null; patientId: string } {
+  const scan = scanRefOf(services, scanId);
+  const rows = listScanInstances(services.db, scan.id, page.offset, page.limit + 1);
+  const items = rows.slice(0, page.limit).map(toInstance);
+  return { items, nextOffset: rows.length > page.limit ? page.offset + page.limit : null, patientId: scan.patientId };
+}
+
+function instanceRow(services: Services, instanceUid: string): InstanceRow {
+  const row = findInstance(services.db, instanceUid);
+  if (!row) throw notFound('Instance', instanceUid);
+  return row;
+}
+
+type LoadedFrame = { row: InstanceRow; frame: DecodedFrame; settings: DisplaySettings };
+
+async function loadFrame(services: Services, row: InstanceRow, frameIndex: number): Promise<LoadedFrame> {
+  if (frameIndex >= row.frames) {
+    throw new MiaError('not_found', 'Frame not found', `instance ${row.sop_instance_uid} has ${row.frames} frame(s), numbered from 0`);
+  }
+  let parsed: DicomInstance | undefined;
+  const frame = await cacheOf(services).get(`${row.sop_instance_uid}#${frameIndex}`, async () => {
+    const bytes = new Uint8Array(await readFile(join(services.dataDir, row.file_path)));
+    const result = parseDicom(bytes);
+    if (!result.ok) throw new MiaError('unprocessable', 'Stored file no longer parses', result.reason);
+    parsed = result.instance;
+    try {
+      return await decodeFrame(bytes, result.instance, frameIndex);
+    } catch (err) {
+      throw new MiaError('unprocessable', 'Cannot decode this frame', err instanceof Error ? err.message : 'decoder failure');
+    }
+  });
+  // Windows from the index (first value pair) suffice: the rendered default is the file's first.
+  const settings: DisplaySettings = {
+    modality: row.modality,
+    rescaleSlope: parsed?.rescaleSlope ?? row.rescale_slope,
+    rescaleIntercept: parsed?.rescaleIntercept ?? row.rescale_intercept,
+    windowCenter: row.window_center !== null ? [row.window_center] : [],
+    windowWidth: row.window_width !== null ? [row.window_width] : [],
+  };
+  return { row, frame, settings };
+}
+
+export async function renderedFrame(services: Services, instanceUid: string, frameIndex: number, window: Window | undefined): Promise<{ png: Buffer; patientId: string }> {
+  const row = instanceRow(services, instanceUid);
+  const { frame, settings } = await loadFrame(services, row, frameIndex);
+  const image = toDisplay(frame, settings, window);
+  return { png: encodePng(image.pixels, image.width, image.height, image.channels), patientId: row.patient_id };
+}
+
+export type RawFrame = { body: Uint8Array; headers: Record<string, string>; patientId: string };
+
+export async function rawFrame(services: Services, instanceUid: string, frameIndex: number): Promise<RawFrame> {
+  const row = instanceRow(services, instanceUid);
+  const { frame, settings } = await loadFrame(services, row, frameIndex);
+  const { body, bitsAllocated } = littleEndianBytes(frame);
+  const win = defaultWindow(frame, settings);
+  return {
+    body,
+    patientId: row.patient_id,
+    headers: {
+      'X-Rows': String(frame.rows),
+      'X-Columns': String(frame.columns),
+      'X-Samples-Per-Pixel': String(frame.samplesPerPixel),
+      'X-Bits-Allocated': String(bitsAllocated),
+      'X-Pixel-Representation': String(frame.pixelRepresentation),
+      'X-Rescale-Slope': String(settings.rescaleSlope),
+      'X-Rescale-Intercept': String(settings.rescaleIntercept),
+      'X-Window-Center': win ? String(win.center) : '',
+      'X-Window-Width': win ? String(win.width) : '',
+      'X-Photometric-Interpretation': frame.photometricInterpretation,
+    },
+  };
+}
+
+/** The middle slice (middle frame of a multi-frame image) with its default window, <= 128 px. */
+export async function scanThumbnail(services: Services, scanId: string): Promise<{ png: Buffer; patientId: string }> {
+  const scan = scanRefOf(services, scanId);
+  const count = countScanInstances(services.db, scan.id);
+  const [middle] = count === 0 ? [] : listScanInstances(services.db, scan.id, Math.floor(count / 2), 1);
+  if (!middle) throw new MiaError('not_found', 'This scan has no images yet', `scan ${scanId} has no stored instances`);
+  const { frame, settings } = await loadFrame(services, middle, Math.floor(middle.frames / 2));
+  const image = downscale(toDisplay(frame, settings, undefined), THUMBNAIL_SIDE);
+  return { png: encodePng(image.pixels, image.width, image.height, image.channels), patientId: scan.patientId };
+}
