@@ -32,6 +32,8 @@ export type Ui = {
   openScan(scanId: string): Promise<void>;
   openReport(scanId: string): Promise<void>;
   openAdmin(): Promise<void>;
+  /** Changes the hash without waiting for any screen. */
+  goTo(hash: string): Promise<void>;
   screenshot(name: string): Promise<Buffer>;
 };
 
@@ -51,6 +53,7 @@ export async function openUi(browser: Browser, url: string, options: { width?: n
       await page.getByTestId('key-submit').click();
       await page.getByTestId('nav-worklist').waitFor();
     },
+    goTo: go,
     async openWorklist() {
       await go('#/worklist');
       await page.getByTestId('worklist').waitFor();
