@@ -52,13 +52,8 @@ export async function seedWorkstation(t: TestServer): Promise<SeededWorkstation>
   const targetId = imported[0];
   if (!targetId) throw new Error('the phantom import produced no scans');
   const listed = await t.request('GET', `/v1/scans/${targetId}/instances?limit=500`);
-  // Until the image endpoints land, the store's order (by slice position) stands in for the listing.
-  const instances: Instance[] =
-    listed.status === 200
-      ? listed.json.data.items
-      : (db
-          .prepare('SELECT i.sop_instance_uid AS instance_uid, i.rows, i.columns, i.frames FROM instances i JOIN scans s ON s.id = i.scan_ref WHERE s.scan_id = ? ORDER BY i.position, i.instance_number')
-          .all(targetId) as Instance[]);
+  if (listed.status !== 200) throw new Error(`GET /v1/scans/{id}/instances: ${listed.status} ${listed.text.slice(0, 200)}`);
+  const instances = listed.json.data.items as Instance[];
   const a = instances[4]!;
   const b = instances[7]!;
   const boxes = [

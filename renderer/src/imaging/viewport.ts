@@ -40,7 +40,8 @@ export function drawSlice(ctx: CanvasRenderingContext2D, width: number, height: 
   ctx.fillStyle = '#000';
   ctx.fillRect(0, 0, width, height);
   if (options.image) {
-    ctx.imageSmoothingEnabled = t.scale < 4;
+    // Interpolated display, as reading workstations do; boxes are drawn crisp on top.
+    ctx.imageSmoothingEnabled = true;
     ctx.drawImage(options.image, t.offsetX, t.offsetY, options.columns * t.scale, options.rows * t.scale);
   }
   if (options.showBoxes) {

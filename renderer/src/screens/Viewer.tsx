@@ -82,6 +82,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
   const [view, setView] = useState<View>(RESET_VIEW);
   const [frameVersion, setFrameVersion] = useState(0);
   const [frameError, setFrameError] = useState<unknown>(null);
+  const [retries, setRetries] = useState(0);
   const [reviewError, setReviewError] = useState<unknown>(null);
   const [size, setSize] = useState({ width: 0, height: 0 });
 
@@ -111,7 +112,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
       const inFlight = pending.current.get(key);
       if (inFlight) return inFlight;
       const promise = client
-        .binary(`/v1/instances/${encodeURIComponent(target.instance.instance_uid)}/frames/${target.frame}/raw`, { accept: 'application/octet-stream' })
+        .binary(`/v1/instances/${encodeURIComponent(target.instance.instance_uid)}/frames/${target.frame}/raw`, { accept: '*/*' })
         .then(async ({ blob, headers }) => parseRawFrame(await blob.arrayBuffer(), headers))
         .then((parsed) => {
           cache.current.set(key, parsed);
@@ -143,7 +144,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
     return () => {
       cancelled = true;
     };
-  }, [slice, loadFrame]);
+  }, [slice, loadFrame, retries]);
 
   useEffect(() => {
     let stopped = false;
@@ -435,7 +436,13 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
           ) : null}
           {frameError ? (
             <div className="state">
-              <ErrorState error={frameError} retry={() => setFrameVersion((v) => v + 1)} />
+              <ErrorState
+                error={frameError}
+                retry={() => {
+                  setFrameError(null);
+                  setRetries((r) => r + 1);
+                }}
+              />
             </div>
           ) : null}
         </div>
