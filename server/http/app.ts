@@ -252,6 +252,9 @@ export function createApp(services: Services): express.Express {
       res.end();
       return;
     }
+    // Answered before the body was read (e.g. an upload refused as too large): close the
+    // connection, or the rest of the body would be read as the client's next request.
+    if (!req.complete) res.setHeader('Connection', 'close');
     sendError(req, res, body, clock);
   });
 

@@ -1,0 +1,160 @@
+/** Uploads over HTTP (application/dicom and multipart/related), hub mode, the watch folder. */
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CORPUS } from '../dicom/helpers/reference.ts';
+import { CT_SMALL, fixtureFolder } from '../helpers/image-fixture.ts';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
+
+const MR_SMALL = join(CORPUS, 'MR_small.dcm');
+const BOUNDARY = 'mia-test-boundary-42';
+
+function multipart(parts: Array<{ type: string; body: Buffer }>): Buffer {
+  const chunks: Buffer[] = [Buffer.from('preamble to ignore\r\n')];
+  for (const part of parts) chunks.push(Buffer.from(`--${BOUNDARY}\r\nContent-Type: ${part.type}\r\n\r\n`), part.body, Buffer.from('\r\n'));
+  chunks.push(Buffer.from(`--${BOUNDARY}--\r\n`));
+  return Buffer.concat(chunks);
+}
+const MULTIPART = `multipart/related; type="application/dicom"; boundary=${BOUNDARY}`;
+
+function archiveFiles(dataDir: string): string[] {
+  const out: string[] = [];
+  const walk = (dir: string): void => {
+    let names: string[] = [];
+    try {
+      names = readdirSync(dir, { withFileTypes: true }).map((d) => (d.isDirectory() ? `${d.name}/` : d.name));
+    } catch {
+      return;
+    }
+    for (const name of names) (name.endsWith('/') ? walk(join(dir, name)) : out.push(join(dir, name)));
+  };
+  walk(join(dataDir, 'archive'));
+  return out;
+}
+
+let t: TestServer;
+beforeAll(async () => {
+  t = await startTestServer();
+});
+afterAll(async () => {
+  await t.close();
+});
+
+const instanceCount = (): number => (t.server.services.db.prepare('SELECT COUNT(*) AS n FROM instances').get() as { n: number }).n;
+
+describe('POST /v1/instances', () => {
+  it('stores one application/dicom instance, then reports it as a duplicate', async () => {
+    const first = await t.request('POST', '/v1/instances', { rawBody: readFileSync(CT_SMALL), headers: { 'Content-Type': 'application/dicom' } });
+    expect(first.status, first.text).toBe(200);
+    expect(first.json.data.outcomes).toEqual([
+      { part: 1, outcome: 'imported', sop_instance_uid: expect.stringMatching(/^[0-9.]+$/), scan_id: expect.any(String), reason: null },
+    ]);
+    const scan = await t.request('GET', `/v1/scans/${first.json.data.outcomes[0].scan_id}`);
+    expect(scan.json.data).toMatchObject({ status: 'received', modality: 'CT', instance_count: 1 });
+    const again = await t.request('POST', '/v1/instances', { rawBody: readFileSync(CT_SMALL), headers: { 'Content-Type': 'application/dicom' } });
+    expect(again.json.data.outcomes[0].outcome).toBe('duplicate');
+    const job = await t.request('GET', `/v1/imports/${again.json.data.job_id}`);
+    expect(job.json.data).toMatchObject({ kind: 'upload', status: 'completed', counts: { files_seen: 1, duplicates: 1 } });
+  });
+
+  it('answers 422 with the reason for a body that is not DICOM, and stores nothing', async () => {
+    const before = { instances: instanceCount(), files: archiveFiles(t.dataDir).length };
+    const reply = await t.request('POST', '/v1/instances', { rawBody: Buffer.from('this is a text file, not an image\n'.repeat(20)), headers: { 'Content-Type': 'application/dicom' } });
+    expect(reply.status).toBe(422);
+    expect(reply.json.status).toBe('error');
+    expect(reply.json.error).toMatchObject({ code: 422, details: 'not a DICOM file' });
+    const truncated = readFileSync(join(CORPUS, 'MR_truncated.dcm'));
+    const cut = await t.request('POST', '/v1/instances', { rawBody: truncated, headers: { 'Content-Type': 'application/dicom' } });
+    expect(cut.status).toBe(422);
+    expect(cut.json.error.details).toMatch(/^truncated at byte \d+/);
+    expect({ instances: instanceCount(), files: archiveFiles(t.dataDir).length }).toEqual(before);
+    // Upload temp files are gone too.
+    expect(readdirSync(join(t.dataDir, 'tmp', 'uploads'))).toEqual([]);
+  });
+
+  it('takes multipart/related with good and bad parts: 200 with an outcome per part', async () => {
+    const body = multipart([
+      { type: 'application/dicom', body: readFileSync(MR_SMALL) },
+      { type: 'application/dicom', body: Buffer.from('garbage') },
+      { type: 'application/json', body: Buffer.from('{}') },
+      { type: 'application/dicom', body: readFileSync(join(CORPUS, 'JPEG2000.dcm')) },
+    ]);
+    const reply = await t.request('POST', '/v1/instances', { rawBody: body, headers: { 'Content-Type': MULTIPART } });
+    expect(reply.status, reply.text).toBe(200);
+    expect(reply.json.data.outcomes.map((o: any) => [o.part, o.outcome, o.reason])).toEqual([
+      [1, 'imported', null],
+      [2, 'rejected', 'not a DICOM file'],
+      [3, 'rejected', 'part is application/json, not application/dicom'],
+      [4, 'imported', null],
+    ]);
+    expect(reply.json.data.counts).toMatchObject({ files_seen: 3, imported: 2, rejected: 1 });
+    // The bytes stored are exactly the part's bytes.
+    const stored = t.server.services.db.prepare('SELECT file_size FROM instances WHERE sop_instance_uid = ?').get(reply.json.data.outcomes[0].sop_instance_uid) as { file_size: number };
+    expect(stored.file_size).toBe(readFileSync(MR_SMALL).length);
+  });
+
+  it('answers 422 for a multipart body where nothing could be stored', async () => {
+    const reply = await t.request('POST', '/v1/instances', {
+      rawBody: multipart([{ type: 'application/dicom', body: Buffer.from('nope') }, { type: 'application/dicom', body: Buffer.alloc(0) }]),
+      headers: { 'Content-Type': MULTIPART },
+    });
+    expect(reply.status).toBe(422);
+    expect(reply.json.error.details).toBe('part 1: not a DICOM file; part 2: empty file');
+  });
+
+  it('refuses other body types (415), a multipart body without boundary (400) or cut short (400), and bodies declared too large (413)', async () => {
+    expect((await t.request('POST', '/v1/instances', { body: { file: 'x' } })).status).toBe(415);
+    expect((await t.request('POST', '/v1/instances', { rawBody: Buffer.from('x'), headers: { 'Content-Type': 'multipart/related' } })).status).toBe(400);
+    const cut = multipart([{ type: 'application/dicom', body: readFileSync(CT_SMALL) }]).subarray(0, 3000);
+    expect((await t.request('POST', '/v1/instances', { rawBody: cut, headers: { 'Content-Type': MULTIPART } })).status).toBe(400);
+    const big = await t.request('POST', '/v1/instances', { headers: { 'Content-Type': 'application/dicom', 'Content-Length': String(3 * 1024 ** 3) }, rawBody: Buffer.alloc(0) });
+    expect(big.status).toBe(413);
+    expect(big.json.error.details).toBe(`body: at most ${2 * 1024 ** 3} bytes`);
+  });
+
+  it('needs write:scans', async () => {
+    const reader = t.keyFor('radiologist');
+    const reply = await t.request('POST', '/v1/instances', { key: reader.key, rawBody: readFileSync(CT_SMALL), headers: { 'Content-Type': 'application/dicom' } });
+    expect(reply.status).toBe(403);
+    expect(reply.json.error.details).toBe('required scope: write:scans');
+  });
+});
+
+describe('hub mode', () => {
+  it('refuses POST /v1/imports with a clear error but accepts uploads', async () => {
+    const hub = await startTestServer({ hubMode: true });
+    try {
+      const reply = await hub.request('POST', '/v1/imports', { body: { path: fixtureFolder() } });
+      expect(reply.status).toBe(403);
+      expect(reply.json.error.message).toMatch(/disabled on a hub/);
+      expect(reply.json.error.details).toMatch(/POST \/v1\/instances/);
+      const upload = await hub.request('POST', '/v1/instances', { rawBody: readFileSync(CT_SMALL), headers: { 'Content-Type': 'application/dicom' } });
+      expect(upload.status).toBe(200);
+    } finally {
+      await hub.close();
+    }
+  });
+});
+
+describe('watch folder', () => {
+  it('imports a file once it has been stable, once', async () => {
+    const watchDir = mkdtempSync(join(tmpdir(), 'mia-watch-'));
+    const w = await startTestServer({ watchDir, watchStableMs: 300 });
+    try {
+      copyFileSync(CT_SMALL, join(watchDir, 'ct.dcm'));
+      let jobs: any[] = [];
+      for (let i = 0; i < 100 && !jobs.some((j) => j.status === 'completed'); i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        jobs = (await w.request('GET', '/v1/imports')).json.data.items;
+      }
+      expect(jobs).toHaveLength(1);
+      expect(jobs[0]).toMatchObject({ kind: 'watch', status: 'completed', counts: { imported: 1 } });
+      await new Promise((r) => setTimeout(r, 800));
+      expect((await w.request('GET', '/v1/imports')).json.data.items).toHaveLength(1);
+    } finally {
+      await w.close();
+      rmSync(watchDir, { recursive: true, force: true });
+    }
+  });
+});
