@@ -27,7 +27,10 @@ function archiveFiles(dataDir: string): string[] {
     } catch {
       return;
     }
-    for (const name of names) (name.endsWith('/') ? walk(join(dir, name)) : out.push(join(dir, name)));
+    for (const name of names) {
+      if (name.endsWith('/')) walk(join(dir, name));
+      else out.push(join(dir, name));
+    }
   };
   walk(join(dataDir, 'archive'));
   return out;
