@@ -17,6 +17,7 @@ step() {
 
 step typecheck npx tsc -p tsconfig.json --noEmit
 step typecheck-renderer npx tsc -p renderer --noEmit
+step typecheck-main npx tsc -p main --noEmit
 step lint npx eslint . --max-warnings 0
 
 # The UI tests drive the built renderer in Chromium.

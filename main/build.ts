@@ -1,0 +1,34 @@
+/**
+ * Bundles Electron main (ESM) and the preload (CommonJS, as sandboxed preloads must be) into
+ * dist-desktop/. Native modules stay external: electron-builder unpacks and rebuilds them.
+ */
+import { join } from 'node:path';
+import { build } from 'esbuild';
+
+const root = join(import.meta.dirname, '..');
+const out = join(root, 'dist-desktop');
+const external = ['electron', 'better-sqlite3', 'onnxruntime-node'];
+
+await build({
+  entryPoints: [join(root, 'main', 'main.ts')],
+  outfile: join(out, 'main.mjs'),
+  bundle: true,
+  platform: 'node',
+  format: 'esm',
+  target: 'node22',
+  external,
+  // Bundled CommonJS dependencies (express) call require(); give the ESM bundle one.
+  banner: { js: "import { createRequire as __miaCreateRequire } from 'node:module'; const require = __miaCreateRequire(import.meta.url);" },
+  logLevel: 'warning',
+});
+await build({
+  entryPoints: [join(root, 'main', 'preload.ts')],
+  outfile: join(out, 'preload.cjs'),
+  bundle: true,
+  platform: 'node',
+  format: 'cjs',
+  target: 'chrome130',
+  external: ['electron'],
+  logLevel: 'warning',
+});
+process.stdout.write(`desktop bundles written to ${out}\n`);
