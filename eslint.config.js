@@ -2,7 +2,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'dist/', 'coverage/', 'renderer/dist/', 'models/**/*.py', '**/*.js', '!eslint.config.js'] },
+  { ignores: ['node_modules/', 'dist/', 'coverage/', 'renderer/dist/', 'dist-desktop/', 'release/', 'models/**/*.py', '**/*.js', '!eslint.config.js'] },
   {
     files: ['**/*.ts', '**/*.tsx'],
     extends: [tseslint.configs.recommended],
