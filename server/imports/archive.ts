@@ -1,15 +1,22 @@
 /**
- * The content-addressed archive: <data>/archive/ab/cd/<sha256>.dcm. A file is written under a
- * temporary name, fsynced, renamed into place, and its directory fsynced (by `flushDirectories`)
- * before the database commit that makes the instance visible, so a crash at any moment leaves at
- * worst an unreferenced file, never a referenced file that is missing or half written.
+ * The content-addressed archive: <data>/archive/ab/cd/<sha256>.dcm. Each file is written under a
+ * temporary name, fsynced, renamed into place, and its directory fsynced, all before the database
+ * commit that makes the instance visible (`flush` is called before each commit), so a crash at
+ * any moment leaves at worst an unreferenced file, never an indexed file missing or half written.
+ *
+ * Work is done per batch: small writes go straight to the page cache, then the batch's fsyncs run
+ * in parallel on the thread pool, where the file system commits them together (one journal
+ * commit for many files), which is what makes durable imports fast.
  */
 import { randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
-import { mkdir, open, rename, stat, unlink } from 'node:fs/promises';
+import { closeSync, fsync, mkdirSync, openSync, renameSync, statSync, unlinkSync, writeSync, constants, close } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
 
 export const ARCHIVE_DIR = 'archive';
+
+const fsyncAsync = promisify(fsync);
+const closeAsync = promisify(close);
 
 /** Path of a stored file relative to the data folder (what the instances table keeps). */
 export function archivePathFor(sha256: string): string {
@@ -21,61 +28,83 @@ export function isArchiveTempName(name: string): boolean {
   return name.startsWith('.') && name.endsWith('.tmp');
 }
 
-async function fsyncPath(path: string): Promise<void> {
-  const handle = await open(path, constants.O_RDONLY);
+export type ArchiveWriter = {
+  /** Writes the bytes under a temporary name (not yet durable); returns the final relative path. */
+  stage(bytes: Uint8Array, sha256: string): string;
+  /** fsync of staged files, rename into place, fsync of their directories. Then they may be indexed. */
+  flush(): Promise<void>;
+};
+
+type Staged = { fd: number; temp: string; final: string };
+
+async function fsyncDir(path: string): Promise<void> {
+  const fd = openSync(path, constants.O_RDONLY);
   try {
-    await handle.sync();
+    await fsyncAsync(fd);
   } finally {
-    await handle.close();
+    await closeAsync(fd);
   }
 }
 
-export type ArchiveWriter = {
-  /** Stores the bytes under their digest; returns the relative path. Idempotent. */
-  store(bytes: Uint8Array, sha256: string): Promise<string>;
-  /** Makes every rename since the last call durable: fsync of each touched directory. */
-  flushDirectories(): Promise<void>;
-};
-
 export function createArchiveWriter(dataDir: string): ArchiveWriter {
-  const touched = new Set<string>();
+  const knownDirs = new Set<string>();
+  const touchedDirs = new Set<string>();
+  let staged: Staged[] = [];
+  const stagedFinals = new Set<string>();
+
+  const ensureDir = (dir: string): void => {
+    if (knownDirs.has(dir)) return;
+    const created = mkdirSync(dir, { recursive: true });
+    // A new directory's own entry lives in its parent: that parent needs an fsync as well.
+    if (created !== undefined) {
+      for (let d = dir; d.length >= created.length; d = dirname(d)) touchedDirs.add(d);
+      touchedDirs.add(dirname(created));
+    }
+    knownDirs.add(dir);
+  };
+
   return {
-    async store(bytes, sha256) {
+    stage(bytes, sha256) {
       const relative = archivePathFor(sha256);
-      const finalPath = join(dataDir, relative);
-      const dir = dirname(finalPath);
+      const final = join(dataDir, relative);
+      if (stagedFinals.has(final)) return relative;
       try {
-        const existing = await stat(finalPath);
         // Same digest and size: the content is already there, complete (renames are atomic).
-        if (existing.size === bytes.byteLength) return relative;
+        if (statSync(final).size === bytes.byteLength) return relative;
       } catch {
         // Not stored yet.
       }
-      const created = await mkdir(dir, { recursive: true });
-      // A new directory's own entry lives in its parent: that parent needs an fsync as well.
-      if (created !== undefined) {
-        touched.add(dirname(created));
-        for (let d = dir; d.length >= created.length; d = dirname(d)) touched.add(d);
-      }
+      const dir = dirname(final);
+      ensureDir(dir);
       const temp = join(dir, `.${sha256.slice(0, 16)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
-      const handle = await open(temp, 'wx');
+      const fd = openSync(temp, 'wx');
       try {
-        await handle.writeFile(bytes);
-        await handle.sync();
+        for (let off = 0; off < bytes.byteLength; ) off += writeSync(fd, bytes, off);
       } catch (err) {
-        await handle.close();
-        await unlink(temp).catch(() => undefined);
+        closeSync(fd);
+        unlinkSync(temp);
         throw err;
       }
-      await handle.close();
-      await rename(temp, finalPath);
-      touched.add(dir);
+      staged.push({ fd, temp, final });
+      stagedFinals.add(final);
       return relative;
     },
-    async flushDirectories() {
-      const dirs = [...touched];
-      touched.clear();
-      await Promise.all(dirs.map((d) => fsyncPath(d)));
+    async flush() {
+      const batch = staged;
+      staged = [];
+      stagedFinals.clear();
+      try {
+        await Promise.all(batch.map((s) => fsyncAsync(s.fd)));
+      } finally {
+        await Promise.all(batch.map((s) => closeAsync(s.fd)));
+      }
+      for (const s of batch) {
+        renameSync(s.temp, s.final);
+        touchedDirs.add(dirname(s.final));
+      }
+      const dirs = [...touchedDirs];
+      touchedDirs.clear();
+      await Promise.all(dirs.map(fsyncDir));
     },
   };
 }

@@ -33,13 +33,10 @@ export type RunOptions = {
   /** Stops between batches; the job stays `running` without an owner and resumes later. */
   signal?: AbortSignal | undefined;
   batchSize?: number;
-  concurrency?: number;
 };
 
 /** 50-200 instances per transaction amortise the commit; 100 keeps a batch's memory small. */
 const DEFAULT_BATCH = 100;
-/** Reads, hashes and fsyncs overlap; more than the libuv pool (4) buys nothing. */
-const DEFAULT_CONCURRENCY = 6;
 /** A heartbeat this old means the owner is gone even if its pid was reused. */
 const STALE_HEARTBEAT_MS = 10 * 60 * 1000;
 
@@ -77,18 +74,8 @@ export function createImportJob(deps: ImportDeps, kind: ImportJobKind, sources: 
   return insertImportJob(deps.db, { publicId: newImportJobId(), kind, sources, createdBy, ownerPid: process.pid, at: now(deps) });
 }
 
-async function mapPool<T, R>(items: readonly T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const runners = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) {
-      const index = next++;
-      out[index] = await work(items[index] as T);
-    }
-  });
-  await Promise.all(runners);
-  return out;
-}
+/** Files prepared between yields to the event loop, so a server stays responsive while importing. */
+const YIELD_EVERY = 16;
 
 /**
  * Runs `files` from index `start` through the pipeline. Returns false when stopped by the
@@ -97,13 +84,16 @@ async function mapPool<T, R>(items: readonly T[], limit: number, work: (item: T)
 async function runFiles(deps: ImportDeps, job: ImportJobRow, files: readonly ImportFile[], start: number, options: RunOptions): Promise<boolean> {
   const archive = createArchiveWriter(deps.dataDir);
   const batchSize = options.batchSize ?? DEFAULT_BATCH;
-  const concurrency = options.concurrency ?? DEFAULT_CONCURRENCY;
   for (let i = start; i < files.length; i += batchSize) {
     if (options.signal?.aborted) return false;
     const slice = files.slice(i, i + batchSize);
-    const prepared: Prepared[] = await mapPool(slice, concurrency, (file) => prepareFile(deps.db, archive, file));
-    // Durable before visible: directory entries of the renamed files reach the disk first.
-    await archive.flushDirectories();
+    const prepared: Prepared[] = [];
+    for (const file of slice) {
+      prepared.push(prepareFile(deps.db, archive, file));
+      if (prepared.length % YIELD_EVERY === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    // Durable before visible: files and their directory entries reach the disk first.
+    await archive.flush();
     const outcomes = commitBatch(deps.db, job.id, prepared, now(deps));
     const row = findImportJobById(deps.db, job.id);
     if (row) options.onBatch?.(row, outcomes);

@@ -5,7 +5,7 @@
  * unreferenced archive files.
  */
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { parseDicom, type DicomInstance } from '#server/dicom/parse.ts';
 import { describeTransferSyntax, findTransferSyntax } from '#server/dicom/transfer-syntax.ts';
 import type { ArchiveWriter } from '#server/imports/archive.ts';
@@ -41,10 +41,14 @@ function readError(err: unknown): string {
   return `file could not be read${code ? ` (${code})` : ''}`;
 }
 
-export async function prepareFile(db: Database, archive: ArchiveWriter, source: ImportFile): Promise<Prepared> {
+/**
+ * Synchronous on purpose: small reads and writes hit the page cache and cost less than a thread
+ * pool round trip each; the slow part (fsync) happens in `ArchiveWriter.flush`, in parallel.
+ */
+export function prepareFile(db: Database, archive: ArchiveWriter, source: ImportFile): Prepared {
   let bytes: Buffer;
   try {
-    bytes = await readFile(source.file);
+    bytes = readFileSync(source.file);
   } catch (err) {
     return rejected(source.path, readError(err));
   }
@@ -68,7 +72,7 @@ export async function prepareFile(db: Database, archive: ArchiveWriter, source: 
   if (stored !== undefined) {
     return { kind: 'done', result: { outcome: 'conflict', path: source.path, sop_instance_uid: sop, reason: conflictReason(sop), bytes: size } };
   }
-  const archivePath = await archive.store(bytes, sha256);
+  const archivePath = archive.stage(bytes, sha256);
   return { kind: 'store', path: source.path, instance, sha256, archivePath, bytes: size };
 }
 
