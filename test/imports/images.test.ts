@@ -17,8 +17,10 @@ let t: TestServer;
 const work = mkdtempSync(join(tmpdir(), 'mia-images-'));
 let ct: { uid: string; scanId: string };
 
-async function get(path: string): Promise<{ status: number; headers: Headers; body: Buffer; json: any }> {
-  const reply = await fetch(`${t.url}${path}`, { headers: { Authorization: `Bearer ${t.adminKey}` } });
+async function get(path: string, accept?: string): Promise<{ status: number; headers: Headers; body: Buffer; json: any }> {
+  const headers: Record<string, string> = { Authorization: `Bearer ${t.adminKey}` };
+  if (accept) headers['Accept'] = accept;
+  const reply = await fetch(`${t.url}${path}`, { headers });
   const body = Buffer.from(await reply.arrayBuffer());
   let json: any;
   try {
@@ -164,5 +166,14 @@ print(json.dumps(out))`;
     expect(Math.max(...png.pixels) - Math.min(...png.pixels)).toBeGreaterThan(100);
     const small = readPng((await get(`/v1/scans/${ct.scanId}/thumbnail`)).body);
     expect(Math.max(small.width, small.height)).toBeLessThanOrEqual(128);
+  });
+
+  it('answers image requests that ask for image/png (as an <img> or a viewer does), refuses JSON-only ones', async () => {
+    for (const accept of ['image/png', 'image/*', 'image/avif,image/webp,*/*;q=0.8']) {
+      expect((await get(`/v1/scans/${scanId}/thumbnail`, accept)).status, accept).toBe(200);
+    }
+    const refused = await get(`/v1/scans/${scanId}/thumbnail`, 'application/json');
+    expect(refused.status).toBe(406);
+    expect(refused.json.error.details).toBe('supported formats: image/png');
   });
 });
