@@ -1,5 +1,6 @@
 /**
- * The content-addressed archive: <data>/archive/ab/cd/<sha256>.dcm. Each file is written under a
+ * The content-addressed archive: <data>/archive/ab/<sha256>.dcm (256 folders: few enough that a
+ * batch touches, creates and fsyncs few directories, many enough to keep each one small). Each file is written under a
  * temporary name, fsynced, renamed into place, and its directory fsynced, all before the database
  * commit that makes the instance visible (`flush` is called before each commit), so a crash at
  * any moment leaves at worst an unreferenced file, never an indexed file missing or half written.
@@ -20,7 +21,7 @@ const closeAsync = promisify(close);
 
 /** Path of a stored file relative to the data folder (what the instances table keeps). */
 export function archivePathFor(sha256: string): string {
-  return join(ARCHIVE_DIR, sha256.slice(0, 2), sha256.slice(2, 4), `${sha256}.dcm`);
+  return join(ARCHIVE_DIR, sha256.slice(0, 2), `${sha256}.dcm`);
 }
 
 /** Temporary files start with a dot and end in .tmp: never a name the index refers to. */

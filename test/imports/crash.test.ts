@@ -16,8 +16,8 @@ import { BIN, makePhantoms, runMia } from './helpers.ts';
 const work = mkdtempSync(join(tmpdir(), 'mia-crash-'));
 const corpus = join(work, 'corpus');
 const dataDir = join(work, 'data');
-const SERIES = 8;
-const SLICES = 60;
+const SERIES = 12;
+const SLICES = 120;
 const TOTAL = SERIES * SLICES;
 
 /** A small seeded generator (mulberry32) so a failing run can be replayed. */
@@ -94,7 +94,7 @@ describe('crash safety of mia import', () => {
     let finishedUnkilled = false;
     for (let round = 0; round < 6; round++) {
       // tsx start-up takes ~0.5-1 s and the import itself about as long: kills land in both.
-      const killed = await importAndKill(300 + Math.floor(next() * 1300));
+      const killed = await importAndKill(500 + Math.floor(next() * 1200));
       if (!killed) {
         finishedUnkilled = true;
         break;
