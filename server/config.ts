@@ -2,6 +2,7 @@
  * Server configuration: what a host (the CLI, Electron main, a test) decides. Everything has a
  * safe default, so `createServer({ dataDir })` is a loopback-only workstation server.
  */
+import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import type { Clock } from '#server/clock.ts';
 import { systemClock } from '#server/clock.ts';
@@ -33,6 +34,20 @@ export type ServerConfig = {
   watchStableMs: number;
   /** The built renderer (renderer/dist) served at /; null serves the API alone. */
   uiDir: string | null;
+  /** Folders holding bundled models (models/<id>/); null: the repo's models/ beside server/.
+   * Electron passes its resources path here. Users' models live in <data>/models/ in any case. */
+  modelsDirs: readonly string[] | null;
+  /** The model used until an admin selects another; null: the first valid bundled model. */
+  defaultModelId: string | null;
+  /** Analyses run at once; each already uses intraOpThreads cores. */
+  analysisConcurrency: number;
+  /** onnxruntime threads inside one operator (intra) and across operators (inter). */
+  intraOpThreads: number;
+  interOpThreads: number;
+  /** Slices per session.run: bounds the memory of one batch. */
+  analysisBatchSize: number;
+  /** Queue an analysis for every scan an import job touched, when the job completes. */
+  analyzeAfterImport: boolean;
 };
 
 export type ServerConfigInput = Partial<ServerConfig> & { dataDir: string };
@@ -55,5 +70,12 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     watchDir: input.watchDir ?? null,
     watchStableMs: input.watchStableMs ?? 3000,
     uiDir: input.uiDir ?? null,
+    modelsDirs: input.modelsDirs ?? null,
+    defaultModelId: input.defaultModelId ?? null,
+    analysisConcurrency: z.number().int().min(1).max(16).parse(input.analysisConcurrency ?? 1),
+    intraOpThreads: z.number().int().min(1).max(64).parse(input.intraOpThreads ?? Math.min(4, availableParallelism())),
+    interOpThreads: z.number().int().min(1).max(64).parse(input.interOpThreads ?? 1),
+    analysisBatchSize: z.number().int().min(1).max(256).parse(input.analysisBatchSize ?? 16),
+    analyzeAfterImport: input.analyzeAfterImport ?? false,
   };
 }

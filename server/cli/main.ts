@@ -14,6 +14,7 @@ import { issueKeyForUser, listKeys, revokeKey, rotateKey } from '#server/auth/ap
 import { recordAudit } from '#server/audit/audit.ts';
 import { systemClock } from '#server/clock.ts';
 import { formatTable } from '#server/cli/table.ts';
+import { analyzeCommand } from '#server/cli/analyze-command.ts';
 import { importCommand } from '#server/cli/import-command.ts';
 import { defaultDataDir } from '#server/cli/data-dir.ts';
 import { createServer } from '#server/create-server.ts';
@@ -24,11 +25,13 @@ import { findOrCreateUser, listUsers } from '#server/users/users.ts';
 const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR)
 
   serve [--port N] [--host 127.0.0.1] [--allowed-host NAME] [--hub] [--ui DIR]
-        [--watch DIR [--watch-stable SECONDS]]
+        [--watch DIR [--watch-stable SECONDS]] [--analyze-after-import]
                                run the API and the browser UI (renderer/dist, or
                                --ui DIR) at /; prints the URL it listens on;
                                --watch imports files that appear in DIR once
-                               unchanged for SECONDS (default 3)
+                               unchanged for SECONDS (default 3);
+                               --analyze-after-import queues new scans for
+                               analysis once their import has finished
   keys create --role ROLE --email EMAIL [--scopes a,b] [--name TEXT]
                                create the user if needed and a key for them;
                                the key is printed alone on the last line
@@ -38,7 +41,11 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR)
   users list                   list users
   import PATH...               import DICOM files, folders and discs (DICOMDIR) into
                                the archive; exit 1 if any file was rejected
-  analyze (--all | SCAN_ID...) analyse scans (not yet available)
+  analyze (--all | SCAN_ID...) [--model ID]
+                               analyse scans with the selected (or named) model,
+                               in this process; --all takes every scan not yet
+                               analysed or failed; resumes interrupted jobs;
+                               exit 1 if any analysis failed
 
 Default data folder: ${defaultDataDir()} (or $MIA_DATA)`;
 
@@ -56,6 +63,8 @@ const OPTIONS = {
   scopes: { type: 'string' },
   name: { type: 'string' },
   all: { type: 'boolean' },
+  model: { type: 'string' },
+  'analyze-after-import': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -116,7 +125,8 @@ async function serve(values: Record<string, unknown>, dataDir: string, io: Out):
   const uiDir = typeof values['ui'] === 'string' ? values['ui'] : existsSync(builtUi) ? builtUi : null;
   const watchDir = typeof values['watch'] === 'string' ? resolvePath(values['watch']) : null;
   const watchStableMs = z.coerce.number().min(0).max(3600).parse(values['watch-stable'] ?? '3') * 1000;
-  const server = createServer({ dataDir, hubMode, allowedHosts, logToStderr: false, uiDir, watchDir, watchStableMs });
+  const analyzeAfterImport = values['analyze-after-import'] === true;
+  const server = createServer({ dataDir, hubMode, allowedHosts, logToStderr: false, uiDir, watchDir, watchStableMs, analyzeAfterImport });
   const url = await server.listen(port, host);
   io.out(`mia API listening on ${url} (data: ${dataDir})`);
   io.out(uiDir ? `workstation UI: ${url}/ (sign in with an API key)` : 'workstation UI not built: run npm run build:renderer');
@@ -222,8 +232,11 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
           writeErr: (text) => process.stderr.write(text),
         });
       case 'analyze':
-        io.err(`mia ${command}: not available in this version yet`);
-        return 2;
+        return await analyzeCommand(
+          dataDir,
+          { all: values.all === true, scanIds: [sub, ...rest].filter((p): p is string => p !== undefined), modelId: values.model },
+          { ...io, stderrIsTty: process.stderr.isTTY === true, writeErr: (text) => process.stderr.write(text) },
+        );
       default:
         io.err(`mia: unknown command ${command}\n\n${USAGE}`);
         return 2;

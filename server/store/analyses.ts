@@ -18,6 +18,11 @@ export type AnalysisRow = {
   created_at: string;
   started_at: string | null;
   finished_at: string | null;
+  slices_done: number;
+  slices_total: number | null;
+  owner_pid: number | null;
+  heartbeat_at: string | null;
+  requested_by: string | null;
 };
 
 export type FindingRow = {
@@ -79,15 +84,20 @@ export function insertCompletedAnalysis(db: Database, input: CompletedAnalysisIn
       input.startedAt,
       input.finishedAt,
     ) as AnalysisRow;
+  insertFindings(db, analysis.id, input.findings);
+  sql(db, 'UPDATE scans SET latest_analysis_ref = ? WHERE id = ?').run(analysis.id, input.scanRef);
+  return analysis;
+}
+
+/** Stores the findings of one analysis; the caller's transaction also records the analysis. */
+export function insertFindings(db: Database, analysisRef: number, findings: readonly FindingInput[]): void {
   const insertFinding = sql(db,
     `INSERT INTO findings (public_id, analysis_ref, label, confidence, x, y, width, height, instance_uid, frame)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
-  for (const f of input.findings) {
-    insertFinding.run(newPublicId('fnd'), analysis.id, f.label, f.confidence, f.x, f.y, f.width, f.height, f.instanceUid, f.frame);
+  for (const f of findings) {
+    insertFinding.run(newPublicId('fnd'), analysisRef, f.label, f.confidence, f.x, f.y, f.width, f.height, f.instanceUid, f.frame);
   }
-  sql(db, 'UPDATE scans SET latest_analysis_ref = ? WHERE id = ?').run(analysis.id, input.scanRef);
-  return analysis;
 }
 
 export function findAnalysesByIds(db: Database, ids: readonly number[]): Map<number, AnalysisRow> {

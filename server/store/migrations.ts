@@ -247,6 +247,21 @@ const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX import_rejects_job ON import_rejects (job_ref, id);
     `,
   },
+  {
+    version: 3,
+    name: 'analysis jobs: progress and ownership of analyses',
+    sql: `
+      -- An analysis row is also its job: queued -> running -> succeeded | failed |
+      -- not_applicable | cancelled. owner_pid + heartbeat_at say which process runs it, so a
+      -- job left running by a process that died is queued again by the next start.
+      ALTER TABLE analyses ADD COLUMN slices_done INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE analyses ADD COLUMN slices_total INTEGER;
+      ALTER TABLE analyses ADD COLUMN owner_pid INTEGER;
+      ALTER TABLE analyses ADD COLUMN heartbeat_at TEXT;
+      ALTER TABLE analyses ADD COLUMN requested_by TEXT;
+      CREATE INDEX analyses_status ON analyses (status, id);
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

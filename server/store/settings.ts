@@ -13,3 +13,7 @@ export function ensureSetting(db: Database, key: string, value: string): string 
   if (stored === undefined) throw new Error(`setting ${key} vanished after insert`);
   return stored;
 }
+
+export function setSetting(db: Database, key: string, value: string): void {
+  sql(db, 'INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value').run(key, value);
+}
