@@ -6,6 +6,7 @@ import { createServer as createHttpServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type express from 'express';
 import { resolveConfig, type ServerConfig, type ServerConfigInput } from '#server/config.ts';
+import { startAnalysisQueue } from '#server/analysis/analysis-queue.ts';
 import { createApp } from '#server/http/app.ts';
 import { startImportService } from '#server/imports/import-service.ts';
 import { createFileLogger } from '#server/log.ts';
@@ -28,6 +29,7 @@ export function createServer(input: ServerConfigInput): MiaServer {
   const services: Services = { db, clock: config.clock, dataDir: config.dataDir, config, log };
   const app = createApp(services);
   const imports = startImportService(services);
+  const analyses = startAnalysisQueue(services, { autoRun: true });
   let http: Server | undefined;
 
   return {
@@ -57,6 +59,8 @@ export function createServer(input: ServerConfigInput): MiaServer {
         await closed;
       }
       await imports.stop();
+      // Running analyses go back to the queue at their next batch; sessions are released.
+      await analyses.stop();
       await log.close();
       db.close();
     },

@@ -20,11 +20,17 @@ const CLIENT_FROM: Record<ClientScanStatus, readonly ScanStatus[]> = {
   archived: ALL_BUT_ARCHIVED,
 };
 
-/** Transitions only the system makes. */
-const SYSTEM_FROM: Record<'queued' | 'analyzing' | 'analyzed' | 'failed', readonly ScanStatus[]> = {
-  queued: ['received', 'analyzed', 'failed'],
+/**
+ * Transitions only the system makes. Besides the analysis path: a job interrupted by a restart
+ * is queued again (analyzing -> queued); a scan the model does not apply to, or whose analysis
+ * was cancelled, goes back to where it was before queuing - received, or analyzed when an
+ * earlier result still stands - with the reason in status_reason.
+ */
+const SYSTEM_FROM: Record<'received' | 'queued' | 'analyzing' | 'analyzed' | 'failed', readonly ScanStatus[]> = {
+  received: ['queued', 'analyzing'],
+  queued: ['received', 'analyzed', 'failed', 'analyzing'],
   analyzing: ['queued'],
-  analyzed: ['analyzing'],
+  analyzed: ['analyzing', 'queued'],
   failed: ['queued', 'analyzing'],
 };
 

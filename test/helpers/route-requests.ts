@@ -26,6 +26,12 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
       .get(scan.scanRef) as { public_id: string };
     return row.public_id;
   };
+  const analysisId = (): string => {
+    const scan = seedScan(t.server.services.db);
+    seedAnalysis(t.server.services.db, scan, [{}]);
+    const row = t.server.services.db.prepare('SELECT public_id FROM analyses WHERE scan_ref = ?').get(scan.scanRef) as { public_id: string };
+    return row.public_id;
+  };
   const importFolder = fixtureFolder();
   const imported = seedImportedInstance(t);
   const ownKey = (caller: Caller): string => t.keyFor(caller.role, { email: caller.auth.email }).keyId;
@@ -69,6 +75,12 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
     'GET /v1/instances/{instance_uid}/frames/{frame}/rendered': () => ({ path: `/v1/instances/${imported.instanceUid}/frames/0/rendered` }),
     'GET /v1/instances/{instance_uid}/frames/{frame}/raw': () => ({ path: `/v1/instances/${imported.instanceUid}/frames/0/raw` }),
     'GET /v1/scans/{scan_id}/thumbnail': () => ({ path: `/v1/scans/${imported.scanId}/thumbnail` }),
+    'GET /v1/models': () => ({ path: '/v1/models' }),
+    'POST /v1/models/{id}/select': () => ({ path: '/v1/models/mia-phantom-detector/select' }),
+    'POST /v1/scans/{scan_id}/analyses': () => ({ path: `/v1/scans/${analysedScan()}/analyses`, body: {} }),
+    'GET /v1/analyses/{id}': () => ({ path: `/v1/analyses/${analysisId()}` }),
+    'GET /v1/analyses/{id}/events': () => ({ path: `/v1/analyses/${analysisId()}/events` }),
+    'DELETE /v1/analyses/{id}': () => ({ path: `/v1/analyses/${analysisId()}` }),
     'GET /v1/labels': () => ({ path: '/v1/labels' }),
     'GET /v1/audit': () => ({ path: '/v1/audit' }),
     'GET /v1/openapi.json': () => ({ path: '/v1/openapi.json' }),

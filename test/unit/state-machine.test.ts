@@ -43,4 +43,13 @@ describe('scan state machine (PRODUCT.md, Scan states)', () => {
     expect(canSystemMove('analyzing', 'failed')).toBe(true);
     expect(canSystemMove('reported', 'analyzing')).toBe(false);
   });
+
+  it('lets the system requeue an interrupted job and undo a cancelled or not-applicable one', () => {
+    expect(canSystemMove('analyzing', 'queued')).toBe(true);
+    expect(canSystemMove('analyzing', 'received')).toBe(true);
+    expect(canSystemMove('queued', 'received')).toBe(true);
+    expect(canSystemMove('queued', 'analyzed')).toBe(true);
+    expect(canSystemMove('in_review', 'received')).toBe(false);
+    expect(canSystemMove('in_review', 'queued')).toBe(false);
+  });
 });

@@ -1,6 +1,7 @@
 /** The route table: every route the API serves. The auth matrix test walks this list. */
 import { buildOpenApi } from '#server/http/openapi.ts';
 import { authenticated, defineRoute, type Route } from '#server/http/route.ts';
+import { analysisRoutes } from '#server/http/routes/analysis-routes.ts';
 import { authRoutes } from '#server/http/routes/auth-routes.ts';
 import { exportRoutes } from '#server/http/routes/export-routes.ts';
 import { imageRoutes } from '#server/http/routes/image-routes.ts';
@@ -11,7 +12,7 @@ import { reportRoutes } from '#server/http/routes/report-routes.ts';
 import { scanRoutes } from '#server/http/routes/scan-routes.ts';
 import { userRoutes } from '#server/http/routes/user-routes.ts';
 
-const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...reportRoutes, ...exportRoutes, ...importRoutes, ...imageRoutes, ...metaRoutes];
+const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...reportRoutes, ...exportRoutes, ...importRoutes, ...imageRoutes, ...analysisRoutes, ...metaRoutes];
 
 let openApiDocument: unknown;
 

@@ -1,7 +1,7 @@
 /** The glossary and the audit trail. */
 import * as api from '#server/api/schemas.ts';
 import { listAudit } from '#server/audit/audit.ts';
-import { BUILTIN_LABELS } from '#server/labels/glossary.ts';
+import { glossary } from '#server/analysis/analyses.ts';
 import { pageRequest } from '#server/http/pagination.ts';
 import { authenticated, defineRoute, scopes, type Route } from '#server/http/route.ts';
 
@@ -10,10 +10,11 @@ export const metaRoutes: Route[] = [
     method: 'get',
     path: '/v1/labels',
     summary: 'The label glossary: every label a finding can carry, with definition and code',
+    description: 'From the manifests of the installed valid models, the selected model\'s labels first.',
     access: authenticated,
     response: api.label,
     list: true,
-    handle: () => ({ kind: 'list', items: BUILTIN_LABELS, nextAfterId: null }),
+    handle: async ({ services }) => ({ kind: 'list', items: await glossary(services), nextAfterId: null }),
   }),
   defineRoute({
     method: 'get',

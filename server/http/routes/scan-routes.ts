@@ -5,6 +5,7 @@ import type { ScanResultV11 } from '#server/api/schemas.ts';
 import { scanResultSerializer } from '#server/formats/serializers.ts';
 import { pageRequest } from '#server/http/pagination.ts';
 import { defineRoute, scopes, type Route } from '#server/http/route.ts';
+import { analysisQueueOf } from '#server/analysis/analysis-queue.ts';
 import { getLatestResult, getScan, listResults, listScans, requestScanStatus } from '#server/scans/scans.ts';
 
 /** v1 is exactly spec 2.3-2.5 plus instance_uid and frame; v1.1 adds ids, review and analysis. */
@@ -74,10 +75,15 @@ export const scanRoutes: Route[] = [
     body: api.scanStatusBody,
     response: api.scan,
     audit: 'scans.status',
-    handle: ({ services, params, body, audit }) => {
+    handle: async ({ services, params, body, auth, audit }) => {
       audit({ target: `scan:${params.scan_id}` });
-      const { scan } = requestScanStatus(services, params.scan_id, body.status);
+      let { scan } = requestScanStatus(services, params.scan_id, body.status);
       audit({ patientId: scan.patient_id });
+      if (scan.status === 'queued') {
+        // Queued means "analyse again": the job that runs it is created here.
+        await analysisQueueOf(services).enqueueRequested(params.scan_id, auth.userId);
+        scan = getScan(services, params.scan_id);
+      }
       return { kind: 'data', data: scan };
     },
   }),

@@ -1,0 +1,166 @@
+/** What the analysis and model routes do: list and select models, the glossary, jobs. */
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { AnalysisJob, Model } from '#server/api/analysis-schemas.ts';
+import type { Label } from '#server/api/schemas.ts';
+import { analysisQueueOf, isTerminal } from '#server/analysis/analysis-queue.ts';
+import { listInstalledModels, saveSelectedModel, selectedModelId, type InstalledModel } from '#server/analysis/registry.ts';
+import { notFound } from '#server/errors.ts';
+import { BUILTIN_LABELS } from '#server/labels/glossary.ts';
+import type { Services } from '#server/services.ts';
+import { findFindingsByAnalyses } from '#server/store/analyses.ts';
+import { findAnalysisJob, findAnalysisJobById, type AnalysisJobRow } from '#server/store/analysis-jobs.ts';
+
+const FOLLOW_POLL_MS = 200;
+
+function toModel(m: InstalledModel, selected: string | null): Model {
+  const manifest = m.manifest;
+  return {
+    id: m.id,
+    name: manifest?.name ?? null,
+    version: manifest?.version ?? null,
+    sha256: manifest?.file.sha256 ?? null,
+    source: m.source,
+    intended_use: manifest?.intended_use ?? null,
+    not_for_clinical_use: manifest?.not_for_clinical_use ?? null,
+    applies_to: manifest
+      ? {
+          modalities: [...manifest.applies_to.modalities],
+          body_part: manifest.applies_to.body_part ?? null,
+          min_slices: manifest.applies_to.min_slices,
+          image_types: manifest.applies_to.image_types,
+          photometric: manifest.applies_to.photometric ? [...manifest.applies_to.photometric] : null,
+        }
+      : null,
+    labels: (manifest?.labels ?? []).map((l) => ({
+      label: l.label,
+      display_name: l.display_name,
+      definition: l.definition,
+      code: { system: l.code.system, value: l.code.value, meaning: l.code.meaning },
+      threshold: l.threshold,
+    })),
+    metrics: manifest
+      ? {
+          source: manifest.metrics.source,
+          false_positives_per_series: manifest.metrics.false_positives_per_series,
+          per_label: Object.fromEntries(
+            Object.entries(manifest.metrics.per_label).map(([label, v]) => [label, { sensitivity: v.sensitivity, false_positives_per_series: v.false_positives_per_series }]),
+          ),
+        }
+      : null,
+    status: m.status,
+    error: m.status === 'invalid' ? m.error : null,
+    selected: m.id === selected && m.status === 'ready',
+  };
+}
+
+export async function listModels(services: Services): Promise<Model[]> {
+  const models = await listInstalledModels(services.config);
+  const selected = selectedModelId(services.db, services.config, models);
+  return models.map((m) => toModel(m, selected));
+}
+
+export async function selectModel(services: Services, id: string): Promise<Model> {
+  const models = await listInstalledModels(services.config);
+  const model = saveSelectedModel(services.db, models, id);
+  return toModel(model, model.id);
+}
+
+/**
+ * The glossary: labels of the installed valid models, the selected model's first. The built-in
+ * list stands in only when no model is installed, so a label never lacks a definition.
+ */
+export async function glossary(services: Services): Promise<Label[]> {
+  const models = await listInstalledModels(services.config);
+  const selected = selectedModelId(services.db, services.config, models);
+  const ready = models.filter((m) => m.status === 'ready').sort((a, b) => Number(b.id === selected) - Number(a.id === selected));
+  const labels = new Map<string, Label>();
+  for (const m of ready) {
+    for (const l of m.manifest?.labels ?? []) {
+      if (!labels.has(l.label)) {
+        labels.set(l.label, { label: l.label, display_name: l.display_name, definition: l.definition, code: { system: l.code.system, value: l.code.value, meaning: l.code.meaning } });
+      }
+    }
+  }
+  return labels.size > 0 ? [...labels.values()] : [...BUILTIN_LABELS];
+}
+
+export function toAnalysisJob(row: AnalysisJobRow, findings: number | null): AnalysisJob {
+  return {
+    id: row.public_id,
+    scan_id: row.scan_id,
+    status: row.status,
+    model: { id: row.model_id, name: row.model_name, version: row.model_version, sha256: row.model_sha256 },
+    thresholds: JSON.parse(row.thresholds) as Record<string, number>,
+    progress: { slices_done: row.slices_done, slices_total: row.slices_total },
+    reason: row.error,
+    recommendation: row.recommendation,
+    findings,
+    requested_by: row.requested_by,
+    created_at: row.created_at,
+    started_at: row.started_at,
+    finished_at: row.finished_at,
+  };
+}
+
+export function analysisView(services: Services, row: AnalysisJobRow): AnalysisJob {
+  const findings = row.status === 'succeeded' ? (findFindingsByAnalyses(services.db, [row.id]).get(row.id)?.length ?? 0) : null;
+  return toAnalysisJob(row, findings);
+}
+
+function jobRow(services: Services, id: string): AnalysisJobRow {
+  const row = findAnalysisJob(services.db, id);
+  if (!row) throw notFound('Analysis', id);
+  return row;
+}
+
+export type JobWithPatient = { job: AnalysisJob; patientId: string };
+
+export async function requestAnalysis(services: Services, scanId: string, modelId: string | undefined, requestedBy: string): Promise<JobWithPatient> {
+  const row = await analysisQueueOf(services).enqueue(scanId, { modelId, requestedBy });
+  return { job: analysisView(services, row), patientId: row.patient_id };
+}
+
+export function getAnalysis(services: Services, id: string): JobWithPatient {
+  const row = jobRow(services, id);
+  return { job: analysisView(services, row), patientId: row.patient_id };
+}
+
+export function cancelAnalysis(services: Services, id: string): JobWithPatient {
+  const row = analysisQueueOf(services).cancel(id);
+  return { job: analysisView(services, row), patientId: row.patient_id };
+}
+
+type Sink = { send(event: string, data: unknown): void; signal: AbortSignal };
+
+/** Terminal status -> event name: `done` for a result, else the status itself. */
+const END_EVENT: Record<string, string> = { succeeded: 'done', failed: 'failed', not_applicable: 'not_applicable', cancelled: 'cancelled' };
+
+/**
+ * Follows a job from the database, so a job run by `mia analyze` in another process is
+ * followed the same way: `queued` while it waits, `progress` as slices are done, then one of
+ * done, failed, not_applicable or cancelled with the job, and the stream ends.
+ */
+export function analysisEvents(services: Services, id: string): (sink: Sink) => Promise<void> {
+  const first = jobRow(services, id);
+  return async ({ send, signal }) => {
+    let last = '';
+    for (;;) {
+      const row = findAnalysisJobById(services.db, first.id) ?? first;
+      if (isTerminal(row.status)) {
+        send(END_EVENT[row.status] ?? 'done', analysisView(services, row));
+        return;
+      }
+      const signature = `${row.status}:${row.slices_done}:${row.slices_total ?? ''}`;
+      if (signature !== last) {
+        last = signature;
+        const progress = { id: row.public_id, status: row.status, slices_done: row.slices_done, slices_total: row.slices_total };
+        send(row.status === 'queued' ? 'queued' : 'progress', progress);
+      }
+      try {
+        await sleep(FOLLOW_POLL_MS, undefined, { signal });
+      } catch {
+        return;
+      }
+    }
+  };
+}

@@ -1,0 +1,417 @@
+/**
+ * Analysis jobs: persisted in the analyses table, run with bounded concurrency, resumable.
+ *
+ * A scan goes queued -> analyzing -> analyzed | failed (state-machine.ts). A job belongs to the
+ * process running it (owner_pid + heartbeat); one left running by a process that died is queued
+ * again by the next mia that looks (at start, and on every poll of a running server), so a
+ * `kill -9` loses only the batch in flight. Every write that ends a job is conditional on the
+ * job still being this process's, so a cancel from another process or a restart can never let
+ * two writers finish one job.
+ */
+import { runAnalysis, type EngineHooks, type EngineSlice } from '#server/analysis/engine.ts';
+import { listInstalledModels, readyModel, selectedModelId, thresholdsOf, type ReadyModel } from '#server/analysis/registry.ts';
+import { SessionCache } from '#server/analysis/session-cache.ts';
+import { join } from 'node:path';
+import { MiaError, conflict, notFound } from '#server/errors.ts';
+import { canSystemMove } from '#server/scans/state-machine.ts';
+import type { Services } from '#server/services.ts';
+import {
+  claimQueuedAnalysis,
+  completeAnalysis,
+  findActiveAnalysis,
+  findAnalysisJob,
+  findAnalysisJobById,
+  finishAnalysis,
+  insertQueuedAnalysis,
+  listQueuedAnalyses,
+  listNeverAnalysedScans,
+  listRunningAnalyses,
+  requeueAnalysis,
+  setAnalysisModel,
+  setAnalysisProgress,
+  type AnalysisJobRow,
+} from '#server/store/analysis-jobs.ts';
+import { inTransaction } from '#server/store/database.ts';
+import { listRunningImportJobs } from '#server/store/import-jobs.ts';
+import { listScanInstances } from '#server/store/instances.ts';
+import { findScan, setScanStatus } from '#server/store/scans.ts';
+
+export type QueueOptions = {
+  /** A server runs queued jobs by itself; the CLI runs the ones it names (runJob). */
+  autoRun: boolean;
+  /** How often a server looks for work queued by other processes and for dead owners. */
+  pollMs?: number;
+};
+
+export type JobProgress = { done: number; total: number };
+
+/** A heartbeat this old means the owner is gone even if its pid was reused. */
+const STALE_HEARTBEAT_MS = 10 * 60 * 1000;
+const DEFAULT_POLL_MS = 2000;
+const WAIT_POLL_MS = 200;
+const MAX_REASON = 500;
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it exists but belongs to someone else.
+    return typeof err === 'object' && err !== null && 'code' in err && err.code === 'EPERM';
+  }
+}
+
+function reasonOf(err: unknown): string {
+  if (err instanceof MiaError) return (err.details ? `${err.message} (${err.details})` : err.message).slice(0, MAX_REASON);
+  if (err instanceof Error) return `analysis failed: ${err.message}`.slice(0, MAX_REASON);
+  return 'analysis failed';
+}
+
+/** Jobs run by any queue of this process, so one queue never mistakes another's for abandoned. */
+const activeJobs = new Set<number>();
+
+export const TERMINAL = ['succeeded', 'failed', 'not_applicable', 'cancelled'] as const;
+export const isTerminal = (status: string): boolean => (TERMINAL as readonly string[]).includes(status);
+
+export class AnalysisQueue {
+  readonly #services: Services;
+  readonly #options: QueueOptions;
+  readonly sessions: SessionCache;
+  /** Jobs this process runs, by row id, with the controller that stops them. */
+  readonly #running = new Map<number, AbortController>();
+  readonly #tasks = new Set<Promise<void>>();
+  readonly #listeners = new Map<number, Set<(p: JobProgress) => void>>();
+  #timer: NodeJS.Timeout | undefined;
+  #stopped = false;
+
+  constructor(services: Services, options: QueueOptions) {
+    this.#services = services;
+    this.#options = options;
+    this.sessions = new SessionCache({ intraOpThreads: services.config.intraOpThreads, interOpThreads: services.config.interOpThreads });
+  }
+
+  #now(): string {
+    return this.#services.clock.now().toISOString();
+  }
+
+  /** Re-queues jobs whose process died; a server then starts working through the queue. */
+  start(): void {
+    this.requeueAbandoned();
+    if (!this.#options.autoRun) return;
+    this.pump();
+    this.#timer = setInterval(() => this.#poll(), this.#options.pollMs ?? DEFAULT_POLL_MS);
+    this.#timer.unref();
+  }
+
+  #poll(): void {
+    try {
+      this.requeueAbandoned();
+      if (this.#services.config.analyzeAfterImport) void this.#queueImported().catch(() => undefined);
+      this.pump();
+    } catch (err) {
+      this.#services.log.error('analysis.poll_failed', { error: err instanceof Error ? err.name : 'non-error' });
+    }
+  }
+
+  /** Scans imported and never analysed, once no import is still adding to them. */
+  async #queueImported(): Promise<void> {
+    const db = this.#services.db;
+    if (listRunningImportJobs(db).length > 0) return;
+    for (const scan of listNeverAnalysedScans(db)) {
+      if (this.#stopped) return;
+      try {
+        await this.enqueue(scan.scan_id, { requestedBy: 'auto' });
+      } catch (err) {
+        this.#services.log.error('analysis.auto_queue_failed', { error: err instanceof MiaError ? err.message : 'error' });
+        return;
+      }
+    }
+  }
+
+  requeueAbandoned(): number {
+    const db = this.#services.db;
+    let count = 0;
+    const nowMs = this.#services.clock.now().getTime();
+    for (const job of listRunningAnalyses(db)) {
+      if (activeJobs.has(job.id)) continue;
+      const owner = job.owner_pid;
+      const ownerGone = owner === null || owner === process.pid || !pidAlive(owner);
+      const beat = job.heartbeat_at ? Date.parse(job.heartbeat_at) : 0;
+      if (!ownerGone && nowMs - beat <= STALE_HEARTBEAT_MS) continue;
+      const requeued = inTransaction(db, () => {
+        if (!requeueAnalysis(db, job.id, owner, this.#now())) return false;
+        if (job.scan_status === 'analyzing') setScanStatus(db, job.scan_ref, 'queued', 'resumed after an interrupted analysis', this.#now());
+        return true;
+      });
+      if (requeued) {
+        count += 1;
+        this.#services.log.info('analysis.requeued', { job_id: job.public_id });
+      }
+    }
+    return count;
+  }
+
+  /** Queues an analysis of the scan with the selected model (or `modelId`). */
+  async enqueue(scanId: string, options: { modelId?: string | undefined; requestedBy: string | null }): Promise<AnalysisJobRow> {
+    const { db, config } = this.#services;
+    const models = await listInstalledModels(config);
+    const model = readyModel(models, options.modelId ?? selectedModelId(db, config, models));
+    const job = inTransaction(db, () => {
+      const scan = findScan(db, scanId);
+      if (!scan) throw notFound('Scan', scanId);
+      const active = findActiveAnalysis(db, scan.id);
+      if (active) throw conflict(`This scan already has an analysis ${active.status}`, `analysis ${active.public_id}; cancel it first (DELETE /v1/analyses/${active.public_id})`);
+      // `queued` already: a client requested it through POST /v1/scans/{scan_id}.
+      if (scan.status !== 'queued' && !canSystemMove(scan.status, 'queued')) {
+        throw conflict(`A scan in status ${scan.status} cannot be analysed`, 'analysis is possible from received, analyzed or failed');
+      }
+      const row = insertQueuedAnalysis(db, {
+        scanRef: scan.id,
+        model: modelRecord(model),
+        thresholds: thresholdsOf(model.manifest),
+        requestedBy: options.requestedBy,
+        at: this.#now(),
+      });
+      setScanStatus(db, scan.id, 'queued', null, this.#now());
+      return row;
+    });
+    this.#services.log.info('analysis.queued', { job_id: job.public_id, model_id: job.model_id });
+    // Started on the next turn, so the caller answers with the job as queued.
+    if (this.#options.autoRun) setImmediate(() => this.pump());
+    return findAnalysisJobById(db, job.id) ?? job;
+  }
+
+  /**
+   * A client set the scan's status to queued (POST /v1/scans/{scan_id}): queue the job that
+   * status promises. When no model can take it, the scan fails with the reason rather than
+   * waiting in `queued` for ever.
+   */
+  async enqueueRequested(scanId: string, requestedBy: string | null): Promise<void> {
+    try {
+      await this.enqueue(scanId, { requestedBy });
+    } catch (err) {
+      if (!(err instanceof MiaError) || err.kind === 'not_found') throw err;
+      const db = this.#services.db;
+      const reason = reasonOf(err);
+      inTransaction(db, () => {
+        const scan = findScan(db, scanId);
+        if (scan?.status === 'queued' && !findActiveAnalysis(db, scan.id)) setScanStatus(db, scan.id, 'failed', reason, this.#now());
+      });
+    }
+  }
+
+  /**
+   * Cancels a queued or running job (here or in another process); the scan goes back to where
+   * it was. A finished job is returned unchanged: cancelling is idempotent.
+   */
+  cancel(publicId: string): AnalysisJobRow {
+    const db = this.#services.db;
+    const job = inTransaction(db, () => {
+      const row = findAnalysisJob(db, publicId);
+      if (!row) throw notFound('Analysis', publicId);
+      if (isTerminal(row.status)) return row;
+      const from = row.status === 'queued' ? { status: 'queued' as const } : { status: 'running' as const, pid: row.owner_pid };
+      if (!finishAnalysis(db, row.id, from, 'cancelled', 'cancelled on request', this.#now())) return row;
+      this.#restoreScan(row, 'analysis cancelled');
+      return row;
+    });
+    this.#running.get(job.id)?.abort();
+    return findAnalysisJobById(db, job.id) ?? job;
+  }
+
+  /** After a cancel or a not-applicable result: received, or analyzed when a result stands. */
+  #restoreScan(job: AnalysisJobRow, reason: string): void {
+    const db = this.#services.db;
+    const scan = findAnalysisJobById(db, job.id) ?? job;
+    const target = scan.latest_analysis_ref === null ? 'received' : 'analyzed';
+    if ((scan.scan_status === 'queued' || scan.scan_status === 'analyzing') && canSystemMove(scan.scan_status, target)) {
+      setScanStatus(db, scan.scan_ref, target, reason.slice(0, MAX_REASON), this.#now());
+    }
+  }
+
+  /** Starts queued jobs up to the concurrency bound. */
+  pump(): void {
+    if (this.#stopped || !this.#options.autoRun) return;
+    const limit = this.#services.config.analysisConcurrency;
+    if (this.#running.size >= limit) return;
+    for (const queued of listQueuedAnalyses(this.#services.db)) {
+      if (this.#running.size >= limit) break;
+      const claimed = claimQueuedAnalysis(this.#services.db, queued.id, process.pid, this.#now());
+      // #track never rejects: it records failures on the job and in the log.
+      if (claimed) void this.#track(claimed);
+    }
+  }
+
+  #track(job: AnalysisJobRow): Promise<void> {
+    const controller = new AbortController();
+    this.#running.set(job.id, controller);
+    activeJobs.add(job.id);
+    const task = this.#run(job, controller.signal)
+      .catch((err: unknown) => {
+        this.#services.log.error('analysis.task_failed', { job_id: job.public_id, error: err instanceof Error ? err.name : 'non-error' });
+      })
+      .finally(() => {
+        this.#running.delete(job.id);
+        activeJobs.delete(job.id);
+        this.#tasks.delete(task);
+        this.pump();
+      });
+    this.#tasks.add(task);
+    return task;
+  }
+
+  /** Follow a job's progress in this process (the CLI's progress bar). */
+  onProgress(jobId: number, listener: (p: JobProgress) => void): () => void {
+    const set = this.#listeners.get(jobId) ?? new Set();
+    set.add(listener);
+    this.#listeners.set(jobId, set);
+    return () => set.delete(listener);
+  }
+
+  /**
+   * Runs one job now in this process (the CLI) if it is queued; if another process holds it,
+   * waits for it to end. Resolves with the final row.
+   */
+  async runJob(jobId: number, signal?: AbortSignal): Promise<AnalysisJobRow> {
+    const db = this.#services.db;
+    const claimed = claimQueuedAnalysis(db, jobId, process.pid, this.#now());
+    if (claimed) {
+      const onAbort = (): void => this.#running.get(jobId)?.abort();
+      signal?.addEventListener('abort', onAbort, { once: true });
+      try {
+        await this.#track(claimed);
+      } finally {
+        signal?.removeEventListener('abort', onAbort);
+      }
+    }
+    for (;;) {
+      const row = findAnalysisJobById(db, jobId);
+      if (!row) throw notFound('Analysis', String(jobId));
+      if (isTerminal(row.status) || signal?.aborted || this.#stopped) return row;
+      // Running in another process, or released back to the queue by a stop.
+      if (row.status === 'queued' && !this.#stopped) return this.runJob(jobId, signal);
+      await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
+    }
+  }
+
+  async #run(job: AnalysisJobRow, signal: AbortSignal): Promise<void> {
+    const db = this.#services.db;
+    const pid = process.pid;
+    const started = performance.now();
+    // queued -> analyzing; a scan archived meanwhile is not analysed.
+    const moved = inTransaction(db, () => {
+      const row = findAnalysisJobById(db, job.id);
+      if (!row || row.status !== 'running' || row.owner_pid !== pid) return false;
+      if (row.scan_status !== 'analyzing') {
+        if (!canSystemMove(row.scan_status, 'analyzing')) {
+          finishAnalysis(db, job.id, { status: 'running', pid }, 'cancelled', `scan status changed to ${row.scan_status}`, this.#now());
+          return false;
+        }
+        setScanStatus(db, row.scan_ref, 'analyzing', null, this.#now());
+      }
+      return true;
+    });
+    if (!moved) return;
+
+    let model: ReadyModel;
+    let outcome;
+    try {
+      const models = await listInstalledModels(this.#services.config);
+      model = readyModel(models, job.model_id);
+      setAnalysisModel(db, job.id, pid, modelRecord(model), thresholdsOf(model.manifest));
+      const session = await this.sessions.get(model).catch((err: unknown) => {
+        throw new MiaError('internal', `model ${model.id} does not load in onnxruntime`, err instanceof Error ? err.message : undefined);
+      });
+      const rows = listScanInstances(db, job.scan_ref, 0, Number.MAX_SAFE_INTEGER);
+      const sliceList: EngineSlice[] = rows.flatMap((r) =>
+        Array.from({ length: Math.max(1, r.frames) }, (_, frame) => ({ instanceUid: r.sop_instance_uid, frame, path: join(this.#services.dataDir, r.file_path) })),
+      );
+      const engineHooks: EngineHooks = {
+        signal,
+        onProgress: (done, total) => {
+          const ok = setAnalysisProgress(db, job.id, pid, done, total, this.#now());
+          for (const l of this.#listeners.get(job.id) ?? []) l({ done, total });
+          return ok && !signal.aborted;
+        },
+      };
+      outcome = await runAnalysis(
+        session,
+        model.manifest,
+        { modality: job.modality, bodyPart: job.body_part, slices: sliceList.length, instances: rows, sliceList },
+        { batchSize: this.#services.config.analysisBatchSize },
+        engineHooks,
+      );
+    } catch (err) {
+      const reason = reasonOf(err);
+      inTransaction(db, () => {
+        if (finishAnalysis(db, job.id, { status: 'running', pid }, 'failed', reason, this.#now())) {
+          const row = findAnalysisJobById(db, job.id);
+          if (row && canSystemMove(row.scan_status, 'failed')) setScanStatus(db, row.scan_ref, 'failed', reason, this.#now());
+        }
+      });
+      this.#services.log.info('analysis.failed', { job_id: job.public_id, ms: Math.round(performance.now() - started) });
+      return;
+    }
+
+    const at = this.#now();
+    if (outcome.kind === 'stopped') {
+      // Cancelled (the row says so already) or this process is stopping: back to the queue.
+      inTransaction(db, () => {
+        if (requeueAnalysis(db, job.id, pid, at)) {
+          const row = findAnalysisJobById(db, job.id);
+          if (row?.scan_status === 'analyzing') setScanStatus(db, row.scan_ref, 'queued', 'resumes when mia next runs', at);
+        }
+      });
+      return;
+    }
+    if (outcome.kind === 'not_applicable') {
+      const reason = `not analysed by ${model.manifest.name}: ${outcome.reason}`;
+      inTransaction(db, () => {
+        if (finishAnalysis(db, job.id, { status: 'running', pid }, 'not_applicable', outcome.reason, at)) this.#restoreScan(job, reason);
+      });
+      this.#services.log.info('analysis.not_applicable', { job_id: job.public_id });
+      return;
+    }
+    inTransaction(db, () => {
+      if (!completeAnalysis(db, { id: job.id, scanRef: job.scan_ref, pid }, { recommendation: outcome.recommendation, findings: outcome.findings, at })) return;
+      const row = findAnalysisJobById(db, job.id);
+      if (row && canSystemMove(row.scan_status, 'analyzed')) setScanStatus(db, row.scan_ref, 'analyzed', null, at);
+    });
+    this.#services.log.info('analysis.succeeded', {
+      job_id: job.public_id,
+      model_id: model.id,
+      slices: outcome.slices,
+      findings: outcome.findings.length,
+      ms: Math.round(performance.now() - started),
+      inference_ms: Math.round(outcome.timings.inferenceMs),
+    });
+  }
+
+  /** Stops running jobs at their next batch (they go back to the queue) and frees sessions. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearInterval(this.#timer);
+    for (const controller of this.#running.values()) controller.abort();
+    while (this.#tasks.size > 0) await Promise.all([...this.#tasks]);
+    await this.sessions.close();
+  }
+}
+
+function modelRecord(model: ReadyModel): { id: string; name: string; version: string; sha256: string } {
+  return { id: model.id, name: model.manifest.name, version: model.manifest.version, sha256: model.manifest.file.sha256 };
+}
+
+const queues = new WeakMap<Services, AnalysisQueue>();
+
+export function startAnalysisQueue(services: Services, options: QueueOptions): AnalysisQueue {
+  const queue = new AnalysisQueue(services, options);
+  queues.set(services, queue);
+  queue.start();
+  return queue;
+}
+
+export function analysisQueueOf(services: Services): AnalysisQueue {
+  const queue = queues.get(services);
+  if (!queue) throw new MiaError('internal', 'analysis queue not started');
+  return queue;
+}
