@@ -10,6 +10,22 @@ bash scripts/node-deps.sh
 bash scripts/build-renderer.sh
 DATA="${MIA_DEMO_DATA:-$PWD/demo-data}"
 PORT="${MIA_PORT:-8484}"
+
+# A new demo folder gets synthetic phantom series (NOT patient data: models/mia-phantom-detector),
+# imported and analysed by the bundled model, so the worklist opens with results to review.
+if [ ! -e "$DATA/mia.sqlite" ]; then
+  mkdir -p "$DATA"
+  PHANTOMS=$(mktemp -d)
+  echo "new demo folder: generating, importing and analysing synthetic phantom series"
+  if /usr/bin/python3 models/mia-phantom-detector/phantoms.py --out "$PHANTOMS/lesions" --series 6 --seed 20009000 --modality both >/dev/null &&
+    /usr/bin/python3 models/mia-phantom-detector/phantoms.py --out "$PHANTOMS/clean" --series 2 --seed 20009100 --modality both --kinds none >/dev/null; then
+    node bin/mia.js import "$PHANTOMS" --data "$DATA" >/dev/null || echo "demo: import of the phantoms reported problems"
+    node bin/mia.js analyze --all --data "$DATA" || echo "demo: analysis reported problems"
+  else
+    echo "demo: could not generate phantoms (needs Debian python3-numpy and python3-pydicom); starting empty"
+  fi
+  rm -rf "$PHANTOMS"
+fi
 mkdir -p "$DATA"
 
 if [ -z "${MIA_HEADLESS:-}" ] && [ -f node_modules/electron/path.txt ] && { [ -n "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] || [ "$(uname)" != Linux ]; }; then
