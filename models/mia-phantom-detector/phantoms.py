@@ -286,12 +286,20 @@ def _plant_lesion(rng: np.random.Generator, kind: str, img: np.ndarray, modality
     ru = du * math.cos(phi) + dv * math.sin(phi)
     rv = -du * math.sin(phi) + dv * math.cos(phi)
     q = np.sqrt((ru / semi[0]) ** 2 + (rv / semi[1]) ** 2 + (dz / semi[2]) ** 2)
-    q = q * (1.0 + 0.12 * _smooth_field(rng, du, dv, dz, 2.2 * radius, terms=5))
+    outline = 1.0 + 0.12 * _smooth_field(rng, du, dv, dz, 2.2 * radius, terms=5)
+    q = q * outline
     core = (q < 1.0) & brain & ~vent
+
+    def shell(factor: float) -> np.ndarray:
+        # Oedema / rim grows in-plane only: stretching z by the same factor keeps it on the
+        # lesion's own slices. Oedema alone on the slices above and below a mass would look
+        # exactly like an infarct to a per-slice model, which a reader resolves in 3D.
+        qs = np.sqrt((ru / semi[0]) ** 2 + (rv / semi[1]) ** 2 + (dz * factor / semi[2]) ** 2) * outline
+        return (qs < factor) & ~core & brain & ~vent
 
     if kind == 'tumor':
         ring = rng.random() < 0.6
-        edema = (q >= 1.0) & (q < rng.uniform(1.4, 1.8)) & brain & ~vent
+        edema = shell(rng.uniform(1.4, 1.8))
         if modality == 'CT':
             img[edema] = rng.uniform(16.0, 22.0)
             if ring:
@@ -301,7 +309,7 @@ def _plant_lesion(rng: np.random.Generator, kind: str, img: np.ndarray, modality
             else:
                 img[core] = rng.uniform(48.0, 60.0)
         else:
-            img[edema] = rng.uniform(820.0, 950.0)
+            img[edema] = rng.uniform(760.0, 900.0)
             if ring:
                 inner = q < rng.uniform(0.55, 0.7)
                 img[core] = rng.uniform(1150.0, 1300.0)
@@ -309,10 +317,10 @@ def _plant_lesion(rng: np.random.Generator, kind: str, img: np.ndarray, modality
             else:
                 img[core] = rng.uniform(1020.0, 1150.0)
     elif kind == 'hemorrhage':
-        rim = (q >= 1.0) & (q < 1.2) & brain & ~vent
+        rim = shell(1.2)
         if modality == 'CT':
             img[rim] = rng.uniform(20.0, 26.0)
-            img[core] = rng.uniform(62.0, 85.0)
+            img[core] = rng.uniform(65.0, 88.0)
         else:
             img[core] = rng.uniform(1250.0, 1420.0)
             dark = core & (q >= 0.85)
