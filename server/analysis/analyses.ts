@@ -144,23 +144,31 @@ export function analysisEvents(services: Services, id: string): (sink: Sink) => 
   const first = jobRow(services, id);
   return async ({ send, signal }) => {
     let last = '';
-    for (;;) {
-      const row = findAnalysisJobById(services.db, first.id) ?? first;
-      if (isTerminal(row.status)) {
-        send(END_EVENT[row.status] ?? 'done', analysisView(services, row));
-        return;
+    const progress = (status: string, done: number, total: number | null): void => {
+      const signature = `${status}:${done}:${total ?? ''}`;
+      if (signature === last) return;
+      last = signature;
+      send(status === 'queued' ? 'queued' : 'progress', { id: first.public_id, status, slices_done: done, slices_total: total });
+    };
+    // A job run by this process reports every batch as it happens; the database poll covers
+    // jobs run by other processes, and the status changes.
+    const unsubscribe = analysisQueueOf(services).onProgress(first.id, ({ done, total }) => progress('running', done, total));
+    try {
+      for (;;) {
+        const row = findAnalysisJobById(services.db, first.id) ?? first;
+        if (isTerminal(row.status)) {
+          send(END_EVENT[row.status] ?? 'done', analysisView(services, row));
+          return;
+        }
+        progress(row.status, row.slices_done, row.slices_total);
+        try {
+          await sleep(FOLLOW_POLL_MS, undefined, { signal });
+        } catch {
+          return;
+        }
       }
-      const signature = `${row.status}:${row.slices_done}:${row.slices_total ?? ''}`;
-      if (signature !== last) {
-        last = signature;
-        const progress = { id: row.public_id, status: row.status, slices_done: row.slices_done, slices_total: row.slices_total };
-        send(row.status === 'queued' ? 'queued' : 'progress', progress);
-      }
-      try {
-        await sleep(FOLLOW_POLL_MS, undefined, { signal });
-      } catch {
-        return;
-      }
+    } finally {
+      unsubscribe();
     }
   };
 }

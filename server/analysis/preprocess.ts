@@ -5,6 +5,7 @@
  * test/analysis/preprocess.test.ts runs both on the same slice and compares.
  */
 import type { InputSpec, Normalisation } from '#server/analysis/manifest.ts';
+import { percentileRanks, sortedAtRanks } from '#server/analysis/order-statistics.ts';
 
 /** Decoded modality values of one frame (HU for CT, stored values for MR), row-major. */
 export type ModalityImage = {
@@ -45,7 +46,8 @@ export function normalise(values: Float32Array, norm: Normalisation): Float32Arr
     lo = norm.center - norm.width / 2;
     span = norm.width;
   } else {
-    const sorted = Float64Array.from(values).sort();
+    // Exact at the ranks percentileSorted reads, without a full sort (order-statistics.ts).
+    const sorted = sortedAtRanks(values, percentileRanks(values.length, [norm.low, norm.high]));
     lo = percentileSorted(sorted, norm.low);
     const hi = percentileSorted(sorted, norm.high);
     span = hi - lo;
