@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/node-deps.sh
+bash scripts/system-deps.sh demo || echo "demo: continuing without the Debian packages that generate phantoms"
 bash scripts/build-renderer.sh
 DATA="${MIA_DEMO_DATA:-$PWD/demo-data}"
 PORT="${MIA_PORT:-8484}"

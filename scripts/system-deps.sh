@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the tests and the demo use, when missing. Needs root (CI is);
-# otherwise prints the apt-get line to run.
+# Installs the Debian packages the tests (default) or the demo (`system-deps.sh demo`) use, when
+# missing. Needs root (CI is); otherwise prints the apt-get line to run.
 set -euo pipefail
 
-PACKAGES=(
+# The demo only generates phantom series; the tests also decode, convert, train and drive a browser.
+DEMO_PACKAGES=(python3-pydicom python3-numpy)
+TEST_PACKAGES=(
   python3-pydicom python3-numpy python3-gdcm python3-pil   # reference DICOM decoding
   dcmtk libgdcm-tools dicom3tools                          # making and validating test files
   python3-torch python3-onnx                               # training the bundled model
   chromium                                                 # UI tests (playwright-core drives it)
 )
+
+if [ "${1:-test}" = demo ]; then PACKAGES=("${DEMO_PACKAGES[@]}"); else PACKAGES=("${TEST_PACKAGES[@]}"); fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
