@@ -1,9 +1,13 @@
-/** A minimal PNG reader for screenshot pixel checks (8-bit RGB/RGBA, non-interlaced, all filters). */
+/** A minimal PNG reader for pixel checks of screenshots and served frames: 8-bit grey, grey+alpha,
+ * RGB and RGBA, non-interlaced, all five filter types (PNG spec 9). */
 import { inflateSync } from 'node:zlib';
 
 export type Png = { width: number; height: number; channels: number; pixels: Buffer };
 
+const CHANNELS: Readonly<Record<number, number>> = { 0: 1, 2: 3, 4: 2, 6: 4 };
+
 export function readPng(file: Buffer): Png {
+  if (file.readUInt32BE(0) !== 0x89504e47) throw new Error('not a PNG');
   let offset = 8;
   let width = 0;
   let height = 0;
@@ -16,10 +20,8 @@ export function readPng(file: Buffer): Png {
     if (type === 'IHDR') {
       width = data.readUInt32BE(0);
       height = data.readUInt32BE(4);
-      const bitDepth = data[8];
-      const colourType = data[9];
-      if (bitDepth !== 8 || (colourType !== 2 && colourType !== 6) || data[12] !== 0) throw new Error('unsupported PNG layout');
-      channels = colourType === 6 ? 4 : 3;
+      channels = CHANNELS[data[9] ?? -1] ?? 0;
+      if (data[8] !== 8 || channels === 0 || data[12] !== 0) throw new Error(`unsupported PNG layout (depth ${data[8]}, colour type ${data[9]})`);
     } else if (type === 'IDAT') idat.push(data);
     else if (type === 'IEND') break;
     offset += 12 + length;
