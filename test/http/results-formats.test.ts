@@ -1,37 +1,9 @@
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scanResultSerializer } from '#server/formats/serializers.ts';
+import { parseCsv } from '../helpers/csv.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { seedAnalysis, seedScan, type SeededScan } from '../helpers/seed.ts';
-
-/** RFC 4180 reader for the assertions: quoted fields, doubled quotes, CRLF records. */
-function parseCsv(text: string): string[][] {
-  const rows: string[][] = [];
-  let row: string[] = [];
-  let field = '';
-  let quoted = false;
-  for (let i = 0; i < text.length; i += 1) {
-    const c = text[i];
-    if (quoted) {
-      if (c === '"' && text[i + 1] === '"') {
-        field += '"';
-        i += 1;
-      } else if (c === '"') quoted = false;
-      else field += c;
-    } else if (c === '"') quoted = true;
-    else if (c === ',') {
-      row.push(field);
-      field = '';
-    } else if (c === '\r' && text[i + 1] === '\n') {
-      row.push(field);
-      rows.push(row);
-      row = [];
-      field = '';
-      i += 1;
-    } else field += c;
-  }
-  return rows;
-}
 
 let t: TestServer;
 let tumour: SeededScan;
