@@ -3,7 +3,7 @@
  * reload never puts the API key in a URL: the key lives only in memory.
  */
 
-export type RouteName = 'worklist' | 'viewer' | 'report' | 'import' | 'exports' | 'admin';
+export type RouteName = 'worklist' | 'viewer' | 'report' | 'import' | 'exports' | 'models' | 'admin';
 
 export type AppRoute =
   | { name: 'worklist' }
@@ -11,6 +11,7 @@ export type AppRoute =
   | { name: 'report'; scanId: string }
   | { name: 'import' }
   | { name: 'exports' }
+  | { name: 'models' }
   | { name: 'admin' };
 
 export function parseRoute(hash: string): AppRoute {
@@ -20,6 +21,7 @@ export function parseRoute(hash: string): AppRoute {
   if (head === 'report' && id) return { name: 'report', scanId: id };
   if (head === 'import') return { name: 'import' };
   if (head === 'exports') return { name: 'exports' };
+  if (head === 'models') return { name: 'models' };
   if (head === 'admin') return { name: 'admin' };
   return { name: 'worklist' };
 }

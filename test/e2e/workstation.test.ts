@@ -14,7 +14,7 @@ import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR, type Ui } from '../
 import { parseCsv } from '../helpers/csv.ts';
 import { pixelAt, readPng } from '../helpers/png.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
-import { analyseViaApi, importPhantoms, iou, type PhantomWorkstation } from '../helpers/workstation-seed.ts';
+import { dropUserModel, importPhantoms, iou, type PhantomWorkstation } from '../helpers/workstation-seed.ts';
 
 let t: TestServer;
 let browser: Browser;
@@ -48,21 +48,38 @@ describe('workstation UI', () => {
     expect((await t.request('GET', '/v1/nothing', { key: null })).json.status).toBe('error');
   });
 
-  it('analyses the imported phantoms; the worklist shows AI summaries and real thumbnails', async () => {
-    for (const series of phantoms.all) {
-      const job = await analyseViaApi(t, series.scan_uid);
-      expect(job.status, `${series.scan_uid}: ${job.reason}`).toBe('succeeded');
-    }
+  it('analyses the imported phantoms from the worklist, with live state and the not-applicable reason', async () => {
     ui = await openUi(browser, t.url);
     await ui.signIn(radiologistKey);
     await ui.openWorklist();
     const rows = ui.page.getByTestId('scan-row');
     await expect.poll(() => rows.count()).toBe(phantoms.all.length);
     const rowOf = (scanId: string) => ui.page.locator(`[data-scan-id="${scanId}"]`);
+    expect(await rowOf(phantoms.target.scan_uid).getByTestId('ai-summary').textContent()).toBe('not analysed');
+    expect(await ui.page.getByTestId('active-model').textContent()).toBe('Model: mia phantom detector v1.0.0');
+
+    // One row's own button, then the toolbar's "Analyse N not analysed" for the rest.
+    await rowOf(phantoms.target.scan_uid).getByTestId('analyse-scan').click();
+    const targetRun = rowOf(phantoms.target.scan_uid).getByTestId('analysis-status');
+    await expect.poll(() => targetRun.getAttribute('data-phase'), { timeout: 30_000 }).toBe('succeeded');
+    expect(await targetRun.textContent()).toMatch(/Analysed: \d+ findings · mia phantom detector v1\.0\.0/);
+    await ui.page.getByTestId('analyse-new').click();
+    for (const series of [phantoms.second, phantoms.clean]) {
+      const run = rowOf(series.scan_uid).getByTestId('analysis-status');
+      await expect.poll(() => run.getAttribute('data-phase'), { timeout: 30_000 }).toBe('succeeded');
+    }
+    const shortRun = rowOf(phantoms.short.scan_uid).getByTestId('analysis-status');
+    await expect.poll(() => shortRun.getAttribute('data-phase'), { timeout: 30_000 }).toBe('not_applicable');
+    expect(await shortRun.textContent()).toMatch(/^Not applicable: .*slice/i);
+    for (const series of phantoms.all.slice(0, 3)) {
+      const scan = await t.request('GET', `/v1/scans/${series.scan_uid}`);
+      expect(scan.json.data.status).toBe('analyzed');
+    }
+
     // The target carries a tumour and a haemorrhage; the summary is the top finding.
     await expect.poll(() => rowOf(phantoms.target.scan_uid).getByTestId('ai-summary').textContent()).toMatch(/(tumor|hemorrhage) \d+%/);
     await expect.poll(() => rowOf(phantoms.second.scan_uid).getByTestId('ai-summary').textContent()).toMatch(/tumor \d+%/);
-    expect(await rowOf(phantoms.clean.scan_uid).getByTestId('ai-summary').textContent()).toMatch(/no finding/);
+    await expect.poll(() => rowOf(phantoms.clean.scan_uid).getByTestId('ai-summary').textContent()).toMatch(/no finding/);
     for (const series of phantoms.all) {
       const img = rowOf(series.scan_uid).locator('.thumb img');
       await img.waitFor();
@@ -133,6 +150,21 @@ describe('workstation UI', () => {
     await ui.screenshot('viewer-reviewed');
   });
 
+  it('analyses again from the viewer (shift+A) and shows the new result', async () => {
+    const scanId = phantoms.second.scan_uid;
+    const before = (await t.request('GET', `/v1/scans/${scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data.analysis.id as string;
+    await ui.openScan(scanId);
+    const button = ui.page.getByTestId('analyse-scan');
+    expect(await button.textContent()).toBe('Analyse again');
+    await ui.page.keyboard.press('Shift+A');
+    const run = ui.page.getByTestId('analysis-status');
+    await expect.poll(() => run.getAttribute('data-phase'), { timeout: 30_000 }).toBe('succeeded');
+    const after = (await t.request('GET', `/v1/scans/${scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data;
+    expect(after.analysis.id).not.toBe(before);
+    // The viewer reloaded onto the new analysis: its findings are the ones listed.
+    await expect.poll(() => ui.page.getByTestId('finding').first().getAttribute('data-finding-id')).toBe(after.findings[0].id);
+  });
+
   it('drafts and finalizes a report, then downloads it as CSV', async () => {
     await ui.openReport(phantoms.target.scan_uid);
     await ui.page.getByTestId('draft-report').click();
@@ -173,6 +205,38 @@ describe('workstation UI', () => {
     expect(await notice.getByTestId('new-key').textContent()).toMatch(/^mia_/);
     await admin.screenshot('admin-rotated');
     await admin.page.context().close();
+  });
+
+  it('the Models view lists installed models with metrics; an admin selects one and the header follows', async () => {
+    dropUserModel(t.dataDir, 'phantom-copy', (m) => {
+      m['name'] = 'phantom copy';
+      m['version'] = '1.0.1';
+    });
+    dropUserModel(t.dataDir, 'damaged-model', () => undefined, true);
+    const admin = await openUi(browser, t.url);
+    await admin.signIn(t.adminKey);
+    await admin.goTo('#/models');
+    await admin.page.getByTestId('models').waitFor();
+    const card = (id: string) => admin.page.locator(`[data-testid="model"][data-model-id="${id}"]`);
+    await card('mia-phantom-detector').waitFor();
+    expect(await card('mia-phantom-detector').getAttribute('data-selected')).toBe('true');
+    expect(await card('mia-phantom-detector').getByTestId('not-for-clinical-use').count()).toBe(1);
+    expect(await card('mia-phantom-detector').textContent()).toMatch(/Intended use:.*synthetic head phantoms/);
+    expect(await card('mia-phantom-detector').getByTestId('model-metrics').locator('tbody tr').count()).toBe(3);
+    expect(await card('damaged-model').getByTestId('model-status').textContent()).toBe('invalid');
+    expect(await card('damaged-model').getByTestId('model-error').textContent()).toMatch(/file\.sha256/);
+    expect(await card('damaged-model').getByTestId('select-model').count()).toBe(0);
+    await admin.screenshot('models');
+    try {
+      await card('phantom-copy').getByTestId('select-model').click();
+      await expect.poll(() => card('phantom-copy').getAttribute('data-selected')).toBe('true');
+      expect(await admin.page.getByTestId('active-model').textContent()).toBe('Model: phantom copy v1.0.1');
+      const models = (await t.request('GET', '/v1/models')).json.data.items as any[];
+      expect(models.find((m) => m.selected).id).toBe('phantom-copy');
+    } finally {
+      await t.request('POST', '/v1/models/mia-phantom-detector/select');
+      await admin.page.context().close();
+    }
   });
 
   it('a revoked key lands on a clear key screen, not a blank page', async () => {

@@ -5,7 +5,7 @@
  * Analyse action, or analyseViaApi), so the findings on screen come from the real model.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestServer } from './server.ts';
@@ -26,14 +26,17 @@ export type PhantomWorkstation = {
   second: PhantomSeries;
   /** No lesion. */
   clean: PhantomSeries;
+  /** Two slices: below the model's min_slices, so the analysis is not applicable. */
+  short: PhantomSeries;
   all: PhantomSeries[];
 };
 
 /** Small series (16 slices of 160 px) keep generation, import and analysis to a few seconds. */
-const SERIES: { name: keyof Omit<PhantomWorkstation, 'all'>; seed: number; modality: 'CT' | 'MR'; kinds: string }[] = [
+const SERIES: { name: keyof Omit<PhantomWorkstation, 'all'>; seed: number; modality: 'CT' | 'MR'; kinds: string; slices?: number }[] = [
   { name: 'target', seed: SEED_BASE, modality: 'MR', kinds: 'tumor,hemorrhage' },
   { name: 'second', seed: SEED_BASE + 10, modality: 'CT', kinds: 'tumor' },
   { name: 'clean', seed: SEED_BASE + 20, modality: 'MR', kinds: 'none' },
+  { name: 'short', seed: SEED_BASE + 30, modality: 'MR', kinds: 'none', slices: 2 },
 ];
 
 function generate(dir: string, spec: (typeof SERIES)[number]): PhantomSeries {
@@ -41,7 +44,7 @@ function generate(dir: string, spec: (typeof SERIES)[number]): PhantomSeries {
   const truth = join(dir, `${spec.name}.truth.json`);
   execFileSync(
     '/usr/bin/python3',
-    [PHANTOMS, '--out', out, '--series', '1', '--seed', String(spec.seed), '--truth', truth, '--modality', spec.modality, '--size', '160', '--slices', '16', '--kinds', spec.kinds],
+    [PHANTOMS, '--out', out, '--series', '1', '--seed', String(spec.seed), '--truth', truth, '--modality', spec.modality, '--size', '160', '--slices', String(spec.slices ?? 16), '--kinds', spec.kinds],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const series = (JSON.parse(readFileSync(truth, 'utf8')) as { series: PhantomSeries[] }).series[0];
@@ -69,7 +72,7 @@ export async function importPhantoms(t: TestServer): Promise<PhantomWorkstation>
     const started = await t.request('POST', '/v1/imports', { body: { path: join(dir, 'series') } });
     if (started.status !== 202) throw new Error(`import: ${started.status} ${started.text.slice(0, 300)}`);
     await waitForImport(t, started.json.data.id as string);
-    return { ...made, all: [made.target, made.second, made.clean] };
+    return { ...made, all: [made.target, made.second, made.clean, made.short] };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -92,6 +95,23 @@ export async function waitForAnalysis(t: TestServer, id: string): Promise<Analys
     if (Date.now() > until) throw new Error(`analysis ${id} still ${job.status}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/**
+ * Drops a copy of the bundled model into the data folder's models/ (a user model), optionally
+ * with a damaged file so the registry lists it as invalid.
+ */
+export function dropUserModel(dataDir: string, id: string, edit: (manifest: Record<string, unknown>) => void, damage = false): void {
+  const source = join(import.meta.dirname, '..', '..', 'models', 'mia-phantom-detector');
+  const target = join(dataDir, 'models', id);
+  mkdirSync(target, { recursive: true });
+  const onnx = readFileSync(join(source, 'model.onnx'));
+  if (damage) onnx[onnx.length - 1] = ((onnx[onnx.length - 1] ?? 0) + 1) % 256;
+  writeFileSync(join(target, 'model.onnx'), onnx);
+  const manifest = JSON.parse(readFileSync(join(source, 'manifest.json'), 'utf8')) as Record<string, unknown>;
+  manifest['id'] = id;
+  edit(manifest);
+  writeFileSync(join(target, 'manifest.json'), JSON.stringify(manifest, null, 2));
 }
 
 /** Intersection over union of two boxes in image pixels. */

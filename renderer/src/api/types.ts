@@ -181,3 +181,46 @@ export type ImportJob = {
 };
 
 export type ServerEvent = { event: string; data: string; id: string | null };
+
+/** An analysis job (POST /v1/scans/{id}/analyses, GET /v1/analyses/{id}, and the end event of its SSE). */
+export type AnalysisJobStatus = 'queued' | 'running' | 'succeeded' | 'failed' | 'not_applicable' | 'cancelled';
+
+export type AnalysisJob = {
+  id: string;
+  scan_id: string;
+  status: AnalysisJobStatus;
+  model: { id: string; name: string; version: string; sha256: string };
+  thresholds: Record<string, number>;
+  progress: { slices_done: number; slices_total: number | null };
+  reason: string | null;
+  recommendation: string | null;
+  findings: number | null;
+  requested_by: string | null;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+};
+
+/** The data of an analysis `progress` or `queued` event. */
+export type AnalysisProgressEvent = { id: string; status: string; slices_done?: number; slices_total?: number | null };
+
+/** An installed model (GET /v1/models); invalid ones carry the reason and are never used. */
+export type Model = {
+  id: string;
+  name: string | null;
+  version: string | null;
+  sha256: string | null;
+  source: 'bundled' | 'user';
+  intended_use: string | null;
+  not_for_clinical_use: boolean | null;
+  applies_to: { modalities: string[]; body_part: string | null; min_slices: number; image_types: string[]; photometric: string[] | null } | null;
+  labels: { label: string; display_name: string; definition: string; threshold: number }[];
+  metrics: {
+    source: string;
+    false_positives_per_series: number;
+    per_label: Record<string, { sensitivity: number | null; false_positives_per_series: number }>;
+  } | null;
+  status: 'ready' | 'invalid';
+  error: string | null;
+  selected: boolean;
+};

@@ -4,13 +4,15 @@
  *
  * Mouse: wheel = slice, ctrl+wheel = zoom, drag = window/level, shift+drag or middle drag = pan,
  * double-click = reset. Keys: ↑/↓ PgUp/PgDn Home/End slices, 1-5 window presets, +/- zoom,
- * 0 reset, n/p next/previous finding, a accept, r reject, u undo review, ]/[ next/previous scan,
- * Esc back to the worklist.
+ * 0 reset, n/p next/previous finding, a accept, r reject, u undo review, shift+A analyse (again),
+ * ]/[ next/previous scan, Esc back to the worklist.
  */
 import { useCallback, useEffect, useMemo, useRef, useState, type PointerEvent as ReactPointerEvent } from 'react';
 import { ApiError } from '../api/client.ts';
 import type { Finding, Instance, Scan, ScanResult } from '../api/types.ts';
 import type { FindingReview } from '../../../common/vocabulary.ts';
+import { isActive, useAnalyses } from '../analyses.ts';
+import { AnalyseButton, AnalysisStatus, useCanAnalyse } from '../components/AnalysisControls.tsx';
 import { ModelTag } from '../components/ClinicalBanner.tsx';
 import { ErrorState, InlineError, Loading } from '../components/StateMessage.tsx';
 import { dateTime, dicomDate, labelText, percent } from '../format.ts';
@@ -59,14 +61,25 @@ export function Viewer({ scanId }: { scanId: string }) {
     [client, path],
   );
 
+  // A run of this scan ended (here or on the worklist): load its result.
+  const run = useAnalyses().runs.get(scanId);
+  const ended = run && !isActive(run) ? `${run.jobId ?? ''}:${run.phase}` : null;
+  const { reload } = data;
+  useEffect(() => {
+    if (ended) reload();
+  }, [ended, reload]);
+
   if (data.state === 'loading') return <Loading what="scan" />;
   if (data.state === 'error') return <ErrorState error={data.error} retry={data.reload} />;
   const neighbours = { index: scanOrder.indexOf(scanId), order: scanOrder };
-  return <Stack key={scanId} data={data.value} canReview={canReview} neighbours={neighbours} />;
+  // A new analysis brings new findings: a fresh stack starts on its first finding.
+  return <Stack key={`${scanId}:${data.value.result?.analysis.id ?? ''}`} data={data.value} canReview={canReview} neighbours={neighbours} />;
 }
 
 function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: boolean; neighbours: { index: number; order: readonly string[] } }) {
   const { client } = useSession();
+  const analyses = useAnalyses();
+  const canAnalyse = useCanAnalyse();
   const { scan, slices, result } = data;
   const [findings, setFindings] = useState<Finding[]>(result?.findings ?? []);
   const [index, setIndex] = useState(() => {
@@ -304,6 +317,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
       else if (event.key === 'a' && current && canReview) void review(current, current.review === 'accepted' ? null : 'accepted');
       else if (event.key === 'r' && current && canReview) void review(current, current.review === 'rejected' ? null : 'rejected');
       else if (event.key === 'u' && current && canReview) void review(current, null);
+      else if (event.key === 'A' && canAnalyse) analyses.start(scan.scan_id);
       else if (event.key === ']') goScan(1);
       else if (event.key === '[') goScan(-1);
       else if (event.key === 'Escape') navigate({ name: 'worklist' });
@@ -312,7 +326,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
     };
     window.addEventListener('keydown', onKey);
     return () => window.removeEventListener('keydown', onKey);
-  }, [findings, currentId, presets, applyPreset, step, slices.length, cycleFinding, canReview, review, goScan]);
+  }, [findings, currentId, presets, applyPreset, step, slices.length, cycleFinding, canReview, review, goScan, canAnalyse, analyses, scan.scan_id]);
 
   // Wheel: a non-passive listener so the page does not scroll while the stack does.
   useEffect(() => {
@@ -471,12 +485,22 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
               </p>
             </>
           ) : (
-            <p className="muted">
+            <p className="muted" data-testid="no-result">
               {scan.status === 'queued' || scan.status === 'analyzing'
                 ? 'Analysis is running; findings appear here when it finishes.'
-                : 'This scan has not been analysed yet. Start an analysis from the worklist or with mia analyze.'}
+                : scan.status === 'failed'
+                  ? `The last analysis failed: ${scan.status_reason ?? 'no reason given'}.`
+                  : canAnalyse
+                    ? 'This scan has not been analysed yet: press Analyse (shift+A).'
+                    : 'This scan has not been analysed yet. Ask a colleague with the write:scans scope (or an admin) to analyse it.'}
             </p>
           )}
+          {canAnalyse ? (
+            <div className="analyse-row">
+              <AnalyseButton scan={scan} compact={result !== null} />
+            </div>
+          ) : null}
+          <AnalysisStatus run={analyses.runs.get(scan.scan_id)} />
         </div>
         {result ? (
           <div>
@@ -562,7 +586,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
         <div className="kbd-help">
           <kbd>wheel</kbd> <kbd>↑</kbd>
           <kbd>↓</kbd> slices · <kbd>drag</kbd> window · <kbd>shift</kbd>+drag pan · <kbd>ctrl</kbd>+wheel zoom · {presets.map((p) => p.key).join('/')} presets ·{' '}
-          <kbd>n</kbd>/<kbd>p</kbd> findings · <kbd>a</kbd> accept · <kbd>r</kbd> reject · <kbd>[</kbd>/<kbd>]</kbd> scans · <kbd>Esc</kbd> worklist
+          <kbd>n</kbd>/<kbd>p</kbd> findings · <kbd>a</kbd> accept · <kbd>r</kbd> reject · <kbd>shift</kbd>+<kbd>A</kbd> analyse · <kbd>[</kbd>/<kbd>]</kbd> scans · <kbd>Esc</kbd> worklist
         </div>
       </aside>
     </section>

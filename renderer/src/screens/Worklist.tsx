@@ -1,11 +1,13 @@
 /**
  * The worklist: every scan with patient, modality, date, status and the AI summary; filters,
  * sorting, thumbnails, and live progress while scans are queued or being analysed.
- * Keys: ↑/↓ or j/k select, Enter opens, / focuses the patient filter.
+ * Keys: ↑/↓ or j/k select, Enter opens, / focuses the patient filter, a analyses the selected scan.
  */
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { SCAN_STATUSES } from '../../../common/vocabulary.ts';
 import type { Scan } from '../api/types.ts';
+import { useAnalyses } from '../analyses.ts';
+import { AnalyseButton, AnalysisStatus, useCanAnalyse } from '../components/AnalysisControls.tsx';
 import { Empty, ErrorState, Loading } from '../components/StateMessage.tsx';
 import { Thumbnail } from '../components/Thumbnail.tsx';
 import { dicomDate, labelText, percent } from '../format.ts';
@@ -43,6 +45,8 @@ export function Worklist() {
   const [sort, setSort] = useState<Sort>({ key: 'date', descending: true });
   const [selected, setSelected] = useState(0);
   const filterRef = useRef<HTMLInputElement>(null);
+  const analyses = useAnalyses();
+  const canAnalyse = useCanAnalyse();
 
   const all = scans.state === 'ready' ? scans.value : [];
   const modalities = useMemo(() => [...new Set(all.map((s) => s.modality))].sort(), [all]);
@@ -63,7 +67,13 @@ export function Worklist() {
 
   // Live progress: while anything is queued or analysing, refresh the list every 2 s.
   const busy = all.some((s) => BUSY_STATUSES.has(s.status));
+  const unanalysed = useMemo(() => all.filter((s) => s.status === 'received' && !analyses.runs.has(s.scan_id)), [all, analyses.runs]);
   const { reload } = scans;
+  // A run started here ended: the list now has its status and AI summary.
+  useEffect(() => {
+    if (analyses.finished > 0) reload();
+  }, [analyses.finished, reload]);
+
   useEffect(() => {
     if (!busy) return;
     const timer = setInterval(reload, 2000);
@@ -81,6 +91,9 @@ export function Worklist() {
       else if (event.key === 'Enter') {
         const scan = rows[selected];
         if (scan) navigate({ name: 'viewer', scanId: scan.scan_id });
+      } else if (event.key === 'a' && canAnalyse) {
+        const scan = rows[selected];
+        if (scan) analyses.start(scan.scan_id);
       } else if (event.key === '/') {
         event.preventDefault();
         filterRef.current?.focus();
@@ -89,7 +102,7 @@ export function Worklist() {
     };
     window.addEventListener('keydown', onKey);
     return () => window.removeEventListener('keydown', onKey);
-  }, [rows, selected]);
+  }, [rows, selected, canAnalyse, analyses]);
 
   const header = (key: SortKey, text: string) => (
     <th
@@ -133,6 +146,11 @@ export function Worklist() {
         <span className="count" data-testid="worklist-count">
           {scans.state === 'ready' ? `${rows.length} of ${all.length} scans` : ''}
         </span>
+        {canAnalyse && unanalysed.length > 0 ? (
+          <button type="button" onClick={() => unanalysed.forEach((scan) => analyses.start(scan.scan_id))} data-testid="analyse-new" title="Queue every scan that has not been analysed yet">
+            Analyse {unanalysed.length} not analysed
+          </button>
+        ) : null}
         {busy ? (
           <span className="live" data-testid="live-progress">
             ● analysing {all.filter((s) => BUSY_STATUSES.has(s.status)).length}
@@ -165,6 +183,7 @@ export function Worklist() {
               <th>Images</th>
               {header('status', 'Status')}
               {header('ai', 'AI summary')}
+              {canAnalyse ? <th aria-label="Actions" /> : null}
             </tr>
           </thead>
           <tbody>
@@ -180,22 +199,29 @@ export function Worklist() {
                 <td>
                   <Thumbnail scanId={scan.scan_id} />
                 </td>
-                <td>
+                <td className="nowrap">
                   <a href={`#/scan/${encodeURIComponent(scan.scan_id)}`} data-testid="open-scan">
                     {scan.patient_id}
                   </a>
                 </td>
                 <td>{scan.modality}</td>
                 <td>{scan.description ?? scan.study_description ?? '—'}</td>
-                <td>{dicomDate(scan.study_date)}</td>
+                <td className="nowrap">{dicomDate(scan.study_date)}</td>
                 <td className="num">{scan.instance_count}</td>
                 <td>
                   <span className={`status status-${scan.status}`} title={scan.status_reason ?? undefined}>
                     {BUSY_STATUSES.has(scan.status) ? '⟳ ' : ''}
                     {scan.status.replace('_', ' ')}
                   </span>
+                  {analyses.runs.has(scan.scan_id) ? (
+                    <AnalysisStatus run={analyses.runs.get(scan.scan_id)} />
+                  ) : scan.status === 'failed' && scan.status_reason ? (
+                    <div className="run run-bad" data-testid="status-reason">
+                      {scan.status_reason}
+                    </div>
+                  ) : null}
                 </td>
-                <td data-testid="ai-summary">
+                <td data-testid="ai-summary" className="nowrap">
                   {scan.ai_summary ? (
                     <span className="ai">
                       {labelText(scan.ai_summary.label)} <b>{percent(scan.ai_summary.confidence)}</b>
@@ -203,9 +229,14 @@ export function Worklist() {
                   ) : scan.status === 'analyzed' || scan.status === 'in_review' || scan.status === 'reviewed' || scan.status === 'reported' ? (
                     <span className="muted">no finding</span>
                   ) : (
-                    <span className="muted">—</span>
+                    <span className="muted">not analysed</span>
                   )}
                 </td>
+                {canAnalyse ? (
+                  <td className="actions">
+                    <AnalyseButton scan={scan} compact />
+                  </td>
+                ) : null}
               </tr>
             ))}
           </tbody>
