@@ -115,9 +115,12 @@ export function buildUrl(baseUrl: string, path: string, query?: Query): string {
 /** Splits an SSE stream into events (HTML Living Standard, 9.2.6); keeps the unfinished tail. */
 export function parseSse(buffer: string): { events: ServerEvent[]; rest: string } {
   const events: ServerEvent[] = [];
-  const normalised = buffer.replace(/\r\n?/g, '\n');
+  // A trailing CR may be the first half of a CRLF whose LF is in the next chunk: read as a line
+  // end on its own, the LF would then make an empty line and end the event early.
+  const heldCr = buffer.endsWith('\r');
+  const normalised = (heldCr ? buffer.slice(0, -1) : buffer).replace(/\r\n?/g, '\n');
   const blocks = normalised.split('\n\n');
-  const rest = blocks.pop() ?? '';
+  const rest = (blocks.pop() ?? '') + (heldCr ? '\r' : '');
   for (const block of blocks) {
     let event = 'message';
     let id: string | null = null;
@@ -137,7 +140,7 @@ export function parseSse(buffer: string): { events: ServerEvent[]; rest: string 
 }
 
 export function createClient(options: ClientOptions): Client {
-  const doFetch = options.fetchImpl ?? ((input: RequestInfo | URL, init?: RequestInit) => fetch(input, init));
+  const doFetch = options.fetchImpl ?? ((input: Parameters<typeof fetch>[0], init?: RequestInit) => fetch(input, init));
 
   const headersFor = (extra: Record<string, string> = {}): Record<string, string> => ({
     Authorization: `Bearer ${options.key}`,
