@@ -56,7 +56,7 @@ describe('workstation UI', () => {
     await expect.poll(() => rows.count()).toBe(phantoms.all.length);
     const rowOf = (scanId: string) => ui.page.locator(`[data-scan-id="${scanId}"]`);
     expect(await rowOf(phantoms.target.scan_uid).getByTestId('ai-summary').textContent()).toBe('not analysed');
-    expect(await ui.page.getByTestId('active-model').textContent()).toBe('Model: mia phantom detector v1.0.0');
+    await expect.poll(() => ui.page.getByTestId('active-model').textContent()).toBe('Model: mia phantom detector v1.0.0');
 
     // One row's own button, then the toolbar's "Analyse N not analysed" for the rest.
     await rowOf(phantoms.target.scan_uid).getByTestId('analyse-scan').click();
@@ -90,7 +90,7 @@ describe('workstation UI', () => {
     }
     await ui.page.getByTestId('clinical-banner').waitFor();
     await ui.screenshot('worklist');
-  });
+  }, 90_000);
 
   it('the viewer draws the model\'s box where the finding says, on the lesion', async () => {
     const scanId = phantoms.target.scan_uid;
@@ -163,7 +163,7 @@ describe('workstation UI', () => {
     expect(after.analysis.id).not.toBe(before);
     // The viewer reloaded onto the new analysis: its findings are the ones listed.
     await expect.poll(() => ui.page.getByTestId('finding').first().getAttribute('data-finding-id')).toBe(after.findings[0].id);
-  });
+  }, 60_000);
 
   it('drafts and finalizes a report, then downloads it as CSV', async () => {
     await ui.openReport(phantoms.target.scan_uid);
@@ -230,7 +230,7 @@ describe('workstation UI', () => {
     try {
       await card('phantom-copy').getByTestId('select-model').click();
       await expect.poll(() => card('phantom-copy').getAttribute('data-selected')).toBe('true');
-      expect(await admin.page.getByTestId('active-model').textContent()).toBe('Model: phantom copy v1.0.1');
+      await expect.poll(() => admin.page.getByTestId('active-model').textContent()).toBe('Model: phantom copy v1.0.1');
       const models = (await t.request('GET', '/v1/models')).json.data.items as any[];
       expect(models.find((m) => m.selected).id).toBe('phantom-copy');
     } finally {
