@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Tensor } from 'onnxruntime-node';
+import { InferenceSession, Tensor } from 'onnxruntime-node';
 import { AnalysisQueue } from '#server/analysis/analysis-queue.ts';
 import { runAnalysis, type EngineTimings } from '#server/analysis/engine.ts';
 import type { InputBatch } from '#server/analysis/preprocess.ts';
@@ -67,7 +67,8 @@ export async function run(): Promise<string> {
       const endToEnd: number[] = [];
       for (let i = 0; i < REPS; i++) endToEnd.push(await job());
 
-      // The same tensors the engine built, replayed through the bare session.
+      // The same tensors the engine built, replayed through a bare in-process session with the
+      // engine's settings: no worker, no messages, nothing but session.run.
       const session = await queue.sessions.get(model);
       const scan = findScan(db, s.scan_uid);
       if (!scan) throw new Error('bench scan missing');
@@ -87,12 +88,22 @@ export async function run(): Promise<string> {
         { onInput: (b) => batches.push({ data: b.data.slice(), dims: b.dims }) },
       );
       if (engineRun.kind !== 'succeeded') throw new Error('bench engine run did not succeed');
+      const bareSession = await InferenceSession.create(model.modelPath, {
+        executionProviders: ['cpu'],
+        intraOpNumThreads: config.intraOpThreads,
+        interOpNumThreads: config.interOpThreads,
+        graphOptimizationLevel: 'all',
+        executionMode: 'sequential',
+      });
+      const tensors = batches.map((b) => new Tensor('float32', b.data, b.dims));
+      for (const t of tensors) await bareSession.run({ [model.manifest.input.tensor]: t });
       const bare: number[] = [];
       for (let i = 0; i < REPS; i++) {
         const t0 = performance.now();
-        for (const b of batches) await session.run({ [model.manifest.input.tensor]: new Tensor('float32', b.data, b.dims) });
+        for (const t of tensors) await bareSession.run({ [model.manifest.input.tensor]: t });
         bare.push(performance.now() - t0);
       }
+      await bareSession.release();
       rows.push({ modality: s.modality, rows: s.rows, endToEnd: (SLICES * 1000) / median(endToEnd), bare: (SLICES * 1000) / median(bare), timings: engineRun.timings });
     }
   } finally {

@@ -1,6 +1,8 @@
 /**
- * Bundles Electron main (ESM) and the preload (CommonJS, as sandboxed preloads must be) into
- * dist-desktop/. Native modules stay external: electron-builder unpacks and rebuilds them.
+ * Bundles Electron main (ESM), the analysis inference worker (ESM, loaded by
+ * server/analysis/worker-session.ts from beside main.mjs) and the preload (CommonJS, as
+ * sandboxed preloads must be) into dist-desktop/. Native modules stay external:
+ * electron-builder unpacks and rebuilds them.
  */
 import { join } from 'node:path';
 import { build } from 'esbuild';
@@ -9,18 +11,23 @@ const root = join(import.meta.dirname, '..');
 const out = join(root, 'dist-desktop');
 const external = ['electron', 'better-sqlite3', 'onnxruntime-node'];
 
-await build({
-  entryPoints: [join(root, 'main', 'main.ts')],
-  outfile: join(out, 'main.mjs'),
-  bundle: true,
-  platform: 'node',
-  format: 'esm',
-  target: 'node22',
-  external,
-  // Bundled CommonJS dependencies (express) call require(); give the ESM bundle one.
-  banner: { js: "import { createRequire as __miaCreateRequire } from 'node:module'; const require = __miaCreateRequire(import.meta.url);" },
-  logLevel: 'warning',
-});
+for (const [entry, outfile] of [
+  [join(root, 'main', 'main.ts'), 'main.mjs'],
+  [join(root, 'server', 'analysis', 'inference-worker.ts'), 'inference-worker.mjs'],
+] as const) {
+  await build({
+    entryPoints: [entry],
+    outfile: join(out, outfile),
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node22',
+    external,
+    // Bundled CommonJS dependencies (express) call require(); give the ESM bundle one.
+    banner: { js: "import { createRequire as __miaCreateRequire } from 'node:module'; const require = __miaCreateRequire(import.meta.url);" },
+    logLevel: 'warning',
+  });
+}
 await build({
   entryPoints: [join(root, 'main', 'preload.ts')],
   outfile: join(out, 'preload.cjs'),

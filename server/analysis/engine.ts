@@ -3,11 +3,10 @@
  * model input (preprocess.ts, the training-time definition) -> batched session.run -> boxes
  * (decode.ts, per-label thresholds, NMS) -> findings across slices (aggregate.ts) -> the
  * recommendation (recommend.ts). Batches are bounded (config.analysisBatchSize) so memory stays
- * flat on long series; the next batch's files are read while the current one runs.
+ * flat on long series. Three stages overlap: the files of batch k+2 are read on the thread pool
+ * and batch k+1 is decoded and preprocessed here while the inference worker runs batch k.
  */
 import { readFile } from 'node:fs/promises';
-import type * as ort from 'onnxruntime-node';
-import { Tensor as OrtTensor } from 'onnxruntime-node';
 import { aggregateFindings } from '#server/analysis/aggregate.ts';
 import { imageTypeReason, notApplicableReason, type ScanFacts } from '#server/analysis/applicability.ts';
 import { clampBox, decodeOutputs, type ImageSize, type Tensor } from '#server/analysis/decode.ts';
@@ -16,8 +15,9 @@ import type { Detection } from '#server/analysis/nms.ts';
 import { preprocessSlice, type InputBatch } from '#server/analysis/preprocess.ts';
 import { recommend } from '#server/analysis/recommend.ts';
 import { thresholdsOf } from '#server/analysis/registry.ts';
+import type { InferenceSession } from '#server/analysis/worker-session.ts';
 import { parseDicom, type DicomInstance } from '#server/dicom/parse.ts';
-import { decodeFrame, type PixelArray } from '#server/dicom/pixels.ts';
+import { decodeFrame } from '#server/dicom/pixels.ts';
 import { MiaError } from '#server/errors.ts';
 import type { FindingInput } from '#server/store/analyses.ts';
 
@@ -34,6 +34,7 @@ export type EngineHooks = {
   onInput?: (batch: InputBatch) => void;
 };
 
+/** Time this thread spent in each stage; inferenceMs is waiting for results not hidden behind preprocessing. */
 export type EngineTimings = { readMs: number; preprocessMs: number; inferenceMs: number; decodeMs: number };
 
 export type EngineResult =
@@ -67,31 +68,71 @@ async function readFiles(slices: readonly EngineSlice[]): Promise<Map<string, Ui
   return new Map(paths.map((p, i) => [p, read[i] as Uint8Array | Error]));
 }
 
-/** Modality values (PS3.3 C.11.1: stored * slope + intercept; HU for CT) as float32. */
-function modalityValues(pixels: PixelArray, slope: number, intercept: number): Float32Array {
-  // set() converts natively; indexing the PixelArray union in a JS loop is polymorphic and
-  // costs ~1 ms a 256x256 slice, more than inference. Stored values (<= 24 bits) are exact in
-  // float32, so rescaling afterwards rounds the same as rescaling first.
-  const out = new Float32Array(pixels.length);
-  out.set(pixels);
-  if (slope !== 1 || intercept !== 0) {
-    for (let i = 0; i < out.length; i++) out[i] = (out[i] as number) * slope + intercept;
+type PreparedBatch = { input: InputBatch; sizes: ImageSize[] };
+
+/** Stored files of one batch -> its model input; a file the model cannot take ends the run. */
+class BatchLoader {
+  readonly #manifest: Manifest;
+  readonly #modality: string;
+  /** The last parsed file: a multi-frame instance is parsed once for all its frames. */
+  #parsed: (LoadedFile & { path: string }) | null = null;
+  #stored = new Float32Array(0);
+
+  constructor(manifest: Manifest, modality: string) {
+    this.#manifest = manifest;
+    this.#modality = modality;
   }
-  return out;
+
+  async load(batch: readonly EngineSlice[], files: Map<string, Uint8Array | Error>): Promise<PreparedBatch | { notApplicable: string }> {
+    const { height, width } = this.#manifest.input.size;
+    const plane = height * width;
+    const data = new Float32Array(batch.length * plane);
+    const sizes: ImageSize[] = [];
+    for (const [i, slice] of batch.entries()) {
+      let loaded = this.#parsed?.path === slice.path ? this.#parsed : null;
+      if (!loaded) {
+        const bytes = files.get(slice.path);
+        if (bytes === undefined || bytes instanceof Error) throw fileError(slice, 'stored file unreadable', bytes?.message ?? 'missing');
+        const result = parseDicom(bytes);
+        if (!result.ok) throw fileError(slice, 'stored file no longer parses', result.reason);
+        const typeReason = imageTypeReason(this.#manifest, result.instance.imageType);
+        if (typeReason) return { notApplicable: typeReason };
+        loaded = { path: slice.path, bytes, instance: result.instance };
+        this.#parsed = loaded;
+      }
+      let frame;
+      try {
+        frame = await decodeFrame(loaded.bytes, loaded.instance, slice.frame);
+      } catch (err) {
+        throw fileError(slice, `frame ${slice.frame} does not decode`, err instanceof Error ? err.message : 'decoder failure');
+      }
+      if (frame.samplesPerPixel !== 1) throw fileError(slice, 'not greyscale', `${frame.samplesPerPixel} samples per pixel`);
+      // Stored values (<= 24 bits) are exact in float32; set() converts natively, and the
+      // rescale to modality values (PS3.3 C.11.1) happens inside the normalisation pass.
+      if (this.#stored.length !== frame.pixels.length) this.#stored = new Float32Array(frame.pixels.length);
+      this.#stored.set(frame.pixels);
+      preprocessSlice(
+        {
+          values: this.#stored,
+          rows: frame.rows,
+          columns: frame.columns,
+          modality: this.#modality,
+          rescale: { slope: loaded.instance.rescaleSlope, intercept: loaded.instance.rescaleIntercept },
+        },
+        this.#manifest.input,
+        data.subarray(i * plane, (i + 1) * plane),
+      );
+      sizes.push({ rows: frame.rows, columns: frame.columns });
+    }
+    return { input: { data, dims: [batch.length, 1, height, width] }, sizes };
+  }
 }
 
-function toTensors(results: ort.InferenceSession.OnnxValueMapType): Record<string, Tensor> {
-  const outputs: Record<string, Tensor> = {};
-  for (const [name, value] of Object.entries(results)) {
-    const data = (value as ort.Tensor).data;
-    if (!(data instanceof Float32Array)) throw new MiaError('internal', `model output ${name} is not float32`);
-    outputs[name] = { data, dims: (value as ort.Tensor).dims };
-  }
-  return outputs;
-}
+/** A batch handed to the inference worker, not yet decoded. */
+type InFlight = { outputs: Promise<Record<string, Tensor>>; sizes: ImageSize[]; done: number };
 
 export async function runAnalysis(
-  session: ort.InferenceSession,
+  session: InferenceSession,
   manifest: Manifest,
   scan: EngineScan,
   options: { batchSize: number },
@@ -102,74 +143,63 @@ export async function runAnalysis(
 
   const slices = scan.sliceList;
   const total = slices.length;
-  const { height, width } = manifest.input.size;
-  const plane = height * width;
   const batchSize = Math.max(1, options.batchSize);
   const timings: EngineTimings = { readMs: 0, preprocessMs: 0, inferenceMs: 0, decodeMs: 0 };
   const perSlice: Detection[][] = [];
-  const parsed = new Map<string, LoadedFile>();
+  const loader = new BatchLoader(manifest, scan.modality);
 
-  let pending = readFiles(slices.slice(0, batchSize));
-  for (let start = 0; start < total; start += batchSize) {
-    if (hooks.signal?.aborted) return { kind: 'stopped' };
-    const batch = slices.slice(start, start + batchSize);
+  /** Waits for a batch's outputs and decodes them; false: stop (cancel, shutdown, job taken). */
+  const settle = async (flight: InFlight): Promise<boolean> => {
     let t = performance.now();
-    const files = await pending;
-    // Read ahead: the next batch's files load on the thread pool while this one is computed.
-    if (start + batchSize < total) pending = readFiles(slices.slice(start + batchSize, start + 2 * batchSize));
-    timings.readMs += performance.now() - t;
-
-    t = performance.now();
-    const data = new Float32Array(batch.length * plane);
-    const sizes: ImageSize[] = [];
-    for (const [i, slice] of batch.entries()) {
-      let loaded = parsed.get(slice.path);
-      if (!loaded) {
-        const bytes = files.get(slice.path);
-        if (bytes === undefined || bytes instanceof Error) throw fileError(slice, 'stored file unreadable', bytes?.message ?? 'missing');
-        const result = parseDicom(bytes);
-        if (!result.ok) throw fileError(slice, 'stored file no longer parses', result.reason);
-        const typeReason = imageTypeReason(manifest, result.instance.imageType);
-        if (typeReason) return { kind: 'not_applicable', reason: typeReason };
-        loaded = { bytes, instance: result.instance };
-        parsed.clear();
-        parsed.set(slice.path, loaded);
-      }
-      let frame;
-      try {
-        frame = await decodeFrame(loaded.bytes, loaded.instance, slice.frame);
-      } catch (err) {
-        throw fileError(slice, `frame ${slice.frame} does not decode`, err instanceof Error ? err.message : 'decoder failure');
-      }
-      if (frame.samplesPerPixel !== 1) throw fileError(slice, 'not greyscale', `${frame.samplesPerPixel} samples per pixel`);
-      const values = modalityValues(frame.pixels, loaded.instance.rescaleSlope, loaded.instance.rescaleIntercept);
-      preprocessSlice(
-        { values, rows: frame.rows, columns: frame.columns, modality: scan.modality },
-        manifest.input,
-        data.subarray(i * plane, (i + 1) * plane),
-      );
-      sizes.push({ rows: frame.rows, columns: frame.columns });
-    }
-    const input: InputBatch = { data, dims: [batch.length, 1, height, width] };
-    hooks.onInput?.(input);
-    timings.preprocessMs += performance.now() - t;
-
-    t = performance.now();
-    const results = await session.run({ [manifest.input.tensor]: new OrtTensor('float32', input.data, input.dims) });
+    const outputs = await flight.outputs;
     timings.inferenceMs += performance.now() - t;
-
     t = performance.now();
-    const detections = decodeOutputs(toTensors(results), manifest, sizes);
-    detections.forEach((list, i) => {
-      const size = sizes[i] as ImageSize;
+    decodeOutputs(outputs, manifest, flight.sizes).forEach((list, i) => {
+      const size = flight.sizes[i] as ImageSize;
       perSlice.push(list.map((d) => ({ ...d, box: clampBox(d.box, size) })));
     });
     timings.decodeMs += performance.now() - t;
+    return !hooks.onProgress || hooks.onProgress(flight.done, total);
+  };
 
-    const done = Math.min(start + batchSize, total);
-    if (hooks.onProgress && !hooks.onProgress(done, total)) return { kind: 'stopped' };
-    // Let requests in between batches: session.run holds the event loop while it computes.
-    await new Promise<void>((resolve) => setImmediate(resolve));
+  let inFlight: InFlight | null = null;
+  const abandon = (): void => {
+    // Its result no longer matters, but a rejection must not go unhandled.
+    inFlight?.outputs.catch(() => undefined);
+  };
+  try {
+    let pending = readFiles(slices.slice(0, batchSize));
+    for (let start = 0; start < total; start += batchSize) {
+      if (hooks.signal?.aborted) return { kind: 'stopped' };
+      const batch = slices.slice(start, start + batchSize);
+      let t = performance.now();
+      const files = await pending;
+      // Read ahead: the next batch's files load on the thread pool meanwhile.
+      if (start + batchSize < total) pending = readFiles(slices.slice(start + batchSize, start + 2 * batchSize));
+      timings.readMs += performance.now() - t;
+
+      t = performance.now();
+      const prepared = await loader.load(batch, files);
+      timings.preprocessMs += performance.now() - t;
+      if ('notApplicable' in prepared) return { kind: 'not_applicable', reason: prepared.notApplicable };
+
+      if (inFlight) {
+        const previous: InFlight = inFlight;
+        inFlight = null;
+        if (!(await settle(previous))) return { kind: 'stopped' };
+      }
+      hooks.onInput?.(prepared.input);
+      // The input's buffer is transferred to the worker: this thread no longer touches it.
+      const outputs = session.run({ [manifest.input.tensor]: prepared.input });
+      inFlight = { outputs, sizes: prepared.sizes, done: Math.min(start + batchSize, total) };
+    }
+    if (inFlight) {
+      const last: InFlight = inFlight;
+      inFlight = null;
+      if (!(await settle(last))) return { kind: 'stopped' };
+    }
+  } finally {
+    abandon();
   }
 
   const t = performance.now();

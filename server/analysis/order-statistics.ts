@@ -22,10 +22,11 @@ export function percentileRanks(n: number, qs: readonly number[]): number[] {
 }
 
 /**
- * An array as long as `values` that holds, at each of `ranks`, the value sorting would put
- * there. Other positions are unspecified: pass it only to readers of those ranks.
+ * Something as long as `values` that holds, at each of `ranks`, the value sorting would put
+ * there. Other positions are unspecified: pass it only to readers of those ranks. Sparse, so a
+ * slice's four percentile ranks do not cost a slice-sized array.
  */
-export function sortedAtRanks(values: ArrayLike<number>, ranks: readonly number[]): Float64Array {
+export function sortedAtRanks(values: ArrayLike<number>, ranks: readonly number[]): ArrayLike<number> {
   const n = values.length;
   let min = Infinity;
   let max = -Infinity;
@@ -42,7 +43,7 @@ export function sortedAtRanks(values: ArrayLike<number>, ranks: readonly number[
     const k = (values[i] as number) - min;
     counts[k] = (counts[k] as number) + 1;
   }
-  const out = new Float64Array(n);
+  const out: Record<number, number> & { length: number } = { length: n };
   const wanted = [...ranks].sort((a, b) => a - b);
   let seen = 0;
   let r = 0;

@@ -1,14 +1,15 @@
 /**
- * One onnxruntime InferenceSession per installed model, created on first use and kept: creating
- * a session (graph load + optimisation) costs far more than running a small batch. A model
- * whose file changed (new hash) gets a new session; the old one is released.
+ * One onnxruntime session per installed model, created on first use and kept: creating a
+ * session (graph load + optimisation) costs far more than running a small batch. Each lives in
+ * a worker thread of its own (worker-session.ts). A model whose file changed (new hash) gets a
+ * new session; the old one is released. A worker that died is replaced on the next use.
  */
-import * as ort from 'onnxruntime-node';
 import type { ReadyModel } from '#server/analysis/registry.ts';
+import { startWorkerSession, type InferenceSession } from '#server/analysis/worker-session.ts';
 
 export type SessionThreads = { intraOpThreads: number; interOpThreads: number };
 
-type Entry = { sha256: string; session: Promise<ort.InferenceSession> };
+type Entry = { sha256: string; session: Promise<InferenceSession> };
 
 export class SessionCache {
   readonly #threads: SessionThreads;
@@ -19,24 +20,18 @@ export class SessionCache {
     this.#threads = threads;
   }
 
-  get(model: ReadyModel): Promise<ort.InferenceSession> {
+  get(model: ReadyModel): Promise<InferenceSession> {
     if (this.#closed) return Promise.reject(new Error('session cache is closed'));
     const current = this.#entries.get(model.id);
     if (current && current.sha256 === model.manifest.file.sha256) return current.session;
     if (current) void releaseQuietly(current.session);
-    const session = ort.InferenceSession.create(model.modelPath, {
-      // Explicit, so a build with other providers compiled in still runs the same CPU kernels.
-      executionProviders: ['cpu'],
-      intraOpNumThreads: this.#threads.intraOpThreads,
-      interOpNumThreads: this.#threads.interOpThreads,
-      graphOptimizationLevel: 'all',
-      executionMode: 'sequential',
-    });
+    const forget = (): void => {
+      if (this.#entries.get(model.id)?.session === session) this.#entries.delete(model.id);
+    };
+    const session = startWorkerSession({ modelPath: model.modelPath, ...this.#threads }, forget);
     this.#entries.set(model.id, { sha256: model.manifest.file.sha256, session });
     // A failed load is not cached: the next job retries (the user may have fixed the file).
-    session.catch(() => {
-      if (this.#entries.get(model.id)?.session === session) this.#entries.delete(model.id);
-    });
+    session.catch(forget);
     return session;
   }
 
@@ -48,7 +43,7 @@ export class SessionCache {
   }
 }
 
-async function releaseQuietly(session: Promise<ort.InferenceSession>): Promise<void> {
+async function releaseQuietly(session: Promise<InferenceSession>): Promise<void> {
   try {
     await (await session).release();
   } catch {

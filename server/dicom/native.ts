@@ -25,11 +25,19 @@ function unpackBits(data: Uint8Array, bitOffset: number, count: number): Uint8Ar
   return out;
 }
 
+/** Typed arrays use the host's byte order; every platform mia ships for is little endian. */
+const HOST_LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+
 function readWords(bytes: Uint8Array, bitsAllocated: number, bigEndian: boolean): Uint8Array | Uint16Array | Uint32Array {
   const size = bitsAllocated / 8;
   const count = Math.floor(bytes.length / size);
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (size === 1) return bytes.slice(0, count);
+  if (bigEndian !== HOST_LITTLE_ENDIAN) {
+    // Same byte order: one copy (slice starts a new, aligned buffer) and a view on it.
+    const copy = bytes.slice(0, count * size);
+    return size === 2 ? new Uint16Array(copy.buffer, 0, count) : new Uint32Array(copy.buffer, 0, count);
+  }
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   if (size === 2) {
     const out = new Uint16Array(count);
     for (let i = 0; i < count; i++) out[i] = view.getUint16(i * 2, !bigEndian);

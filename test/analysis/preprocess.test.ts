@@ -36,6 +36,34 @@ describe('normalise', () => {
   });
 });
 
+describe('preprocessSlice (normalise and resize fused, rescale folded in)', () => {
+  /** Seeded (mulberry32), so a failure replays. */
+  function random(seed: number): () => number {
+    let a = seed >>> 0;
+    return () => {
+      a = (a + 0x6d2b79f5) >>> 0;
+      let x = Math.imul(a ^ (a >>> 15), a | 1);
+      x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
+      return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
+    };
+  }
+  it.each([
+    ['CT, halving', 'CT', 64, 64, 32, 32, { slope: 1, intercept: -1024 }],
+    ['CT, odd sizes and enlarging', 'CT', 37, 53, 64, 40, { slope: 1, intercept: -1024 }],
+    ['MR, fractional slope', 'MR', 96, 80, 128, 128, { slope: 2.5, intercept: 3 }],
+    ['MR, negative slope mirrors the ranks', 'MR', 50, 50, 20, 30, { slope: -1.5, intercept: 4000 }],
+  ] as const)('%s: equals rescaling, normalising the whole frame, then resizing', async (_name, modality, rows, columns, outRows, outColumns, rescale) => {
+    const manifest = await loadManifest(MODEL_DIR);
+    const spec = { ...manifest.input, size: { height: outRows, width: outColumns } };
+    const r = random(rows * 7 + columns);
+    const stored = Float32Array.from({ length: rows * columns }, () => Math.floor(r() * (modality === 'CT' ? 1200 : 900)) + (modality === 'CT' ? 950 : 0));
+    const modalityValues = stored.map((v) => v * rescale.slope + rescale.intercept);
+    const expected = resizeBilinear(normalise(modalityValues, spec.normalisation[modality]!), rows, columns, outRows, outColumns);
+    const actual = preprocessSlice({ values: stored, rows, columns, modality, rescale }, spec);
+    expect(Array.from(actual)).toEqual(Array.from(expected));
+  });
+});
+
 describe('preprocess parity with models/mia-phantom-detector/preprocess.py', () => {
   it('gives the same input as training did, CT and MR, several sizes', async () => {
     const manifest = await loadManifest(MODEL_DIR);
