@@ -5,6 +5,7 @@
  */
 import { createWriteStream, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
 
 export type LogFields = Record<string, string | number | boolean | null>;
 export type Logger = {
@@ -15,9 +16,9 @@ export type Logger = {
 
 export function createFileLogger(dataDir: string, alsoStderr: boolean): Logger {
   const dir = join(dataDir, 'logs');
-  mkdirSync(dir, { recursive: true });
+  mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   // An append stream keeps file I/O off the request path; close() flushes it on shutdown.
-  const stream = createWriteStream(join(dir, 'mia.log'), { flags: 'a' });
+  const stream = createWriteStream(join(dir, 'mia.log'), { flags: 'a', mode: PRIVATE_FILE_MODE });
   const write = (level: string, event: string, fields: LogFields = {}): void => {
     const line = JSON.stringify({ at: new Date().toISOString(), level, event, ...fields }) + '\n';
     stream.write(line);

@@ -312,6 +312,7 @@ export const auditEvent = z.object({
   patient_id: z.string().nullable(),
   outcome: z.string(),
   status_code: z.number().int().nullable(),
+  patient_ids: z.array(z.string()).describe('Every patient a list read or an export reached (patient_id names a single one)'),
 });
 
 export const auditQuery = pageQuery

@@ -16,5 +16,18 @@ export function recordAudit(db: Database, event: AuditInput): void {
 }
 
 export function listAudit(db: Database, filter: AuditFilter, page: PageRequest): Page<AuditEvent> {
-  return listAuditEvents(db, filter, page);
+  const rows = listAuditEvents(db, filter, page);
+  return {
+    items: rows.items.map(({ patient_ids, ...row }) => ({ ...row, patient_ids: patient_ids ? (JSON.parse(patient_ids) as string[]) : [] })),
+    nextAfterId: rows.nextAfterId,
+  };
+}
+
+/** Distinct patient ids of returned items, in order of first appearance. */
+export function patientsOf(items: readonly unknown[]): string[] {
+  const seen = new Set<string>();
+  for (const item of items) {
+    if (typeof item === 'object' && item !== null && 'patient_id' in item && typeof item.patient_id === 'string') seen.add(item.patient_id);
+  }
+  return [...seen];
 }

@@ -31,6 +31,12 @@ export const extraScopesSchema = z.array(z.enum(GRANTABLE_SCOPES));
 /** last_used_at is informational; writing it at most once a minute keeps reads read-only. */
 const TOUCH_INTERVAL_MS = 60_000;
 
+/** The key presented in `Authorization: Bearer <key>` (scheme case-insensitive, RFC 7235), or null. */
+export function bearerToken(header: string | undefined): string | null {
+  const match = header ? /^Bearer[ ]+(\S+)\s*$/i.exec(header) : null;
+  return match?.[1] ?? null;
+}
+
 export function authenticate(db: Database, clock: Clock, header: string | undefined): AuthOutcome {
   const fail = (reason: string, keyId: string | null = null, userId: string | null = null): AuthOutcome => ({
     ok: false,
@@ -39,9 +45,8 @@ export function authenticate(db: Database, clock: Clock, header: string | undefi
     userId,
   });
   if (!header) return fail('no Authorization header; send Authorization: Bearer <API key>');
-  const match = /^Bearer[ ]+(\S+)\s*$/i.exec(header);
-  if (!match?.[1]) return fail('Authorization header must be: Bearer <API key>');
-  const presented = match[1];
+  const presented = bearerToken(header);
+  if (!presented) return fail('Authorization header must be: Bearer <API key>');
   const problem = keyShapeProblem(presented);
   if (problem) return fail(`malformed API key (${problem})`);
 

@@ -22,6 +22,7 @@ import type { Database } from '#server/store/database.ts';
 import type { ExportRow } from '#server/store/exports.ts';
 import { findExport, insertExport, listExports as listExportRows } from '#server/store/exports.ts';
 import type { Page, PageRequest } from '#server/store/page.ts';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 
 export type ExportDeps = { db: Database; clock: Clock; dataDir: string };
@@ -54,7 +55,8 @@ function deidentify(result: ScanResultV11, pseudonyms: Pseudonymizer): ScanResul
     ...result,
     patient_id: pseudonyms.patientId(result.patient_id),
     scan_id: pseudonyms.uid(result.scan_id),
-    findings: result.findings.map((finding) => ({ ...finding, instance_uid: pseudonyms.uid(finding.instance_uid) })),
+    findings: result.findings.map((finding) => ({ ...finding, id: pseudonyms.recordId(finding.id), instance_uid: pseudonyms.uid(finding.instance_uid) })),
+    analysis: { ...result.analysis, id: pseudonyms.recordId(result.analysis.id) },
   };
 }
 
@@ -92,7 +94,7 @@ function render(format: ExportFormat, header: Record<string, string | boolean | 
 
 function writeDurably(path: string, content: string): void {
   const temporary = `${path}.partial`;
-  const fd = openSync(temporary, 'w');
+  const fd = openSync(temporary, 'w', PRIVATE_FILE_MODE);
   try {
     writeSync(fd, content);
     fsyncSync(fd);
@@ -115,7 +117,7 @@ export function createExport(
   const header = { export_id: publicId, generated_at: at, deidentified: input.deidentify, row_count: items.length };
   const content = render(input.format, header, items);
   const fileName = `${publicId}.${EXPORT_EXTENSION[input.format]}`;
-  mkdirSync(exportsDir(deps.dataDir), { recursive: true });
+  mkdirSync(exportsDir(deps.dataDir), { recursive: true, mode: PRIVATE_DIR_MODE });
   writeDurably(join(exportsDir(deps.dataDir), fileName), content);
   insertExport(deps.db, {
     publicId,

@@ -8,7 +8,12 @@ import { createHmac, randomBytes } from 'node:crypto';
 import type { Database } from '#server/store/database.ts';
 import { ensureSetting } from '#server/store/settings.ts';
 
-export type Pseudonymizer = { patientId(id: string): string; uid(uid: string): string };
+export type Pseudonymizer = {
+  patientId(id: string): string;
+  uid(uid: string): string;
+  /** mia's own record ids (analyses, findings): the API would map them back to the scan. */
+  recordId(id: string): string;
+};
 
 export function createPseudonymizer(db: Database): Pseudonymizer {
   const secret = Buffer.from(ensureSetting(db, 'pseudonym_secret', randomBytes(32).toString('hex')), 'hex');
@@ -17,5 +22,6 @@ export function createPseudonymizer(db: Database): Pseudonymizer {
     patientId: (id) => `ANON-${digest('patient', id).subarray(0, 8).toString('hex').toUpperCase()}`,
     // 2.25.<decimal of 128 bits> is the UUID-derived UID form of PS3.5 B.2: valid and unique.
     uid: (uid) => `2.25.${BigInt('0x' + digest('uid', uid).subarray(0, 16).toString('hex')).toString()}`,
+    recordId: (id) => `anon_${digest('record', id).subarray(0, 12).toString('hex')}`,
   };
 }

@@ -6,9 +6,10 @@
  */
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { z } from 'zod';
-import { authenticate } from '#server/auth/authenticate.ts';
+import { authenticate, bearerToken } from '#server/auth/authenticate.ts';
 import { holdsAnyScope } from '#server/auth/scopes.ts';
-import { recordAudit } from '#server/audit/audit.ts';
+import { patientsOf, recordAudit } from '#server/audit/audit.ts';
+import type { AuditInput } from '#server/store/audit.ts';
 import { MiaError } from '#server/errors.ts';
 import { apiVersion } from '#server/http/api-version.ts';
 import { cors } from '#server/http/cors.ts';
@@ -51,6 +52,14 @@ function parseInput(schema: z.ZodType | undefined, value: unknown, where: 'body'
   const parsed = effective.safeParse(value);
   if (!parsed.success) throw new MiaError('invalid', `Invalid request ${where}`, describeIssues(parsed.error, where));
   return parsed.data;
+}
+
+/** A list read's filters for its audit event ("filter:modality=CT&status=analyzed"), or null. */
+function filterTarget(query: unknown): string | null {
+  if (typeof query !== 'object' || query === null) return null;
+  const filters = Object.entries(query).filter(([k, v]) => k !== 'limit' && k !== 'cursor' && v !== undefined);
+  if (filters.length === 0) return null;
+  return `filter:${new URLSearchParams(filters.map(([k, v]): [string, string] => [k, String(v)])).toString()}`.slice(0, 300);
 }
 
 function withoutFormat(query: Request['query']): Record<string, unknown> {
@@ -96,6 +105,14 @@ function toErrorBody(error: unknown): ErrorBody {
       return { code: 415, title: TITLE_BY_STATUS[415] ?? '', message: 'Unsupported body encoding', details: 'send UTF-8 JSON' };
     }
   }
+  // Any other client-side body failure (aborted upload, Content-Length that does not match,
+  // a gzip body that does not inflate) is the client's 400, not our 500.
+  const status = typeof error === 'object' && error !== null && 'status' in error ? Number(error.status) : NaN;
+  const zlibCode = typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string' && error.code.startsWith('Z_');
+  if ((status >= 400 && status < 500) || zlibCode) {
+    const detail = zlibCode ? 'body: does not decode with its Content-Encoding' : 'body: incomplete or does not match Content-Length';
+    return { code: 400, title: TITLE_BY_STATUS[400] ?? '', message: 'Request body could not be read', details: detail };
+  }
   return { code: 500, title: TITLE_BY_STATUS[500] ?? '', message: 'Internal error; quote the request id to support' };
 }
 
@@ -112,6 +129,11 @@ export function createApp(services: Services): express.Express {
   const jsonBody = express.json({ limit: JSON_BODY_LIMIT, type: 'application/json', strict: true });
 
   app.use(requestContext);
+  // API answers carry patient data: no browser or proxy keeps a copy (the UI's files say otherwise).
+  app.use((_req: Request, res: Response, next: NextFunction) => {
+    res.setHeader('Cache-Control', 'no-store');
+    next();
+  });
   app.use((req: Request, res: Response, next: NextFunction) => {
     res.on('finish', () => {
       const ctx = contextOf(req);
@@ -130,9 +152,10 @@ export function createApp(services: Services): express.Express {
   app.use(cors(config.allowedOrigins));
   app.use(apiVersion);
   app.use((req: Request, res: Response, next: NextFunction) => {
-    const header = req.get('Authorization');
-    // Buckets are keyed by a digest of what was presented, never by the key itself.
-    const bucket = header ? `k:${digestKey(header).slice(0, 32)}` : `ip:${req.socket.remoteAddress ?? ''}`;
+    // Buckets are keyed by a digest of the key presented (however the header is spelled), never
+    // by the key itself.
+    const token = bearerToken(req.get('Authorization'));
+    const bucket = token ? `k:${digestKey(token).slice(0, 32)}` : `ip:${req.socket.remoteAddress ?? ''}`;
     const wait = requestLimiter.take(bucket);
     if (wait > 0) {
       res.setHeader('Retry-After', String(wait));
@@ -144,16 +167,12 @@ export function createApp(services: Services): express.Express {
   const authStep = (route: Route) => (req: Request, res: Response, next: NextFunction): void => {
     const ctx = contextOf(req);
     ctx.route = `${route.method.toUpperCase()} ${route.path}`;
-    const address = `ip:${req.socket.remoteAddress ?? ''}`;
-    const blockedFor = failureLimiter.peek(address);
-    if (blockedFor > 0) {
-      res.setHeader('Retry-After', String(blockedFor));
-      throw new MiaError('rate_limited', 'Too many failed authentications', `retry after ${blockedFor} s`, blockedFor);
-    }
     const outcome = authenticate(db, clock, req.get('Authorization'));
     if (!outcome.ok) {
-      failureLimiter.take(address);
-      recordAudit(db, {
+      // Only failures are slowed: a script retrying a dead key from 127.0.0.1 must not lock the
+      // workstation's own valid key out, while guessing keys still gets nowhere fast.
+      const blockedFor = failureLimiter.take(`ip:${req.socket.remoteAddress ?? ''}`);
+      writeAudit({
         at: clock.now().toISOString(),
         request_id: ctx.requestId,
         key_id: outcome.keyId,
@@ -162,8 +181,11 @@ export function createApp(services: Services): express.Express {
         target: ctx.route,
         patient_id: null,
         outcome: outcome.reason,
-        status_code: 401,
+        status_code: blockedFor > 0 ? 429 : 401,
       });
+      if (blockedFor > 0) {
+        throw new MiaError('rate_limited', 'Too many failed authentications', `retry after ${blockedFor} s`, blockedFor);
+      }
       throw new MiaError('unauthenticated', 'The API key is missing or invalid', outcome.reason);
     }
     ctx.auth = outcome.auth;
@@ -178,11 +200,21 @@ export function createApp(services: Services): express.Express {
     next();
   };
 
+  /** After the response: a failed write (disk full, a lock held too long) is logged, never thrown. */
+  const writeAudit = (event: AuditInput): void => {
+    try {
+      recordAudit(db, event);
+    } catch (err) {
+      log.error('audit.write_failed', { request_id: event.request_id, action: event.action, error: err instanceof Error ? err.name : 'non-error' });
+    }
+  };
+
   const auditOnFinish = (req: Request, res: Response, action: string, note: AuditNote): void => {
     const ctx = contextOf(req);
-    res.on('finish', () => {
+    // 'close' also fires when the client goes away mid-response: that read is recorded too.
+    res.on('close', () => {
       const status = res.statusCode;
-      recordAudit(db, {
+      writeAudit({
         at: clock.now().toISOString(),
         request_id: ctx.requestId,
         key_id: ctx.auth?.keyId ?? null,
@@ -190,7 +222,8 @@ export function createApp(services: Services): express.Express {
         action,
         target: note.target ?? null,
         patient_id: note.patientId ?? null,
-        outcome: status < 400 ? 'success' : status === 403 ? 'denied' : 'error',
+        patient_ids: note.patientIds ?? null,
+        outcome: !res.writableFinished ? 'aborted' : status < 400 ? 'success' : status === 403 ? 'denied' : 'error',
         status_code: status,
       });
     });
@@ -226,6 +259,10 @@ export function createApp(services: Services): express.Express {
       upload,
       audit: (extra) => Object.assign(note, extra),
     });
+    if (result.kind === 'list') {
+      note.patientIds ??= patientsOf(result.items);
+      note.target ??= filterTarget(query);
+    }
     sendResult(req, res, result, format, route.successStatus, clock);
   };
 

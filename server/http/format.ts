@@ -73,12 +73,16 @@ export function negotiateFormat(req: Request, offered: readonly Format[]): Forma
 
 /** For routes with one fixed media type (PNG frames, raw pixels, event streams): an Accept
  * header must allow that type, a wildcard of its family, or anything. */
-export function checkAccepts(req: Request, mediaType: string): void {
+export function checkAccepts(req: Request, mediaTypes: readonly string[]): void {
   const accept = req.get('Accept');
   if (!accept) return;
   const ranges = parseAccept(accept);
   if (ranges.length === 0) return;
-  const family = mediaType.slice(0, mediaType.indexOf('/') + 1) + '*';
-  if (ranges.some((range) => range.type === '*/*' || range.type === family || range.type === mediaType)) return;
-  throw new MiaError('not_acceptable', `This endpoint answers with ${mediaType} only`, `supported formats: ${mediaType}`);
+  const acceptable = (mediaType: string): boolean => {
+    const family = mediaType.slice(0, mediaType.indexOf('/') + 1) + '*';
+    return ranges.some((range) => range.type === '*/*' || range.type === family || range.type === mediaType);
+  };
+  if (mediaTypes.some(acceptable)) return;
+  const list = mediaTypes.join(', ');
+  throw new MiaError('not_acceptable', `This endpoint answers with ${list} only`, `supported formats: ${list}`);
 }

@@ -105,10 +105,11 @@ export function buildOpenApi(routes: readonly Route[]): JsonSchema {
       if (route.formats.includes('csv')) content[CONTENT_TYPE.csv] = { schema: { type: 'string' } };
       if (route.formats.includes('xml')) content[CONTENT_TYPE.xml] = { schema: { type: 'string' } };
       success['content'] = content;
-    } else if (route.produces === 'text/event-stream') {
+    } else if (route.produces?.[0] === 'text/event-stream') {
       success['content'] = { 'text/event-stream': { schema: { type: 'string', description: 'Server-Sent Events (event: and data: lines, data is JSON)' } } };
     } else {
-      success['content'] = { [route.produces ?? 'application/octet-stream']: { schema: { type: 'string', format: 'binary' } } };
+      const types = route.produces ?? ['application/octet-stream'];
+      success['content'] = Object.fromEntries(types.map((type) => [type, { schema: { type: 'string', format: 'binary' } }]));
     }
     const access =
       route.access.kind === 'authenticated' ? 'Any valid key.' : `Requires scope ${route.access.anyOf.join(' or ')}.`;

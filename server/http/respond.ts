@@ -21,7 +21,8 @@ export function sendResult(req: Request, res: Response, result: HandlerResult, f
     res.status(status);
     res.setHeader('Content-Type', result.contentType);
     res.attachment(result.fileName);
-    res.sendFile(result.path, { dotfiles: 'deny' });
+    // Files hold patient data: no shared or stored copies on the way.
+    res.sendFile(result.path, { dotfiles: 'deny', cacheControl: false, headers: { 'Cache-Control': 'no-store' } });
     return;
   }
   if (result.kind === 'binary') {

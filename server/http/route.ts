@@ -13,7 +13,12 @@ import type { Services } from '#server/services.ts';
 
 export type Access = { kind: 'authenticated' } | { kind: 'scopes'; anyOf: readonly Scope[] };
 
-export type AuditNote = { target?: string | null; patientId?: string | null };
+export type AuditNote = {
+  target?: string | null;
+  patientId?: string | null;
+  /** Patients reached by a list read or an export; list results are collected automatically. */
+  patientIds?: readonly string[];
+};
 
 /** A raw request body a route streams itself (DICOM uploads), instead of parsed JSON. */
 export type UploadSpec = {
@@ -73,7 +78,7 @@ export type RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodT
   /** Schema of `data` on success (of each item, for lists); undefined for file downloads. */
   response?: z.ZodType;
   /** Content type of a non-JSON success (image/png, text/event-stream...), for OpenAPI. */
-  produces?: string;
+  produces?: string | readonly string[];
   upload?: UploadSpec;
   list?: boolean;
   formats?: readonly Format[];
@@ -94,7 +99,8 @@ export type Route = {
   query: z.ZodType | undefined;
   body: z.ZodType | undefined;
   response: z.ZodType | undefined;
-  produces: string | undefined;
+  /** Media types a non-JSON success may have; Accept must allow one of them. */
+  produces: readonly string[] | undefined;
   upload: UploadSpec | undefined;
   list: boolean;
   formats: readonly Format[];
@@ -115,7 +121,7 @@ export function defineRoute<P extends z.ZodType, Q extends z.ZodType, B extends 
     query: spec.query,
     body: spec.body,
     response: spec.response,
-    produces: spec.produces,
+    produces: spec.produces === undefined ? undefined : typeof spec.produces === 'string' ? [spec.produces] : spec.produces,
     upload: spec.upload,
     list: spec.list ?? false,
     formats: spec.formats ?? ['json'],

@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, fsync, mkdirSync, openSync, renameSync, statSync, unlinkSync, writeSync, constants, close } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
 
 export const ARCHIVE_DIR = 'archive';
 
@@ -55,7 +56,7 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
 
   const ensureDir = (dir: string): void => {
     if (knownDirs.has(dir)) return;
-    const created = mkdirSync(dir, { recursive: true });
+    const created = mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
     // A new directory's own entry lives in its parent: that parent needs an fsync as well.
     if (created !== undefined) {
       for (let d = dir; d.length >= created.length; d = dirname(d)) touchedDirs.add(d);
@@ -78,7 +79,7 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
       const dir = dirname(final);
       ensureDir(dir);
       const temp = join(dir, `.${sha256.slice(0, 16)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
-      const fd = openSync(temp, 'wx');
+      const fd = openSync(temp, 'wx', PRIVATE_FILE_MODE);
       try {
         for (let off = 0; off < bytes.byteLength; ) off += writeSync(fd, bytes, off);
       } catch (err) {

@@ -5,6 +5,7 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import { MiaError } from '#server/errors.ts';
+import { PRIVATE_FILE_MODE } from '#server/private-files.ts';
 
 export type ReceivedPart = { index: number; file: string; contentType: string; bytes: number };
 
@@ -91,7 +92,7 @@ export async function receiveMultipart(
           const headerBlock = at < 0 ? '' : buffer.subarray(0, at).toString('latin1');
           buffer = buffer.subarray(at < 0 ? 2 : at + HEADER_END.length);
           current = { index: parts.length + 1, file: join(dir, `part-${parts.length + 1}`), contentType: partType(headerBlock), bytes: 0 };
-          handle = await open(current.file, 'wx');
+          handle = await open(current.file, 'wx', PRIVATE_FILE_MODE);
           state = 'body';
         } else if (state === 'body') {
           const at = buffer.indexOf(delimiter);

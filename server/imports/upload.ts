@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { MiaError } from '#server/errors.ts';
 import { boundaryOf, receiveMultipart, type ReceivedPart } from '#server/imports/multipart.ts';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
 
 export const UPLOAD_TYPES = ['application/dicom', 'multipart/related'] as const;
 /** 2 GiB: a large multi-frame study fits; a runaway client does not fill the disk. */
@@ -16,7 +17,7 @@ export const UPLOAD_LIMIT_BYTES = 2 * 1024 ** 3;
 export type ReceivedUpload = { dir: string; multipart: boolean; parts: ReceivedPart[] };
 
 async function receiveSingle(stream: AsyncIterable<Buffer | string>, file: string, maxBytes: number): Promise<ReceivedPart> {
-  const handle = await open(file, 'wx');
+  const handle = await open(file, 'wx', PRIVATE_FILE_MODE);
   let bytes = 0;
   try {
     for await (const raw of stream) {
@@ -36,7 +37,7 @@ export async function receiveUpload(
   body: { contentType: string; stream: Readable; maxBytes: number },
 ): Promise<ReceivedUpload> {
   const dir = join(dataDir, 'tmp', 'uploads', randomBytes(8).toString('hex'));
-  await mkdir(dir, { recursive: true });
+  await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   const mediaType = body.contentType.split(';')[0]?.trim().toLowerCase();
   try {
     if (mediaType === 'multipart/related') {

@@ -13,15 +13,17 @@ export type AuditRow = {
   patient_id: string | null;
   outcome: string;
   status_code: number | null;
+  /** JSON array of patient ids, for reads and exports that reach more than one. */
+  patient_ids: string | null;
 };
 
-export type AuditInput = Omit<AuditRow, 'id'>;
+export type AuditInput = Omit<AuditRow, 'id' | 'patient_ids'> & { patient_ids?: readonly string[] | null };
 
 export function insertAuditEvent(db: Database, event: AuditInput): void {
   sql(db,
-    `INSERT INTO audit_events (at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code)
-     VALUES (@at, @request_id, @key_id, @user_id, @action, @target, @patient_id, @outcome, @status_code)`,
-  ).run(event);
+    `INSERT INTO audit_events (at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code, patient_ids)
+     VALUES (@at, @request_id, @key_id, @user_id, @action, @target, @patient_id, @outcome, @status_code, @patient_ids)`,
+  ).run({ ...event, patient_ids: event.patient_ids && event.patient_ids.length > 0 ? JSON.stringify(event.patient_ids) : null });
 }
 
 export type AuditFilter = {
@@ -37,7 +39,8 @@ export function listAuditEvents(db: Database, filter: AuditFilter, page: PageReq
       `SELECT * FROM audit_events WHERE id > @after
          AND (@action IS NULL OR action = @action)
          AND (@userId IS NULL OR user_id = @userId)
-         AND (@patientId IS NULL OR patient_id = @patientId)
+         AND (@patientId IS NULL OR patient_id = @patientId
+              OR (patient_ids IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(patient_ids) WHERE value = @patientId)))
          AND (@since IS NULL OR at >= @since)
          AND (@until IS NULL OR at < @until)
        ORDER BY id LIMIT @limit`,

@@ -3,9 +3,10 @@
  * commands: WAL lets readers and one writer work at once, and busy_timeout makes a second
  * writer wait instead of failing with SQLITE_BUSY.
  */
-import { mkdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
 import { applyMigrations } from '#server/store/migrations.ts';
 
 export type Database = BetterSqlite3.Database;
@@ -13,8 +14,12 @@ export type Database = BetterSqlite3.Database;
 export const DATABASE_FILE = 'mia.sqlite';
 
 export function openDatabase(dataDir: string): Database {
-  mkdirSync(dataDir, { recursive: true });
-  const db = new BetterSqlite3(join(dataDir, DATABASE_FILE));
+  mkdirSync(dataDir, { recursive: true, mode: PRIVATE_DIR_MODE });
+  const file = join(dataDir, DATABASE_FILE);
+  const created = !existsSync(file);
+  const db = new BetterSqlite3(file);
+  // Before the WAL and shared-memory files exist: SQLite gives them the database file's mode.
+  if (created) chmodSync(file, PRIVATE_FILE_MODE);
   db.pragma('journal_mode = WAL');
   // NORMAL is durable across application crashes in WAL mode; only a power cut may lose the
   // last commits, never corrupt the file (sqlite.org/pragma.html#pragma_synchronous).

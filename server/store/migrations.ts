@@ -262,6 +262,15 @@ const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX analyses_status ON analyses (status, id);
     `,
   },
+  {
+    version: 4,
+    name: 'audit: the patients a list read or an export touched',
+    sql: `
+      -- A list read or an export reaches many patients; patient_id holds one. patient_ids is a
+      -- JSON array of every distinct patient id in what was returned or written.
+      ALTER TABLE audit_events ADD COLUMN patient_ids TEXT;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -106,6 +106,10 @@ describe('mia CLI', () => {
     walk(dataDir);
     expect(files.some((f) => f.endsWith('mia.sqlite'))).toBe(true);
     expect(files.some((f) => f.endsWith('mia.log'))).toBe(true);
+    // Patient data, logs and the pseudonym secret: readable by this account only.
+    for (const path of [...files, join(dataDir, 'logs')]) {
+      expect((statSync(path).mode & 0o077).toString(8), path).toBe('0');
+    }
     for (const file of files) {
       const content = readFileSync(file).toString('latin1');
       for (const key of issued) {

@@ -83,6 +83,17 @@ describe('bad input gets the right status, the error envelope, and loses nothing
     expect(loopback.status).toBe(200);
   });
 
+  it('a gzip body that does not inflate: 400, not a server error', async () => {
+    const before = await userCount();
+    const reply = await t.request('POST', '/v1/users', {
+      rawBody: JSON.stringify({ email: 'gz@hospital.test', role: 'radiologist' }),
+      headers: { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' },
+    });
+    expect(reply.status).toBe(400);
+    expect(reply.json).toMatchObject({ status: 'error', error: { code: 400, details: expect.stringMatching(/^body:/) } });
+    expect(await userCount()).toBe(before);
+  });
+
   it('an unknown query parameter: 400 naming it', async () => {
     const reply = await t.request('GET', '/v1/scans?modalty=MR');
     expect(reply.status).toBe(400);
@@ -104,6 +115,10 @@ describe('rate limiting', () => {
       const statuses: number[] = [];
       for (let i = 0; i < 6; i += 1) statuses.push((await limited.request('GET', '/v1/auth/me')).status);
       expect(statuses).toEqual([200, 200, 200, 200, 200, 429]);
+      // The same key spelled differently (scheme case, extra spaces) is the same budget.
+      for (const header of [`bearer ${limited.adminKey}`, `Bearer    ${limited.adminKey}`, `BEARER ${limited.adminKey} `]) {
+        expect((await limited.request('GET', '/v1/auth/me', { key: null, headers: { Authorization: header } })).status).toBe(429);
+      }
       const refused = await limited.request('GET', '/v1/auth/me');
       expect(refused.json.error.code).toBe(429);
       expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
@@ -124,6 +139,8 @@ describe('rate limiting', () => {
         statuses.push((await limited.request('GET', '/v1/auth/me', { key: `mia_${'x'.repeat(49)}` })).status);
       }
       expect(statuses).toEqual([401, 401, 401, 429]);
+      // A valid key from the same address is not locked out by someone else's bad ones.
+      expect((await limited.request('GET', '/v1/auth/me')).status).toBe(200);
     } finally {
       await limited.close();
     }

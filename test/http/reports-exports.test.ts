@@ -82,6 +82,11 @@ describe('exports', () => {
     expect(file.headers.get('content-disposition')).toMatch(/attachment; filename="?mia-export-exp_/);
     expect(Buffer.byteLength(file.text)).toBe(record.size_bytes);
     expect(file.text).toContain('RPT-1');
+    expect(file.headers.get('cache-control')).toBe('no-store');
+    // A client asking for the file's own type gets it (the route is not JSON-only).
+    const asCsv = await t.request('GET', record.download_url, { key: engineer.key, headers: { Accept: 'text/csv' } });
+    expect(asCsv.status).toBe(200);
+    expect(asCsv.text).toBe(file.text);
   });
 
   it('de-identifies with stable pseudonyms: same patient, same pseudonym, no original ids', async () => {
@@ -98,6 +103,11 @@ describe('exports', () => {
     const text = JSON.stringify(a);
     expect(text).not.toContain('RPT-1');
     expect(text).not.toContain(scan.scanId);
+    // mia's own ids would lead back through the API (GET /v1/analyses/{id} names the scan).
+    const real = (await t.request('GET', `/v1/scans/${scan.scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data;
+    expect(text).not.toContain(real.analysis.id);
+    for (const finding of real.findings as { id: string }[]) expect(text).not.toContain(finding.id);
+    expect(a.scan_results[0].analysis.id).toBe(b.scan_results[0].analysis.id);
     const xml = await make('xml');
     const xmlText = (await t.request('GET', xml.download_url, { key: engineer.key })).text;
     expect(XMLValidator.validate(xmlText)).toBe(true);
@@ -147,5 +157,31 @@ describe('audit trail', () => {
     expect(events.every((e) => e.at.endsWith('Z'))).toBe(true);
     const raw = readFileSync(join(t.dataDir, 'mia.sqlite')).toString('latin1');
     expect(raw).not.toContain(bad);
+  });
+
+  it('records which patients a list read reached, and its filters; a patient search finds it', async () => {
+    const other = seedScan(t.server.services.db, { patientId: 'RPT-2', modality: 'US' });
+    expect((await t.request('GET', '/v1/scans?modality=US')).status).toBe(200);
+    const auditor = t.keyFor('radiologist', { email: 'auditor3@hospital.test', scopes: ['read:audit'] });
+    const events = (await t.request('GET', '/v1/audit?action=scans.list&patient_id=RPT-2&limit=500', { key: auditor.key })).json.data.items;
+    const read = events.at(-1);
+    expect(read).toMatchObject({ action: 'scans.list', target: 'filter:modality=US', patient_id: null, outcome: 'success' });
+    expect(read.patient_ids).toContain('RPT-2');
+    expect(read.patient_ids).not.toContain('RPT-1');
+    expect(other.scanId).toBeTruthy();
+  });
+
+  it('an audit write that fails is logged; the request is answered and the server keeps serving', async () => {
+    const db = t.server.services.db;
+    db.exec(`CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'disk full'); END;`);
+    try {
+      expect((await t.request('GET', `/v1/scans/${scan.scanId}`)).status).toBe(200);
+      expect((await t.request('GET', '/v1/scans')).status).toBe(200);
+    } finally {
+      db.exec('DROP TRIGGER refuse_audit');
+    }
+    expect((await t.request('GET', '/v1/auth/me')).status).toBe(200);
+    // The log is an append stream: give it a moment to reach the file.
+    await expect.poll(() => readFileSync(join(t.dataDir, 'logs', 'mia.log'), 'utf8'), { timeout: 2000 }).toContain('"event":"audit.write_failed"');
   });
 });

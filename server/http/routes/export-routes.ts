@@ -51,6 +51,8 @@ export const exportRoutes: Route[] = [
     summary: 'Download an export file',
     access: readExports,
     params: api.idParam,
+    // The file is in the export's own format.
+    produces: ['text/csv', 'application/xml', 'application/json'],
     audit: 'exports.download',
     handle: ({ services, auth, params, audit }) => {
       audit({ target: `export:${params.id}` });
