@@ -322,6 +322,7 @@ export const auditQuery = pageQuery
     patient_id: text(64).optional(),
     since: z.iso.datetime().optional(),
     until: z.iso.datetime().optional(),
+    order: z.enum(['oldest', 'newest']).default('oldest').describe('newest: most recent events first'),
   })
   .strict();
 

@@ -13,6 +13,7 @@ import { inTransaction } from '#server/store/database.ts';
 import type { Page, PageRequest } from '#server/store/page.ts';
 import type { ReportFilter, ReportRow } from '#server/store/reports.ts';
 import { findReport, insertReport, listReports as listReportRows, updateDraftReport } from '#server/store/reports.ts';
+import { markReported } from '#server/scans/review-progress.ts';
 import { getScanRow } from '#server/scans/scans.ts';
 import { loadLatestAnalyses, toFinding } from '#server/scans/scan-views.ts';
 
@@ -89,15 +90,17 @@ export function updateReport(
   inTransaction(deps.db, () => {
     const row = findReport(deps.db, reportId);
     if (!row) throw notFound('Report', reportId);
+    const at = deps.clock.now().toISOString();
     const updated = updateDraftReport(deps.db, row.id, {
       impression: patch.impression,
       recommendation: patch.recommendation,
       finalizeBy: patch.status === 'final' ? userRef : undefined,
-      at: deps.clock.now().toISOString(),
+      at,
     });
     if (!updated) {
       throw conflict('This report is final and cannot be changed', `finalized at ${row.finalized_at ?? 'unknown time'}; write an addendum as a new report`);
     }
+    if (patch.status === 'final') markReported(deps.db, { ref: row.scan_ref, status: row.scan_status }, reportId, at);
   });
   return getReport(deps, reportId);
 }

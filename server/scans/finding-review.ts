@@ -8,6 +8,7 @@ import { notFound } from '#server/errors.ts';
 import { setFindingReview } from '#server/store/analyses.ts';
 import { inTransaction } from '#server/store/database.ts';
 import { findFindingWithScan } from '#server/store/finding-reviews.ts';
+import { advanceAfterReview } from '#server/scans/review-progress.ts';
 import type { ScanDeps } from '#server/scans/scans.ts';
 import { toFinding } from '#server/scans/scan-views.ts';
 
@@ -19,6 +20,8 @@ export function reviewFinding(deps: ScanDeps, userRef: number, findingId: string
     if (!row) throw notFound('Finding', findingId);
     const at = review === null ? null : deps.clock.now().toISOString();
     setFindingReview(deps.db, row.id, review, review === null ? null : userRef, at);
+    // Verdicts on an older analysis's findings do not move the scan: its result is another.
+    if (row.is_latest) advanceAfterReview(deps.db, { ref: row.scan_ref, status: row.scan_status }, deps.clock.now().toISOString());
     return {
       finding: toFinding({ ...row, review, reviewed_by: review === null ? null : userRef, reviewed_at: at }),
       scanId: row.scan_id,

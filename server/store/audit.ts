@@ -32,21 +32,25 @@ export type AuditFilter = {
   patientId?: string | undefined;
   since?: string | undefined;
   until?: string | undefined;
+  /** Pages run backwards: a page's cursor is then the id the next page stays below. */
+  newestFirst?: boolean;
 };
 
 export function listAuditEvents(db: Database, filter: AuditFilter, page: PageRequest): Page<AuditRow> {
   const rows = sql(db,
-      `SELECT * FROM audit_events WHERE id > @after
+      `SELECT * FROM audit_events
+       WHERE ${filter.newestFirst ? 'id < @after' : 'id > @after'}
          AND (@action IS NULL OR action = @action)
          AND (@userId IS NULL OR user_id = @userId)
          AND (@patientId IS NULL OR patient_id = @patientId
               OR (patient_ids IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(patient_ids) WHERE value = @patientId)))
          AND (@since IS NULL OR at >= @since)
          AND (@until IS NULL OR at < @until)
-       ORDER BY id LIMIT @limit`,
+       ORDER BY id ${filter.newestFirst ? 'DESC' : 'ASC'} LIMIT @limit`,
     )
     .all({
-      after: page.afterId,
+      // Newest first starts above every id; the cursor is then the last (lowest) id seen.
+      after: filter.newestFirst && page.afterId === 0 ? Number.MAX_SAFE_INTEGER : page.afterId,
       action: filter.action ?? null,
       userId: filter.userId ?? null,
       patientId: filter.patientId ?? null,

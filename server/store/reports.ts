@@ -1,5 +1,5 @@
 /** SQL for reports. */
-import type { ReportStatus } from '#common/vocabulary.ts';
+import type { ReportStatus, ScanStatus } from '#common/vocabulary.ts';
 import { sql, type Database } from '#server/store/database.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
@@ -20,6 +20,7 @@ export type ReportRow = {
   finalized_by: number | null;
   // Joined for display.
   scan_id: string;
+  scan_status: ScanStatus;
   patient_id: string;
   modality: string;
   author_public_id: string;
@@ -31,7 +32,7 @@ export type ReportRow = {
 };
 
 const REPORT_SELECT = `
-  SELECT r.*, s.scan_id, p.patient_id, s.modality, au.public_id AS author_public_id, au.email AS author_email,
+  SELECT r.*, s.scan_id, s.status AS scan_status, p.patient_id, s.modality, au.public_id AS author_public_id, au.email AS author_email,
          fu.public_id AS finalized_by_public_id, a.public_id AS analysis_public_id,
          a.model_name, a.model_version
   FROM reports r

@@ -40,6 +40,28 @@ describe('PATCH /v1/findings/{id}', () => {
     const audit = await t.request('GET', `/v1/audit?action=findings.review&patient_id=${patientId}`);
     expect(audit.json.data.items).toHaveLength(1);
     expect(audit.json.data.items[0]).toMatchObject({ action: 'findings.review', outcome: 'success', patient_id: patientId });
+    expect(audit.json.data.items[0].target).toMatch(/ review:rejected$/);
+  });
+
+  it('moves the scan along as it is read: in_review, reviewed, reopened, reported; a reported scan is not re-analysed', async () => {
+    const { scanId, ids } = await analysedFindings();
+    const status = async (): Promise<string> => (await t.request('GET', `/v1/scans/${scanId}`)).json.data.status;
+    expect(await status()).toBe('analyzed');
+    await t.request('PATCH', `/v1/findings/${ids[0]}`, { key: reviewer, body: { review: 'accepted' } });
+    expect(await status()).toBe('in_review');
+    await t.request('PATCH', `/v1/findings/${ids[1]}`, { key: reviewer, body: { review: 'rejected' } });
+    expect(await status()).toBe('reviewed');
+    await t.request('PATCH', `/v1/findings/${ids[1]}`, { key: reviewer, body: { review: null } });
+    expect(await status()).toBe('in_review');
+
+    const draft = (await t.request('POST', '/v1/reports', { key: reviewer, body: { scan_id: scanId } })).json.data;
+    expect(await status()).toBe('in_review');
+    expect((await t.request('PATCH', `/v1/reports/${draft.id}`, { key: reviewer, body: { status: 'final' } })).status).toBe(200);
+    const scan = (await t.request('GET', `/v1/scans/${scanId}`)).json.data;
+    expect(scan).toMatchObject({ status: 'reported', status_reason: `report ${draft.id} finalized` });
+    const again = await t.request('POST', `/v1/scans/${scanId}/analyses`, { body: {} });
+    expect(again.status).toBe(409);
+    expect(await status()).toBe('reported');
   });
 
   it('404 for an unknown finding, 400 for an unknown verdict, 403 without write:reports', async () => {

@@ -21,8 +21,8 @@ describe('scan state machine (PRODUCT.md, Scan states)', () => {
       analyzing: ['archived'],
       analyzed: ['queued', 'in_review', 'archived'],
       failed: ['queued', 'archived'],
-      in_review: ['reviewed', 'archived'],
-      reviewed: ['reported', 'archived'],
+      in_review: ['queued', 'reviewed', 'archived'],
+      reviewed: ['queued', 'reported', 'archived'],
       reported: ['archived'],
       archived: [],
     });
@@ -50,6 +50,17 @@ describe('scan state machine (PRODUCT.md, Scan states)', () => {
     expect(canSystemMove('queued', 'received')).toBe(true);
     expect(canSystemMove('queued', 'analyzed')).toBe(true);
     expect(canSystemMove('in_review', 'received')).toBe(false);
-    expect(canSystemMove('in_review', 'queued')).toBe(false);
+    expect(canSystemMove('reported', 'queued')).toBe(false);
+  });
+
+  it('lets the reading workflow start, complete, reopen and report a review, never from an unread scan', () => {
+    expect(canSystemMove('analyzed', 'in_review')).toBe(true);
+    expect(canSystemMove('in_review', 'reviewed')).toBe(true);
+    expect(canSystemMove('reviewed', 'in_review')).toBe(true);
+    for (const from of ['analyzed', 'in_review', 'reviewed'] as const) expect(canSystemMove(from, 'reported')).toBe(true);
+    for (const from of ['received', 'queued', 'analyzing', 'failed', 'archived'] as const) {
+      expect(canSystemMove(from, 'reported')).toBe(false);
+      expect(canSystemMove(from, 'in_review')).toBe(false);
+    }
   });
 });

@@ -23,7 +23,7 @@ export const findingRoutes: Route[] = [
     handle: ({ services, auth, params, body, audit }) => {
       audit({ target: `finding:${params.id}` });
       const reviewed = reviewFinding(services, auth.userRef, params.id, body.review);
-      audit({ target: `finding:${params.id} scan:${reviewed.scanId}`, patientId: reviewed.patientId });
+      audit({ target: `finding:${params.id} scan:${reviewed.scanId} review:${body.review ?? 'cleared'}`, patientId: reviewed.patientId });
       return { kind: 'data', data: reviewed.finding };
     },
   }),

@@ -19,7 +19,7 @@ export const metaRoutes: Route[] = [
   defineRoute({
     method: 'get',
     path: '/v1/audit',
-    summary: 'The audit trail, oldest first',
+    summary: 'The audit trail, oldest first (order=newest for the most recent first)',
     access: scopes('read:audit'),
     query: api.auditQuery,
     response: api.auditEvent,
@@ -28,7 +28,7 @@ export const metaRoutes: Route[] = [
     handle: ({ services, query }) => {
       const page = listAudit(
         services.db,
-        { action: query.action, userId: query.user_id, patientId: query.patient_id, since: query.since, until: query.until },
+        { action: query.action, userId: query.user_id, patientId: query.patient_id, since: query.since, until: query.until, newestFirst: query.order === 'newest' },
         pageRequest(query),
       );
       return { kind: 'list', items: page.items, nextAfterId: page.nextAfterId };
