@@ -73,7 +73,9 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     modelsDirs: input.modelsDirs ?? null,
     defaultModelId: input.defaultModelId ?? null,
     analysisConcurrency: z.number().int().min(1).max(16).parse(input.analysisConcurrency ?? 1),
-    intraOpThreads: z.number().int().min(1).max(64).parse(input.intraOpThreads ?? Math.min(4, availableParallelism())),
+    // One core is left to read and preprocess the next batch while the others infer
+    // (engine.ts); on two cores that is as fast end to end as two inference threads.
+    intraOpThreads: z.number().int().min(1).max(64).parse(input.intraOpThreads ?? Math.max(1, Math.min(4, availableParallelism() - 1))),
     interOpThreads: z.number().int().min(1).max(64).parse(input.interOpThreads ?? 1),
     analysisBatchSize: z.number().int().min(1).max(256).parse(input.analysisBatchSize ?? 16),
     analyzeAfterImport: input.analyzeAfterImport ?? false,

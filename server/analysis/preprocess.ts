@@ -9,11 +9,12 @@ import { percentileRanks, sortedAtRanks } from '#server/analysis/order-statistic
 
 /**
  * One frame, row-major. `values` are modality values (HU for CT, stored values for MR) or,
- * given `rescale`, stored values whose modality values are fround(v * slope + intercept)
- * (PS3.3 C.11.1): rescaling while normalising saves a pass over the frame.
+ * given `rescale`, stored values - as float32, or the decoder's own 8/16-bit integers - whose
+ * modality values are fround(v * slope + intercept) (PS3.3 C.11.1): rescaling while
+ * normalising saves a pass over the frame, and integers index a lookup table.
  */
 export type ModalityImage = {
-  values: Float32Array;
+  values: SliceValues;
   rows: number;
   columns: number;
   modality: string;
@@ -43,36 +44,156 @@ export function percentileSorted(sorted: ArrayLike<number>, q: number): number {
   return t >= 0.5 ? b - d * (1 - t) : a + d * t;
 }
 
+/** Stored values a lookup table covers: 8- and 16-bit integers, nearly every CT and MR frame. */
+type SmallIntegers = Int8Array | Uint8Array | Int16Array | Uint16Array;
+
+/** A frame's values: float32 (modality values, or stored values of any depth), or small integers. */
+export type SliceValues = Float32Array | SmallIntegers;
+
 /** v -> (fround(v * slope + intercept) - lo) / span, clipped; `span` 0 marks a flat slice. */
-type Stretch = { slope: number; intercept: number; lo: number; span: number; clipLo: number; clipHi: number };
+type StretchNumbers = { slope: number; intercept: number; lo: number; span: number; clipLo: number; clipHi: number };
+
+/**
+ * The stretch of integer stored values as a table over [first, first + table.length): the
+ * stretch is monotone and clipped, so below the table it is `below` and past it `above`. For a
+ * CT window that is some 80 entries (it stays in L1), and one lookup a pixel replaces a
+ * multiply, a division and two comparisons.
+ */
+type Table = { table: Float32Array; first: number; below: number; above: number };
+
+type Stretch = StretchNumbers & { table: Table | null };
 
 const IDENTITY = { slope: 1, intercept: 0 } as const;
 
-function stretchOf(values: Float32Array, rescale: { slope: number; intercept: number }, norm: Normalisation): Stretch {
+function domainOf(values: SmallIntegers): { min: number; max: number } {
+  if (values instanceof Int8Array) return { min: -128, max: 127 };
+  if (values instanceof Uint8Array) return { min: 0, max: 255 };
+  if (values instanceof Int16Array) return { min: -32768, max: 32767 };
+  return { min: 0, max: 65535 };
+}
+
+function stretchValue(v: number, s: StretchNumbers): number {
+  const x = (Math.fround(v * s.slope + s.intercept) - s.lo) / s.span;
+  return x < s.clipLo ? s.clipLo : x > s.clipHi ? s.clipHi : x;
+}
+
+/** The first v in [from, to] where `changed(v)` holds, for a predicate false then true; to + 1 if never. */
+function firstWhere(from: number, to: number, changed: (v: number) => boolean): number {
+  let lo = from;
+  let hi = to + 1;
+  while (lo < hi) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (changed(mid)) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+/** The table for stored values in [min, max] (rounded to float32 like the rows it fills). */
+function tableOf(s: StretchNumbers, min: number, max: number): Table {
+  const below = Math.fround(stretchValue(min, s));
+  const above = Math.fround(stretchValue(max, s));
+  // Where the clipped stretch starts to differ from its value at min, and stops differing
+  // from its value at max; monotone either way round (a negative slope mirrors it).
+  const first = firstWhere(min, max, (v) => Math.fround(stretchValue(v, s)) !== below);
+  const pastLast = firstWhere(first, max, (v) => Math.fround(stretchValue(v, s)) === above);
+  const table = new Float32Array(Math.max(0, pastLast - first));
+  for (let i = 0; i < table.length; i++) table[i] = stretchValue(first + i, s);
+  return { table, first, below, above };
+}
+
+/** Window tables depend only on the value domain and the numbers: one per series, kept. */
+const windowTables = new Map<string, Table>();
+
+function windowTable(values: SmallIntegers, s: StretchNumbers): Table {
+  const { min, max } = domainOf(values);
+  const key = `${min}:${max}:${s.slope}:${s.intercept}:${s.lo}:${s.span}:${s.clipLo}:${s.clipHi}`;
+  let table = windowTables.get(key);
+  if (!table) {
+    if (windowTables.size >= 16) windowTables.clear();
+    table = tableOf(s, min, max);
+    windowTables.set(key, table);
+  }
+  return table;
+}
+
+let histogram = new Uint32Array(0);
+
+/**
+ * Order statistics of small integers by counting (exact, O(n)), over the range the slice
+ * actually spans so the counts stay in cache; also that range, which bounds its table.
+ */
+function integerOrderStatistics(values: SmallIntegers, ranks: readonly number[]): { sorted: ArrayLike<number>; min: number; max: number } {
+  let min = Infinity;
+  let max = -Infinity;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i] as number;
+    if (v < min) min = v;
+    if (v > max) max = v;
+  }
+  const size = max - min + 1;
+  if (histogram.length < size) histogram = new Uint32Array(size);
+  const counts = histogram;
+  for (let i = 0; i < values.length; i++) {
+    const k = (values[i] as number) - min;
+    counts[k] = (counts[k] as number) + 1;
+  }
+  const sorted: Record<number, number> & { length: number } = { length: values.length };
+  const wanted = [...ranks].sort((a, b) => a - b);
+  let seen = 0;
+  let r = 0;
+  for (let bin = 0; bin < size; bin++) {
+    const c = counts[bin] as number;
+    counts[bin] = 0;
+    seen += c;
+    while (r < wanted.length && (wanted[r] as number) < seen) {
+      sorted[wanted[r] as number] = bin + min;
+      r += 1;
+    }
+  }
+  return { sorted, min, max };
+}
+
+function stretchOf(values: SliceValues, rescale: { slope: number; intercept: number }, norm: Normalisation): Stretch {
   const { slope, intercept } = rescale;
   const [clipLo, clipHi] = norm.clip;
-  if (norm.kind === 'window') return { slope, intercept, lo: norm.center - norm.width / 2, span: norm.width, clipLo, clipHi };
+  const small = values instanceof Float32Array ? null : values;
+  if (norm.kind === 'window') {
+    const s = { slope, intercept, lo: norm.center - norm.width / 2, span: norm.width, clipLo, clipHi };
+    return { ...s, table: small ? windowTable(small, s) : null };
+  }
   // Percentiles of the modality values from order statistics of the stored ones: the rescale
   // is monotone, so it maps rank r to rank r (slope > 0) or to rank n-1-r (slope < 0).
   const n = values.length;
   const ranks = percentileRanks(n, [norm.low, norm.high]);
   const mirrored = slope < 0;
-  const stored = sortedAtRanks(values, mirrored ? ranks.map((r) => n - 1 - r) : ranks);
+  const storedRanks = mirrored ? ranks.map((r) => n - 1 - r) : ranks;
+  const stats = small ? integerOrderStatistics(small, storedRanks) : { sorted: sortedAtRanks(values, storedRanks), min: 0, max: -1 };
   const sorted: Record<number, number> & { length: number } = { length: n };
-  for (const r of ranks) sorted[r] = Math.fround((stored[mirrored ? n - 1 - r : r] as number) * slope + intercept);
+  for (const r of ranks) sorted[r] = Math.fround((stats.sorted[mirrored ? n - 1 - r : r] as number) * slope + intercept);
   const lo = percentileSorted(sorted, norm.low);
-  const span = percentileSorted(sorted, norm.high) - lo;
+  const spread = percentileSorted(sorted, norm.high) - lo;
   // A flat slice (blank frame) has no contrast to stretch; the reference maps it to zeros.
-  return { slope, intercept, lo, span: span < 1e-6 ? 0 : span, clipLo, clipHi };
+  const s = { slope, intercept, lo, span: spread < 1e-6 ? 0 : spread, clipLo, clipHi };
+  return { ...s, table: small && s.span !== 0 ? tableOf(s, stats.min, stats.max) : null };
 }
 
 /** One row of normalised values, rounded to float32 as the reference stores them. */
-function stretchRow(values: Float32Array, start: number, out: Float32Array, s: Stretch): void {
-  const { slope, intercept, lo, span, clipLo, clipHi } = s;
-  if (span === 0) {
-    out.fill(Math.min(Math.max(0, clipLo), clipHi));
+function stretchRow(values: SliceValues, start: number, out: Float32Array, s: Stretch): void {
+  if (s.span === 0) {
+    out.fill(Math.min(Math.max(0, s.clipLo), s.clipHi));
     return;
   }
+  if (s.table) {
+    const { table, first, below, above } = s.table;
+    const size = table.length;
+    for (let i = 0; i < out.length; i++) {
+      const k = (values[start + i] as number) - first;
+      out[i] = k < 0 ? below : k < size ? (table[k] as number) : above;
+    }
+    return;
+  }
+  const { slope, intercept, lo, span, clipLo, clipHi } = s;
   if (slope === 1 && intercept === 0) {
     for (let i = 0; i < out.length; i++) {
       const v = ((values[start + i] as number) - lo) / span;

@@ -83,6 +83,8 @@ class WorkerSession implements InferenceSession {
             if (m.type === 'released') resolve();
           });
         });
+        // Held while it winds down, or a process with nothing else to do would exit first.
+        this.#worker.ref();
         this.#worker.postMessage({ type: 'release' } satisfies ToWorker);
         await done;
       }

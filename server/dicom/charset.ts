@@ -34,10 +34,9 @@ const DECODER_LABELS: Readonly<Record<string, string>> = {
   ISO_2022_IR_13: 'shift_jis',
 };
 
-function decodeLatin1(bytes: Uint8Array): string {
-  let out = '';
-  for (const b of bytes) out += String.fromCharCode(b);
-  return out;
+/** ISO 8859-1 (Node's 'latin1' is the real one, not windows-1252), natively. */
+export function decodeLatin1(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1');
 }
 
 function decodeWith(label: string, bytes: Uint8Array): string {
@@ -59,26 +58,29 @@ const ESCAPES = /\x1b(\$\)C|\$B|\$\(D|\(B|\(J|-[A-Za-z]|\$\)A|\$\)G)/g;
  * combinations fall back to the first single-byte set after stripping escapes.
  */
 export function decodeText(bytes: Uint8Array, charset: string | undefined): string {
+  return textDecoderFor(charset)(bytes);
+}
+
+/** The decoder for one data set's Specific Character Set, parsed once for all its values. */
+export function textDecoderFor(charset: string | undefined): (bytes: Uint8Array) => string {
   const terms = (charset ?? '')
     .split('\\')
     .map((t) => t.trim().replace(/ /g, '_'));
   const has = (t: string): boolean => terms.includes(t);
-  if (has('ISO_2022_IR_87') || has('ISO_2022_IR_159')) return decodeWith('iso-2022-jp', bytes);
+  if (has('ISO_2022_IR_87') || has('ISO_2022_IR_159')) return (bytes) => decodeWith('iso-2022-jp', bytes);
   if (has('ISO_2022_IR_149')) {
-    const text = decodeLatin1(bytes).replace(ESCAPES, '');
-    const stripped = Uint8Array.from(text, (c) => c.charCodeAt(0));
-    return decodeWith('euc-kr', stripped);
+    return (bytes) => {
+      const text = decodeLatin1(bytes).replace(ESCAPES, '');
+      return decodeWith('euc-kr', Uint8Array.from(text, (c) => c.charCodeAt(0)));
+    };
   }
   const first = terms.find((t) => t.length > 0);
-  const hasEscapes = bytes.includes(0x1b);
-  const source = hasEscapes
-    ? Uint8Array.from(decodeLatin1(bytes).replace(ESCAPES, ''), (c) => c.charCodeAt(0))
-    : bytes;
   // A multi-valued set with an empty first value means "ASCII, then extensions" (C.12.1.1.2).
   const chosen = first ?? 'ISO_IR_6';
-  if (chosen === 'ISO_IR_6' || chosen === 'ISO_2022_IR_6' || chosen === 'ISO_IR_100' || chosen === 'ISO_2022_IR_100') {
-    return decodeLatin1(source);
-  }
-  const label = DECODER_LABELS[chosen];
-  return label ? decodeWith(label, source) : decodeLatin1(source);
+  const latin1 = chosen === 'ISO_IR_6' || chosen === 'ISO_2022_IR_6' || chosen === 'ISO_IR_100' || chosen === 'ISO_2022_IR_100';
+  const label = latin1 ? undefined : DECODER_LABELS[chosen];
+  return (bytes) => {
+    const source = bytes.includes(0x1b) ? Uint8Array.from(decodeLatin1(bytes).replace(ESCAPES, ''), (c) => c.charCodeAt(0)) : bytes;
+    return label ? decodeWith(label, source) : decodeLatin1(source);
+  };
 }

@@ -184,7 +184,7 @@ function layout(bytes: Uint8Array): Layout | { reason: string } {
   const metaValues = valueReader(bytes, meta.elements, false, undefined);
   let syntax: TransferSyntax | undefined;
   if (tsElement) {
-    const uid = metaValues.text(T.transferSyntax);
+    const uid = metaValues.code(T.transferSyntax);
     syntax = findTransferSyntax(uid);
     if (!syntax) return { reason: `unsupported transfer syntax ${describeTransferSyntax(uid)}` };
   } else {
@@ -192,7 +192,7 @@ function layout(bytes: Uint8Array): Layout | { reason: string } {
     syntax = guessEncoding(bytes.subarray(meta.end)) ?? undefined;
     if (!syntax) return { reason: 'missing Transfer Syntax UID (0002,0010) and data set encoding not recognisable' };
   }
-  if (metaValues.text(T.mediaSopClass) === DICOMDIR_SOP_CLASS) return { reason: 'a DICOMDIR media directory, not an instance' };
+  if (metaValues.code(T.mediaSopClass) === DICOMDIR_SOP_CLASS) return { reason: 'a DICOMDIR media directory, not an instance' };
   if (syntax.explicitVr && !syntax.deflated && meta.end + 6 <= bytes.length && !(isUpper(bytes[meta.end + 4]) && isUpper(bytes[meta.end + 5]))) {
     // Leniency: some writers (e.g. SC_rgb_jpeg.dcm in pydicom's corpus) declare an explicit VR
     // syntax but write the data set in implicit VR; pydicom and dcmtk read these too.
@@ -222,8 +222,8 @@ export function datasetBytes(bytes: Uint8Array, instance: DicomInstance): Uint8A
 }
 
 function uidField(values: ValueReader, tag: string, name: string): { uid: Uid } | { reason: string } {
-  if (!values.has(tag) || values.text(tag) === '') return { reason: `missing ${name}` };
-  const parsed = parseUid(values.text(tag));
+  if (!values.has(tag) || values.code(tag) === '') return { reason: `missing ${name}` };
+  const parsed = parseUid(values.code(tag));
   return parsed.ok ? { uid: parsed.uid } : { reason: `invalid ${name}: ${parsed.reason}` };
 }
 
@@ -264,13 +264,13 @@ function parseUnsafe(bytes: Uint8Array): ParseResult {
   if (elements.size === 0) return fail('empty data set');
 
   const charsetValues = valueReader(l.bytes, elements, syntax.bigEndian, undefined);
-  const charset = charsetValues.has(T.charset) ? charsetValues.text(T.charset) : undefined;
+  const charset = charsetValues.has(T.charset) ? charsetValues.code(T.charset) : undefined;
   const v = valueReader(l.bytes, elements, syntax.bigEndian, charset);
 
   const sop = uidField(v, T.sopInstance, 'SOP Instance UID');
   if ('reason' in sop) return fail(sop.reason);
   let sopClass = uidField(v, T.sopClass, 'SOP Class UID');
-  if ('reason' in sopClass && metaValues.text(T.mediaSopClass) !== '') {
+  if ('reason' in sopClass && metaValues.code(T.mediaSopClass) !== '') {
     // Tolerated: SOP Class only in the meta header's Media Storage SOP Class UID.
     sopClass = uidField(metaValues, T.mediaSopClass, 'SOP Class UID');
   }
@@ -304,18 +304,18 @@ function parseUnsafe(bytes: Uint8Array): ParseResult {
   const instance: DicomInstance = {
     patientId: v.text(T.patientId),
     patientName: v.text(T.patientName),
-    patientBirthDate: v.text(T.birthDate),
-    patientSex: v.text(T.sex),
+    patientBirthDate: v.code(T.birthDate),
+    patientSex: v.code(T.sex),
     studyInstanceUid: study.uid,
-    studyDate: v.text(T.studyDate),
-    studyTime: v.text(T.studyTime),
+    studyDate: v.code(T.studyDate),
+    studyTime: v.code(T.studyTime),
     studyDescription: v.text(T.studyDescription),
     accessionNumber: v.text(T.accession),
     seriesInstanceUid: series.uid,
     seriesNumber: v.number(T.seriesNumber),
     seriesDescription: v.text(T.seriesDescription),
-    modality: v.text(T.modality),
-    bodyPart: v.text(T.bodyPart),
+    modality: v.code(T.modality),
+    bodyPart: v.code(T.bodyPart),
     sopInstanceUid: sop.uid,
     sopClassUid: sopClass.uid,
     transferSyntaxUid: tsUid.uid,
@@ -329,7 +329,7 @@ function parseUnsafe(bytes: Uint8Array): ParseResult {
     columns,
     numberOfFrames,
     samplesPerPixel,
-    photometricInterpretation: v.text(T.photometric).trim() || (samplesPerPixel === 3 ? 'RGB' : 'MONOCHROME2'),
+    photometricInterpretation: v.code(T.photometric).trim() || (samplesPerPixel === 3 ? 'RGB' : 'MONOCHROME2'),
     bitsAllocated,
     bitsStored,
     highBit: v.uint16(T.highBit) ?? Math.max(bitsStored - 1, 0),

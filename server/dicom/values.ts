@@ -3,13 +3,18 @@
  * the same code serves implicit and explicit VR, either byte order and the deflated case.
  */
 import { byteParser, type Elements } from '#server/dicom/data-set.ts';
-import { decodeText } from '#server/dicom/charset.ts';
+import { decodeLatin1, textDecoderFor } from '#server/dicom/charset.ts';
 
 export type ValueReader = {
   has(tag: string): boolean;
-  /** Text with trailing padding (space or NUL, PS3.5 6.2) removed; '' when absent. */
+  /**
+   * Text in the data set's character set (PN, LO, SH, ST, LT, UT), trailing padding (space
+   * or NUL, PS3.5 6.2) removed; '' when absent.
+   */
   text(tag: string): string;
-  /** Backslash-separated values, each trimmed. */
+  /** A value of a VR restricted to the default repertoire (CS, UI, DA, TM, DS, IS...): no charset. */
+  code(tag: string): string;
+  /** Backslash-separated code values, each trimmed. */
   texts(tag: string): string[];
   /** DS/IS values parsed as numbers; non-numeric values are dropped. */
   numbers(tag: string): number[];
@@ -24,13 +29,19 @@ export function valueReader(bytes: Uint8Array, elements: Elements, bigEndian: bo
     if (!el || el.length <= 0 || el.dataOffset + el.length > bytes.length) return null;
     return bytes.subarray(el.dataOffset, el.dataOffset + el.length);
   };
+  const decode = textDecoderFor(charset);
   const text = (tag: string): string => {
     const b = raw(tag);
     if (!b) return '';
-    return decodeText(b, charset).replace(/[\0 ]+$/, '');
+    return decode(b).replace(/[\0 ]+$/, '');
+  };
+  const code = (tag: string): string => {
+    const b = raw(tag);
+    if (!b) return '';
+    return decodeLatin1(b).replace(/[\0 ]+$/, '');
   };
   const texts = (tag: string): string[] => {
-    const t = text(tag);
+    const t = code(tag);
     return t === '' ? [] : t.split('\\').map((v) => v.trim());
   };
   const numbers = (tag: string): number[] =>
@@ -41,6 +52,7 @@ export function valueReader(bytes: Uint8Array, elements: Elements, bigEndian: bo
   return {
     has: (tag) => elements.has(tag),
     text,
+    code,
     texts,
     numbers,
     number: (tag) => numbers(tag)[0] ?? null,

@@ -53,14 +53,30 @@ describe('preprocessSlice (normalise and resize fused, rescale folded in)', () =
     ['MR, fractional slope', 'MR', 96, 80, 128, 128, { slope: 2.5, intercept: 3 }],
     ['MR, negative slope mirrors the ranks', 'MR', 50, 50, 20, 30, { slope: -1.5, intercept: 4000 }],
   ] as const)('%s: equals rescaling, normalising the whole frame, then resizing', async (_name, modality, rows, columns, outRows, outColumns, rescale) => {
+    // Float32 stored values, and the integer arrays decoders return (a lookup-table path).
+    for (const Kind of [Float32Array, Int16Array, Uint16Array] as const) {
+      const manifest = await loadManifest(MODEL_DIR);
+      const spec = { ...manifest.input, size: { height: outRows, width: outColumns } };
+      const r = random(rows * 7 + columns);
+      const stored = new Kind(rows * columns);
+      for (let i = 0; i < stored.length; i++) stored[i] = Math.floor(r() * (modality === 'CT' ? 1200 : 900)) + (modality === 'CT' ? 950 : 0);
+      const modalityValues = Float32Array.from(stored, (v) => v * rescale.slope + rescale.intercept);
+      const expected = resizeBilinear(normalise(modalityValues, spec.normalisation[modality]!), rows, columns, outRows, outColumns);
+      const actual = preprocessSlice({ values: stored, rows, columns, modality, rescale }, spec);
+      expect(Array.from(actual), Kind.name).toEqual(Array.from(expected));
+    }
+  });
+
+  it('8-bit stored values and a flat slice through the lookup tables', async () => {
     const manifest = await loadManifest(MODEL_DIR);
-    const spec = { ...manifest.input, size: { height: outRows, width: outColumns } };
-    const r = random(rows * 7 + columns);
-    const stored = Float32Array.from({ length: rows * columns }, () => Math.floor(r() * (modality === 'CT' ? 1200 : 900)) + (modality === 'CT' ? 950 : 0));
-    const modalityValues = stored.map((v) => v * rescale.slope + rescale.intercept);
-    const expected = resizeBilinear(normalise(modalityValues, spec.normalisation[modality]!), rows, columns, outRows, outColumns);
-    const actual = preprocessSlice({ values: stored, rows, columns, modality, rescale }, spec);
-    expect(Array.from(actual)).toEqual(Array.from(expected));
+    const spec = { ...manifest.input, size: { height: 16, width: 16 } };
+    const ramp = Uint8Array.from({ length: 32 * 32 }, (_, i) => i % 251);
+    for (const modality of ['CT', 'MR'] as const) {
+      const expected = resizeBilinear(normalise(Float32Array.from(ramp), spec.normalisation[modality]!), 32, 32, 16, 16);
+      expect(Array.from(preprocessSlice({ values: ramp, rows: 32, columns: 32, modality, rescale: { slope: 1, intercept: 0 } }, spec))).toEqual(Array.from(expected));
+    }
+    const flat = preprocessSlice({ values: new Uint16Array(32 * 32).fill(300), rows: 32, columns: 32, modality: 'MR' }, spec);
+    expect(flat.every((v) => v === 0)).toBe(true);
   });
 });
 

@@ -177,7 +177,7 @@ describe('audit trail', () => {
     const newest: number[] = [];
     let cursor: string | null = null;
     do {
-      const page = (await t.request('GET', `/v1/audit?order=newest&limit=3${cursor ? `&cursor=${cursor}` : ''}`, { key: auditor.key })).json.data;
+      const page: { items: { id: number }[]; next_cursor: string | null } = (await t.request('GET', `/v1/audit?order=newest&limit=3${cursor ? `&cursor=${cursor}` : ''}`, { key: auditor.key })).json.data;
       newest.push(...page.items.map((e: { id: number }) => e.id));
       cursor = page.next_cursor;
     } while (cursor);
