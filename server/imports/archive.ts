@@ -7,10 +7,10 @@
  *
  * Work is done per batch: small writes go straight to the page cache, then the batch's fsyncs run
  * in parallel on the thread pool, where the file system commits them together (one journal
- * commit for many files), which is what makes durable imports fast.
+ * commit for many files), which is what makes durable imports fast. `flush` takes what was
+ * staged when it is called, so the next batch can be staged while the previous one flushes.
  */
-import { randomBytes } from 'node:crypto';
-import { closeSync, fsync, mkdirSync, openSync, renameSync, statSync, unlinkSync, writeSync, constants, close } from 'node:fs';
+import { closeSync, fsync, mkdirSync, openSync, renameSync, unlinkSync, writeSync, constants, close } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
@@ -48,6 +48,8 @@ async function fsyncDir(path: string): Promise<void> {
   }
 }
 
+let tempCounter = 0;
+
 export function createArchiveWriter(dataDir: string): ArchiveWriter {
   const knownDirs = new Set<string>();
   const touchedDirs = new Set<string>();
@@ -70,15 +72,13 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
       const relative = archivePathFor(sha256);
       const final = join(dataDir, relative);
       if (stagedFinals.has(final)) return relative;
-      try {
-        // Same digest and size: the content is already there, complete (renames are atomic).
-        if (statSync(final).size === bytes.byteLength) return relative;
-      } catch {
-        // Not stored yet.
-      }
+      // Written even when the final name exists: only instances not yet indexed get here, so an
+      // existing file is one a crash left unreferenced (possibly incomplete) or one a concurrent
+      // import of the same file is writing; renaming identical bytes over it is safe either way.
       const dir = dirname(final);
       ensureDir(dir);
-      const temp = join(dir, `.${sha256.slice(0, 16)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+      // pid + a counter: unique among concurrent importers without asking for random bytes.
+      const temp = join(dir, `.${sha256.slice(0, 16)}.${process.pid}.${(tempCounter += 1)}.tmp`);
       const fd = openSync(temp, 'wx', PRIVATE_FILE_MODE);
       try {
         for (let off = 0; off < bytes.byteLength; ) off += writeSync(fd, bytes, off);

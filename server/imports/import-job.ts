@@ -84,21 +84,40 @@ const YIELD_EVERY = 16;
 async function runFiles(deps: ImportDeps, job: ImportJobRow, files: readonly ImportFile[], start: number, options: RunOptions): Promise<boolean> {
   const archive = createArchiveWriter(deps.dataDir);
   const batchSize = options.batchSize ?? DEFAULT_BATCH;
-  for (let i = start; i < files.length; i += batchSize) {
-    if (options.signal?.aborted) return false;
-    const slice = files.slice(i, i + batchSize);
-    const prepared: Prepared[] = [];
-    for (const file of slice) {
-      prepared.push(prepareFile(deps.db, archive, file));
-      if (prepared.length % YIELD_EVERY === 0) await new Promise<void>((resolve) => setImmediate(resolve));
-    }
-    // Durable before visible: files and their directory entries reach the disk first.
-    await archive.flush();
+  // A batch's fsyncs (disk time) run while the next batch is read and parsed (CPU time); its
+  // commit waits for them: durable before visible.
+  let flushing: { done: Promise<void>; prepared: Prepared[] } | null = null;
+  const commitFlushed = async (): Promise<void> => {
+    if (!flushing) return;
+    const { done, prepared } = flushing;
+    flushing = null;
+    await done;
     const outcomes = commitBatch(deps.db, job.id, prepared, now(deps));
     const row = findImportJobById(deps.db, job.id);
     if (row) options.onBatch?.(row, outcomes);
+  };
+  try {
+    for (let i = start; i < files.length; i += batchSize) {
+      if (options.signal?.aborted) {
+        await commitFlushed();
+        return false;
+      }
+      const slice = files.slice(i, i + batchSize);
+      const prepared: Prepared[] = [];
+      for (const file of slice) {
+        prepared.push(prepareFile(deps.db, archive, file));
+        if (prepared.length % YIELD_EVERY === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+      const done = archive.flush();
+      await commitFlushed();
+      flushing = { done, prepared };
+    }
+    await commitFlushed();
+    return true;
+  } finally {
+    // A failure mid-batch: whatever is still flushing is never indexed; its rejection is moot.
+    (flushing as { done: Promise<void> } | null)?.done.catch(() => undefined);
   }
-  return true;
 }
 
 function finish(deps: ImportDeps, job: ImportJobRow, status: 'completed' | 'failed' | 'interrupted', error: string | null): ImportJobRow {
