@@ -112,8 +112,15 @@ function fail(message: string): never {
   throw new MiaError('invalid', message);
 }
 
+/** A numeric option, or a usage error naming it. */
+function numberOption(values: Record<string, unknown>, name: string, fallback: string, schema: z.ZodNumber): number {
+  const parsed = z.coerce.number().pipe(schema).safeParse(values[name] ?? fallback);
+  if (!parsed.success) fail(`--${name} ${String(values[name])}: ${parsed.error.issues[0]?.message ?? 'not a valid number'}`);
+  return parsed.data;
+}
+
 async function serve(values: Record<string, unknown>, dataDir: string, io: Out): Promise<number> {
-  const port = z.coerce.number().int().min(0).max(65535).parse(values['port'] ?? '0');
+  const port = numberOption(values, 'port', '0', z.number().int().min(0).max(65535));
   const host = typeof values['host'] === 'string' ? values['host'] : '127.0.0.1';
   const hubMode = values['hub'] === true;
   if (!hubMode && !['127.0.0.1', 'localhost', '::1'].includes(host)) {
@@ -124,10 +131,20 @@ async function serve(values: Record<string, unknown>, dataDir: string, io: Out):
   const builtUi = fileURLToPath(new URL('../../renderer/dist', import.meta.url));
   const uiDir = typeof values['ui'] === 'string' ? values['ui'] : existsSync(builtUi) ? builtUi : null;
   const watchDir = typeof values['watch'] === 'string' ? resolvePath(values['watch']) : null;
-  const watchStableMs = z.coerce.number().min(0).max(3600).parse(values['watch-stable'] ?? '3') * 1000;
+  const watchStableMs = numberOption(values, 'watch-stable', '3', z.number().min(0).max(3600)) * 1000;
   const analyzeAfterImport = values['analyze-after-import'] === true;
   const server = createServer({ dataDir, hubMode, allowedHosts, logToStderr: false, uiDir, watchDir, watchStableMs, analyzeAfterImport });
-  const url = await server.listen(port, host);
+  let url: string;
+  try {
+    url = await server.listen(port, host);
+  } catch (error) {
+    await server.close();
+    const code = typeof error === 'object' && error !== null && 'code' in error ? String(error.code) : '';
+    if (code === 'EADDRINUSE') fail(`port ${port} on ${host} is already in use; pick another with --port`);
+    if (code === 'EADDRNOTAVAIL') fail(`${host} is not an address of this machine`);
+    if (code === 'EACCES') fail(`no permission to listen on port ${port}; use a port above 1023`);
+    throw error;
+  }
   io.out(`mia API listening on ${url} (data: ${dataDir})`);
   io.out(uiDir ? `workstation UI: ${url}/ (sign in with an API key)` : 'workstation UI not built: run npm run build:renderer');
   await new Promise<void>((resolve) => {

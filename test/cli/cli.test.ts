@@ -92,6 +92,18 @@ describe('mia CLI', () => {
     const analyze = mia('analyze');
     expect(analyze.status).toBe(1);
     expect(analyze.stderr).toMatch(/--all or at least one SCAN_ID/);
+    const port = mia('serve', '--port', 'abc');
+    expect(port.status).toBe(1);
+    expect(port.stderr).toMatch(/^mia: --port abc: /);
+    expect(port.stderr).not.toMatch(/ZodError|\n\s+at /);
+  });
+
+  it('says so plainly when the port is taken', async () => {
+    await withServe(async (url) => {
+      const taken = mia('serve', '--port', new URL(url).port);
+      expect(taken.status).toBe(1);
+      expect(taken.stderr).toMatch(/port \d+ on 127\.0\.0\.1 is already in use/);
+    });
   });
 
   it('leaves no issued key anywhere in the data folder (database, WAL, logs)', () => {
