@@ -74,9 +74,18 @@ export const usersQuery = pageQuery.extend({
   status: z.enum(USER_STATUSES).optional(),
 }).strict();
 
+/**
+ * An email address as hospitals hand them out: intranet domains without a dot
+ * (dr.lee@radiology, admin@localhost) and non-ASCII local parts included (RFC 6531).
+ */
+export const emailAddress = z
+  .string()
+  .max(254)
+  .regex(/^[^\s@]+@[^\s@.][^\s@]*$/, { error: 'expected an email address (name@domain)' });
+
 export const createUserBody = z
   .object({
-    email: z.email().max(254),
+    email: emailAddress,
     role,
     name: text(200).optional(),
   })

@@ -9,6 +9,7 @@ import { resolve as resolvePath } from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { GRANTABLE_SCOPES, ROLES } from '#common/vocabulary.ts';
+import { emailAddress } from '#server/api/schemas.ts';
 import type { AuthContext } from '#server/auth/authenticate.ts';
 import { issueKeyForUser, listKeys, revokeKey, rotateKey } from '#server/auth/api-keys.ts';
 import { recordAudit } from '#server/audit/audit.ts';
@@ -163,7 +164,7 @@ function keysCommand(sub: string | undefined, args: string[], values: Record<str
     case 'create': {
       const role = z.enum(ROLES).safeParse(values['role']);
       if (!role.success) fail(`--role must be one of ${ROLES.join(', ')}`);
-      const email = z.email().safeParse(values['email']);
+      const email = emailAddress.safeParse(values['email']);
       if (!email.success) fail('--email must be an email address');
       const scopeList = typeof values['scopes'] === 'string' ? values['scopes'].split(',').map((s) => s.trim()).filter(Boolean) : [];
       const scopes = z.array(z.enum(GRANTABLE_SCOPES)).safeParse(scopeList);

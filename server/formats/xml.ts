@@ -6,7 +6,9 @@
  */
 export type XmlValue = string | number | boolean | null | readonly XmlValue[] | { readonly [key: string]: XmlValue };
 
-const FORBIDDEN_CHARS = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]/g;
+// C0 controls XML 1.0 forbids, its two non-characters, and UTF-16 halves without their pair
+// (a lone surrogate cannot be encoded as UTF-8 at all).
+const FORBIDDEN_CHARS = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 export function escapeXml(text: string): string {
   return text
@@ -15,7 +17,9 @@ export function escapeXml(text: string): string {
     .replaceAll('<', '&lt;')
     .replaceAll('>', '&gt;')
     .replaceAll('"', '&quot;')
-    .replaceAll("'", '&apos;');
+    .replaceAll("'", '&apos;')
+    // A parser turns a literal CR (and CRLF) into LF (XML 1.0 2.11); a reference keeps it.
+    .replaceAll('\r', '&#13;');
 }
 
 /** Element names come from our own schema keys, but are checked so a bug cannot emit bad XML. */

@@ -293,7 +293,8 @@ export function createApp(services: Services): express.Express {
     }
     // Answered before the body was read (e.g. an upload refused as too large): close the
     // connection, or the rest of the body would be read as the client's next request.
-    if (!req.complete) res.setHeader('Connection', 'close');
+    // A request without a body has nothing left to read: its connection stays reusable.
+    if (!req.complete && hasBody(req)) res.setHeader('Connection', 'close');
     sendError(req, res, body, clock);
   });
 

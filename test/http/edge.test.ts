@@ -139,6 +139,10 @@ describe('rate limiting', () => {
         statuses.push((await limited.request('GET', '/v1/auth/me', { key: `mia_${'x'.repeat(49)}` })).status);
       }
       expect(statuses).toEqual([401, 401, 401, 429]);
+      // A refusal of a bodiless request keeps the connection (clients need not reconnect).
+      const refused = await limited.request('GET', '/v1/auth/me', { key: `mia_${'x'.repeat(49)}` });
+      expect(refused.status).toBe(429);
+      expect(refused.headers.get('connection')).not.toBe('close');
       // A valid key from the same address is not locked out by someone else's bad ones.
       expect((await limited.request('GET', '/v1/auth/me')).status).toBe(200);
     } finally {

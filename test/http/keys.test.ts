@@ -103,4 +103,15 @@ describe('API keys', () => {
     expect(engineers.json.data.items.every((u: { role: string }) => u.role === 'data_engineer')).toBe(true);
     expect((await t.request('GET', '/v1/users/usr_unknown')).status).toBe(404);
   });
+
+  it('accepts intranet and international addresses, refuses what is not one', async () => {
+    for (const email of ['dr.lee@radiology', 'admin@localhost', 'müller@klinik.example']) {
+      expect((await t.request('POST', '/v1/users', { body: { email, role: 'radiologist' } })).status, email).toBe(201);
+    }
+    for (const email of ['no-at-sign', 'two@@example.org', 'space in@example.org', '@example.org', 'x@.example']) {
+      const reply = await t.request('POST', '/v1/users', { body: { email, role: 'radiologist' } });
+      expect(reply.status, email).toBe(400);
+      expect(reply.json.error.details).toMatch(/^email: /);
+    }
+  });
 });

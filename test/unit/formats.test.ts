@@ -28,6 +28,13 @@ describe('XML', () => {
     expect(escapeXml('bell\u0007 and nul\u0000')).toBe('bell and nul');
   });
 
+  it('keeps carriage returns through a parser and drops unpaired surrogates', async () => {
+    const { XMLParser } = await import('fast-xml-parser');
+    const doc = toXmlDocument('root', { v: 'line 1\r\nline 2 & more' }, {});
+    expect(new XMLParser({ htmlEntities: true }).parse(doc).root.v).toBe('line 1\r\nline 2 & more');
+    expect(escapeXml('ok \uD83D\uDE00 lone \uD83D end \uDE00.')).toBe('ok \uD83D\uDE00 lone  end .');
+  });
+
   it('produces well-formed documents from any strings', () => {
     const nasty = ['</x>', ']]>', '\u0001\u0002', '"\'&<>', 'Ünïcödé 漢字'];
     const doc = toXmlDocument('root', { items: nasty.map((v) => ({ v })), empty: null, n: 3, yes: true }, { items: 'item' });
