@@ -34,7 +34,8 @@ if [ -z "${MIA_HEADLESS:-}" ] && [ -f node_modules/electron/path.txt ] && { [ -n
   MIA_DATA="$DATA" exec npm run desktop
 fi
 
-KEY=$(node bin/mia.js keys create --role admin --email admin@demo.local --name "demo session" --data "$DATA" | tail -n 1)
+# One live demo key at a time: the previous session's key stops working now.
+KEY=$(node bin/mia.js keys create --role admin --email admin@demo.local --name "demo session" --replace --data "$DATA" | tail -n 1)
 echo "demo data folder: $DATA"
 echo "admin key for this session (shown once): $KEY"
 echo "workstation UI: open http://127.0.0.1:$PORT/ in a browser and paste the key"

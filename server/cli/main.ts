@@ -33,9 +33,11 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR)
                                unchanged for SECONDS (default 3);
                                --analyze-after-import queues new scans for
                                analysis once their import has finished
-  keys create --role ROLE --email EMAIL [--scopes a,b] [--name TEXT]
+  keys create --role ROLE --email EMAIL [--scopes a,b] [--name TEXT] [--replace]
                                create the user if needed and a key for them;
-                               the key is printed alone on the last line
+                               the key is printed alone on the last line;
+                               --replace revokes the user's other live keys
+                               with the same --name (a key issued per session)
   keys list                    list keys (never the keys themselves)
   keys rotate KEY_ID           new key now; the old one works 24 more hours
   keys revoke KEY_ID           the key stops working immediately
@@ -63,6 +65,7 @@ const OPTIONS = {
   email: { type: 'string' },
   scopes: { type: 'string' },
   name: { type: 'string' },
+  replace: { type: 'boolean' },
   all: { type: 'boolean' },
   model: { type: 'string' },
   'analyze-after-import': { type: 'boolean' },
@@ -170,12 +173,23 @@ function keysCommand(sub: string | undefined, args: string[], values: Record<str
       const scopes = z.array(z.enum(GRANTABLE_SCOPES)).safeParse(scopeList);
       if (!scopes.success) fail(`--scopes: each must be one of ${GRANTABLE_SCOPES.join(', ')}`);
       const name = typeof values['name'] === 'string' ? values['name'] : null;
-      const { key, id, created, userId } = withDatabase(dataDir, (db) => {
+      if (values['replace'] === true && name === null) fail('--replace needs --name: it revokes the keys with that name');
+      const { key, id, created, userId, replaced } = withDatabase(dataDir, (db) => {
         const { user, created } = findOrCreateUser(deps(db), { email: email.data, role: role.data });
+        const replaced: string[] = [];
+        if (values['replace'] === true) {
+          const own = listKeys(deps(db), CLI_CALLER, { userId: user.public_id }, { afterId: 0, limit: 100_000 }).items;
+          for (const old of own.filter((k) => k.name === name && (k.status === 'active' || k.status === 'expiring'))) {
+            revokeKey(deps(db), CLI_CALLER, old.id);
+            audit(db, 'keys.revoke', `key:${old.id}`);
+            replaced.push(old.id);
+          }
+        }
         const issued = issueKeyForUser(deps(db), { userRef: user.id, name, extraScopes: scopes.data });
         audit(db, 'keys.create', `key:${issued.row.public_id}`);
-        return { key: issued.key, id: issued.row.public_id, created, userId: user.public_id };
+        return { key: issued.key, id: issued.row.public_id, created, userId: user.public_id, replaced };
       });
+      if (replaced.length > 0) io.err(`revoked ${replaced.length} earlier key(s) named "${name ?? ''}": ${replaced.join(', ')}`);
       io.err(`${created ? 'created user' : 'user'} ${userId} (${email.data}, ${role.data}); key ${id}. Store the key now: it is not shown again.`);
       io.out(key);
       return 0;

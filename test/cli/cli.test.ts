@@ -84,6 +84,25 @@ describe('mia CLI', () => {
     expect(mia('keys', 'list').stdout).toMatch(new RegExp(`${id}.*revoked`));
   });
 
+  it('keys create --replace leaves one live key of that name (a key per demo session)', async () => {
+    const session = (): { key: string; id: string } => {
+      const run = mia('keys', 'create', '--role', 'admin', '--email', 'demo@hospital.test', '--name', 'demo session', '--replace');
+      expect(run.status).toBe(0);
+      issued.push(lastLine(run.stdout));
+      return { key: lastLine(run.stdout), id: /key (key_[0-9a-f]{24})/.exec(run.stderr)?.[1] ?? '' };
+    };
+    const first = session();
+    const second = session();
+    const list = mia('keys', 'list').stdout;
+    expect(list).toMatch(new RegExp(`${first.id}.*revoked`));
+    expect(list).toMatch(new RegExp(`${second.id}.*active`));
+    await withServe(async (url) => {
+      const me = (key: string) => fetch(`${url}/v1/auth/me`, { headers: { Authorization: `Bearer ${key}` } }).then((r) => r.status);
+      expect(await me(first.key)).toBe(401);
+      expect(await me(second.key)).toBe(200);
+    });
+  });
+
   it('explains bad usage with a non-zero exit', () => {
     const bad = mia('keys', 'create', '--role', 'janitor', '--email', 'x@y.org');
     expect(bad.status).toBe(1);
