@@ -5,7 +5,8 @@
  */
 
 export const IPC_CHANNELS = {
-  /** Renderer asks main for the embedded server's URL and this launch's key. */
+  /** Renderer asks main for the embedded server's URL and a working key: this launch's, or a
+   * fresh one when that was refused (the desktop user has no key to type in). */
   session: 'mia:session',
   /** Renderer asks main to show the native folder picker. */
   pickFolder: 'mia:pick-folder',

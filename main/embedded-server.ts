@@ -4,32 +4,50 @@
  * In-process rather than in a utility process: the server is asynchronous I/O plus SQLite calls
  * of a few milliseconds, and model inference runs on onnxruntime's own threads, so the main
  * event loop stays responsive; one process keeps a single SQLite writer and lets quit run in a
- * known order (revoke the launch key, let in-flight requests finish their writes, close the
- * database) without an IPC protocol to a second process that would also need the native modules.
+ * known order without an IPC protocol to a second process that would also need the native
+ * modules. Quit order (stop()): main has already closed the window, so no renderer request can
+ * meet a stopping server; then no new analysis starts; then the server stops accepting, lets
+ * in-flight requests finish their writes and closes the database; the launch key is revoked
+ * last. Revoking first, as before, showed the still-open window a 401 and the key screen while
+ * the queue kept starting jobs.
  */
+import type { DesktopSession } from '../common/desktop-bridge.ts';
+import { analysisQueueOf } from '#server/analysis/analysis-queue.ts';
 import type { AuthContext } from '#server/auth/authenticate.ts';
+import { authenticate } from '#server/auth/authenticate.ts';
 import { issueKeyForUser, revokeKey } from '#server/auth/api-keys.ts';
 import { systemClock, type Clock } from '#server/clock.ts';
 import { createServer, type MiaServer } from '#server/create-server.ts';
+import { openDatabase } from '#server/store/database.ts';
 import { findOrCreateUser } from '#server/users/users.ts';
 
 export const LOCAL_ADMIN_EMAIL = 'admin@workstation.local';
 
 export type EmbeddedServer = {
   url: string;
-  /** The per-launch key: only in memory, handed over through the preload. */
-  apiKey: string;
-  keyId: string;
+  /** The current launch key: only in memory, handed over through the preload. */
+  readonly apiKey: string;
+  readonly keyId: string;
   firstLaunch: boolean;
   server: MiaServer;
-  /** Revokes the launch key, waits for in-flight requests, closes the database. */
+  /**
+   * What the renderer signs in with: the launch key while it works, otherwise (revoked on the
+   * Admin screen, rotated and expired) a new one - the person at the workstation is its local
+   * admin and never saw a key to paste back in.
+   */
+  session(): DesktopSession;
+  /** Stops analyses, closes the server (in-flight writes finish), then revokes the key. */
   stop(): Promise<void>;
 };
 
 export type EmbeddedServerOptions = {
   dataDir: string;
   uiDir: string | null;
+  /** Folders holding bundled models; see main/desktop-paths.ts. */
+  modelsDirs?: readonly string[] | null;
   clock?: Clock;
+  /** How long quit waits for the server to close before revoking the key anyway. */
+  closeTimeoutMs?: number;
 };
 
 /** The main process acting for the person at the workstation, who is its local admin. */
@@ -45,33 +63,82 @@ const DESKTOP_CALLER: AuthContext = {
 
 export async function startEmbeddedServer(options: EmbeddedServerOptions): Promise<EmbeddedServer> {
   const clock = options.clock ?? systemClock;
-  const server = createServer({ dataDir: options.dataDir, uiDir: options.uiDir, clock, logToStderr: false });
+  const server = createServer({ dataDir: options.dataDir, uiDir: options.uiDir, modelsDirs: options.modelsDirs ?? null, clock, logToStderr: false });
   const deps = { db: server.services.db, clock };
   // First launch creates the workstation's local admin; later launches find it.
   const { user, created } = findOrCreateUser(deps, { email: LOCAL_ADMIN_EMAIL, role: 'admin' });
-  const issued = issueKeyForUser(deps, { userRef: user.id, name: `desktop launch ${clock.now().toISOString()}`, extraScopes: [] });
+  const issue = () => {
+    const issued = issueKeyForUser(deps, { userRef: user.id, name: `desktop launch ${clock.now().toISOString()}`, extraScopes: [] });
+    return { key: issued.key, keyId: issued.row.public_id };
+  };
+  let current = issue();
   let url: string;
   try {
     // Loopback only, on a free port chosen by the OS.
     url = await server.listen(0, '127.0.0.1');
   } catch (error) {
-    revokeKey(deps, DESKTOP_CALLER, issued.row.public_id);
+    revokeKey(deps, DESKTOP_CALLER, current.keyId);
     await server.close();
     throw error;
   }
-  let stopped = false;
+  let stopping: Promise<void> | null = null;
+
+  const stop = async (): Promise<void> => {
+    // No new analysis starts from here on; a running one goes back to the queue at its next
+    // batch and resumes on the next launch.
+    try {
+      await analysisQueueOf(server.services).stop();
+    } catch {
+      // server.close() below stops the queue as well.
+    }
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      // Stops accepting, lets in-flight requests finish their writes, stops imports, closes the
+      // database. Bounded, so a stuck request cannot keep a revocable key alive forever.
+      const timeLimit = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, options.closeTimeoutMs ?? 15_000);
+      });
+      await Promise.race([server.close(), timeLimit]);
+    } finally {
+      clearTimeout(timer);
+      // Last, whatever happened above: a key that outlived the app would be a credential nobody
+      // holds. The server's own connection is closed by now, so a short-lived one records it.
+      const db = openDatabase(options.dataDir);
+      try {
+        revokeKey({ db, clock }, DESKTOP_CALLER, current.keyId);
+      } finally {
+        db.close();
+      }
+    }
+  };
+
   return {
     url,
-    apiKey: issued.key,
-    keyId: issued.row.public_id,
+    get apiKey() {
+      return current.key;
+    },
+    get keyId() {
+      return current.keyId;
+    },
     firstLaunch: created,
     server,
-    async stop() {
-      if (stopped) return;
-      stopped = true;
-      // Revoked first: a key that outlived the app would be a credential nobody holds.
-      revokeKey(deps, DESKTOP_CALLER, issued.row.public_id);
-      await server.close();
+    session() {
+      if (stopping) throw new Error('mia is quitting');
+      const check = authenticate(deps.db, clock, `Bearer ${current.key}`);
+      if (!check.ok) {
+        // Whatever stopped it (revoked, rotated and expired), the old key must not come back.
+        revokeKey(deps, DESKTOP_CALLER, current.keyId);
+        current = issue();
+        const again = authenticate(deps.db, clock, `Bearer ${current.key}`);
+        // A new key does not help when the local admin itself cannot sign in (disabled).
+        if (!again.ok) throw new Error(`the workstation's local admin cannot sign in: ${again.reason}`);
+      }
+      return { baseUrl: url, apiKey: current.key };
+    },
+    stop() {
+      // Idempotent, and a second caller (before-quit may fire twice) waits for the same stop.
+      stopping ??= stop();
+      return stopping;
     },
   };
 }

@@ -1,14 +1,17 @@
 /**
- * Electron main: one instance, the embedded API on 127.0.0.1, one locked-down window that loads
- * the renderer from that server, the key handed over through the preload, a native folder
- * picker, and a quit that revokes the launch key and lets in-flight writes finish.
+ * Electron main: one instance, the embedded API on 127.0.0.1 with the bundled models, one
+ * locked-down window that loads the renderer from that server, the key handed over through the
+ * preload (a fresh one when it stopped working), a native folder picker, and a quit that closes
+ * the window, lets analyses and in-flight writes finish, then revokes the launch key (quit.ts).
  */
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { app, BrowserWindow, dialog, ipcMain, session, type IpcMainInvokeEvent } from 'electron';
 import { IPC_CHANNELS, type DesktopSession } from '../common/desktop-bridge.ts';
+import { bundledModelsDirs } from './desktop-paths.ts';
 import { startEmbeddedServer, type EmbeddedServer } from './embedded-server.ts';
+import { createQuitSequence } from './quit.ts';
 import { buildWindowOptions, contentSecurityPolicy, isAllowedNavigation, permissionDecision } from './window-options.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -44,7 +47,8 @@ function fromMainWindow(event: IpcMainInvokeEvent): boolean {
 async function start(): Promise<void> {
   try {
     const dataDir = process.env['MIA_DATA'] ?? app.getPath('userData');
-    embedded = await startEmbeddedServer({ dataDir, uiDir: existsSync(UI_DIR) ? UI_DIR : null });
+    const modelsDirs = bundledModelsDirs({ packaged: app.isPackaged, resourcesPath: process.resourcesPath, bundleDir: here });
+    embedded = await startEmbeddedServer({ dataDir, uiDir: existsSync(UI_DIR) ? UI_DIR : null, modelsDirs });
   } catch (error) {
     fail(error);
     return;
@@ -62,7 +66,8 @@ async function start(): Promise<void> {
 
   ipcMain.handle(IPC_CHANNELS.session, (event): DesktopSession => {
     if (!fromMainWindow(event)) throw new Error('session requested by an unknown frame');
-    return { baseUrl: server.url, apiKey: server.apiKey };
+    // The launch key, or a new one when it stopped working (revoked on the Admin screen).
+    return server.session();
   });
   ipcMain.handle(IPC_CHANNELS.pickFolder, async (event) => {
     if (!fromMainWindow(event) || !mainWindow) return null;
@@ -90,17 +95,18 @@ async function start(): Promise<void> {
   await mainWindow.loadURL(`${server.url}/`);
 }
 
-let quitting = false;
-app.on('before-quit', (event) => {
-  if (quitting || !embedded) return;
-  event.preventDefault();
-  quitting = true;
-  const server = embedded;
-  embedded = null;
-  server.stop().then(
-    () => app.quit(),
-    () => app.exit(1),
-  );
+const quitSequence = createQuitSequence({
+  closeWindows: () => {
+    // Destroyed, not closed: no beforeunload, and its requests stop with it.
+    for (const window of BrowserWindow.getAllWindows()) window.destroy();
+  },
+  stopServer: async () => {
+    const server = embedded;
+    embedded = null;
+    await server?.stop();
+  },
+  quit: () => app.quit(),
+  exit: (code) => app.exit(code),
 });
-
-app.on('window-all-closed', () => app.quit());
+app.on('before-quit', (event) => quitSequence.beforeQuit(event));
+app.on('window-all-closed', () => quitSequence.allWindowsClosed());

@@ -13,11 +13,17 @@ export type Database = BetterSqlite3.Database;
 
 export const DATABASE_FILE = 'mia.sqlite';
 
-export function openDatabase(dataDir: string): Database {
+/**
+ * MIA_SQLITE_BINDING: the path of a better_sqlite3.node built for another runtime's ABI. The
+ * desktop app in development (`npm run desktop`) runs under Electron, which cannot load the
+ * node_modules build made for Node; main/ builds a copy for Electron and names it here, so the
+ * CLI and tests keep the Node build (better-sqlite3's `nativeBinding` option).
+ */
+export function openDatabase(dataDir: string, nativeBinding = process.env['MIA_SQLITE_BINDING']): Database {
   mkdirSync(dataDir, { recursive: true, mode: PRIVATE_DIR_MODE });
   const file = join(dataDir, DATABASE_FILE);
   const created = !existsSync(file);
-  const db = new BetterSqlite3(file);
+  const db = nativeBinding ? new BetterSqlite3(file, { nativeBinding }) : new BetterSqlite3(file);
   // Before the WAL and shared-memory files exist: SQLite gives them the database file's mode.
   if (created) chmodSync(file, PRIVATE_FILE_MODE);
   db.pragma('journal_mode = WAL');

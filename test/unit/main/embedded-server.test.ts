@@ -3,6 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LOCAL_ADMIN_EMAIL, startEmbeddedServer } from '../../../main/embedded-server.ts';
+import { analysisQueueOf } from '#server/analysis/analysis-queue.ts';
+import { authenticate } from '#server/auth/authenticate.ts';
+import { systemClock } from '#server/clock.ts';
+import { openDatabase } from '#server/store/database.ts';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'mia-desktop-'));
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
@@ -12,6 +16,16 @@ function filesUnder(dir: string): string[] {
     const path = join(dir, name);
     return statSync(path).isDirectory() ? filesUnder(path) : [path];
   });
+}
+
+/** Whether `key` still authenticates, read through a connection of the test's own. */
+function keyWorks(dir: string, key: string): boolean {
+  const db = openDatabase(dir);
+  try {
+    return authenticate(db, systemClock, `Bearer ${key}`).ok;
+  } finally {
+    db.close();
+  }
 }
 
 describe('embedded server for the desktop app', () => {
@@ -38,5 +52,57 @@ describe('embedded server for the desktop app', () => {
     expect(items.find((k) => k.id !== second.keyId)?.status).toBe('revoked');
     await second.stop();
     await second.stop(); // idempotent: before-quit may fire twice
+  });
+
+  it('quit order: analyses stop, then the server closes while the key still works, then the key is revoked', async () => {
+    const embedded = await startEmbeddedServer({ dataDir, uiDir: null });
+    const key = embedded.apiKey;
+    const steps: string[] = [];
+    const queue = analysisQueueOf(embedded.server.services);
+    const stopQueue = queue.stop.bind(queue);
+    let queueStops = 0;
+    queue.stop = async () => {
+      // server.close() stops the queue once more (a no-op by then); the first call is the one.
+      if (queueStops++ === 0) steps.push(`queue stops (key works: ${keyWorks(dataDir, key)})`);
+      await stopQueue();
+    };
+    const close = embedded.server.close.bind(embedded.server);
+    embedded.server.close = async () => {
+      // A request the window made just before it closed still gets its answer, not a 401.
+      const late = await fetch(`${embedded.url}/v1/auth/me`, { headers: { Authorization: `Bearer ${key}` } });
+      steps.push(`server closes (last request ${late.status})`);
+      await close();
+      steps.push(`server closed (key works: ${keyWorks(dataDir, key)})`);
+    };
+    await embedded.stop();
+    steps.push(`stopped (key works: ${keyWorks(dataDir, key)})`);
+    expect(steps).toEqual([
+      'queue stops (key works: true)',
+      'server closes (last request 200)',
+      'server closed (key works: true)',
+      'stopped (key works: false)',
+    ]);
+  });
+
+  it('a launch key revoked on the Admin screen is replaced when the window asks for a session', async () => {
+    const embedded = await startEmbeddedServer({ dataDir, uiDir: null });
+    try {
+      const first = embedded.session();
+      expect(first).toEqual({ baseUrl: embedded.url, apiKey: embedded.apiKey });
+      // Still working: the same key again.
+      expect(embedded.session().apiKey).toBe(first.apiKey);
+      const revoked = await fetch(`${embedded.url}/v1/auth/keys/${embedded.keyId}`, { method: 'DELETE', headers: { Authorization: `Bearer ${first.apiKey}` } });
+      expect(revoked.status).toBe(200);
+      expect((await fetch(`${embedded.url}/v1/auth/me`, { headers: { Authorization: `Bearer ${first.apiKey}` } })).status).toBe(401);
+
+      const fresh = embedded.session();
+      expect(fresh.apiKey).not.toBe(first.apiKey);
+      const me = await fetch(`${embedded.url}/v1/auth/me`, { headers: { Authorization: `Bearer ${fresh.apiKey}` } });
+      expect(me.status).toBe(200);
+      expect(((await me.json()) as any).data.user.email).toBe(LOCAL_ADMIN_EMAIL);
+    } finally {
+      await embedded.stop();
+    }
+    expect(keyWorks(dataDir, embedded.apiKey)).toBe(false);
   });
 });
