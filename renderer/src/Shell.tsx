@@ -71,9 +71,11 @@ export function Shell() {
           <span className="who" title={me.scopes.join(', ')}>
             {me.email} · {me.role}
           </span>
-          <button type="button" className="link-button" onClick={session.signOut}>
-            Sign out
-          </button>
+          {session.signOut ? (
+            <button type="button" className="link-button" onClick={session.signOut} data-testid="sign-out">
+              Sign out
+            </button>
+          ) : null}
         </header>
         <main className="screen">
           {route.name === 'worklist' ? <Worklist /> : null}

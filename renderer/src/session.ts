@@ -11,7 +11,8 @@ export type Session = {
   scanOrder: readonly string[];
   setScanOrder(ids: readonly string[]): void;
   desktop: DesktopBridge | null;
-  signOut(): void;
+  /** Null in the desktop app, whose user never saw the launch key and could not sign back in. */
+  signOut: (() => void) | null;
 };
 
 export const SessionContext = createContext<Session | null>(null);

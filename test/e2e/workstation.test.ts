@@ -4,8 +4,12 @@
  * the API, analysed by the bundled model -> the worklist shows AI summaries and loaded
  * thumbnails -> the viewer draws the model's box where the finding says (checked in screenshot
  * pixels; the finding itself overlaps the phantom's ground truth) -> reject and accept findings
- * (checked through the API) -> draft, finalize, download CSV; admin key rotation shows the old
- * key's expiry; a revoked key lands on the key screen.
+ * (checked through the API; review keys act only on a finding on screen; analysing a reviewed
+ * scan again asks first) -> the worklist shows the statuses the server moved the scan to ->
+ * draft, finalize, download CSV; a reported scan's re-analysis shows the server's refusal; admin
+ * key rotation shows the old key's expiry; an import started elsewhere appears on the worklist;
+ * the desktop app renews a refused key without a key screen; a revoked key lands on the key
+ * screen.
  */
 import { readFileSync } from 'node:fs';
 import type { Browser } from 'playwright-core';
@@ -14,7 +18,7 @@ import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR, type Ui } from '../
 import { parseCsv } from '../helpers/csv.ts';
 import { pixelAt, readPng } from '../helpers/png.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
-import { dropUserModel, importPhantoms, iou, type PhantomWorkstation } from '../helpers/workstation-seed.ts';
+import { dropUserModel, importPhantoms, iou, startPhantomImport, type PhantomWorkstation } from '../helpers/workstation-seed.ts';
 
 let t: TestServer;
 let browser: Browser;
@@ -22,6 +26,9 @@ let phantoms: PhantomWorkstation;
 let radiologistKey: string;
 
 type Finding = { id: string; label: string; confidence: number; location: { x: number; y: number; width: number; height: number }; instance_uid: string; frame: number; review: string | null };
+
+const resultOf = async (scanId: string) => (await t.request('GET', `/v1/scans/${scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data;
+const statusOf = async (scanId: string) => (await t.request('GET', `/v1/scans/${scanId}`)).json.data.status as string;
 
 beforeAll(async () => {
   ensureRendererBuilt();
@@ -150,23 +157,88 @@ describe('workstation UI', () => {
     await ui.screenshot('viewer-reviewed');
   });
 
+  it('review keys act only on a finding on screen; analysing a reviewed scan again asks first; the worklist shows its new status', async () => {
+    const scanId = phantoms.target.scan_uid;
+    const before = await resultOf(scanId);
+    const instances = (await t.request('GET', `/v1/scans/${scanId}/instances?limit=500`)).json.data.items as { instance_uid: string }[];
+    const withFinding = new Set((before.findings as Finding[]).map((f) => instances.findIndex((i) => i.instance_uid === f.instance_uid)));
+    const empty = instances.findIndex((_, i) => !withFinding.has(i));
+    expect(empty).toBeGreaterThanOrEqual(0);
+    const canvas = ui.page.getByTestId('viewport-canvas');
+    await ui.page.keyboard.press('Home');
+    for (let i = 0; i < empty; i += 1) await ui.page.keyboard.press('ArrowDown');
+    await expect.poll(() => canvas.getAttribute('data-slice-index')).toBe(String(empty));
+    // The selected finding is on another slice: `r` must not reject it unseen.
+    await ui.page.keyboard.press('r');
+    await expect.poll(() => ui.page.getByTestId('key-status').textContent()).toMatch(/No finding on this slice/);
+    await ui.screenshot('viewer-key-status');
+    const after = await resultOf(scanId);
+    expect((after.findings as Finding[]).map((f) => f.review)).toEqual((before.findings as Finding[]).map((f) => f.review));
+
+    // Reviewed findings: shift+A asks before replacing them; dismissed, nothing is queued.
+    const posts: string[] = [];
+    const onRequest = (request: { method(): string; url(): string }) => {
+      if (request.method() === 'POST' && request.url().includes('/analyses')) posts.push(request.url());
+    };
+    ui.page.on('request', onRequest);
+    try {
+      let asked = '';
+      ui.page.once('dialog', (dialog) => {
+        asked = dialog.message();
+        void dialog.dismiss();
+      });
+      await ui.page.keyboard.press('Shift+A');
+      await expect.poll(() => asked).toMatch(/again\?[\s\S]*accepted or rejected/);
+      expect(posts).toEqual([]);
+      expect((await resultOf(scanId)).analysis.id).toBe(before.analysis.id);
+
+      // Statuses move on the server as findings are reviewed; the worklist shows them on return.
+      const status = await statusOf(scanId);
+      expect(['in_review', 'reviewed']).toContain(status);
+      await ui.openWorklist();
+      const row = ui.page.locator(`[data-scan-id="${scanId}"]`);
+      await expect.poll(() => row.locator('.status').first().textContent()).toBe(status.replace('_', ' '));
+      // A plain `a` no longer analyses on the worklist (it means accept in the viewer).
+      await ui.page.keyboard.press('a');
+      await ui.page.evaluate('0');
+      expect(posts).toEqual([]);
+    } finally {
+      ui.page.off('request', onRequest);
+    }
+  });
+
   it('analyses again from the viewer (shift+A) and shows the new result', async () => {
     const scanId = phantoms.second.scan_uid;
     const before = (await t.request('GET', `/v1/scans/${scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data.analysis.id as string;
     await ui.openScan(scanId);
     const button = ui.page.getByTestId('analyse-scan');
     expect(await button.textContent()).toBe('Analyse again');
-    await ui.page.keyboard.press('Shift+A');
-    const run = ui.page.getByTestId('analysis-status');
-    await expect.poll(() => run.getAttribute('data-phase'), { timeout: 30_000 }).toBe('succeeded');
-    const after = (await t.request('GET', `/v1/scans/${scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data;
-    expect(after.analysis.id).not.toBe(before);
-    // The viewer reloaded onto the new analysis: its findings are the ones listed.
-    await expect.poll(() => ui.page.getByTestId('finding').first().getAttribute('data-finding-id')).toBe(after.findings[0].id);
+    // Analysed but not reviewed and without a report: nothing to lose, no question.
+    const dialogs: string[] = [];
+    const onDialog = (dialog: { message(): string; dismiss(): Promise<void> }) => {
+      dialogs.push(dialog.message());
+      void dialog.dismiss();
+    };
+    ui.page.on('dialog', onDialog);
+    try {
+      await ui.page.keyboard.press('Shift+A');
+      // The run shown for this scan may still be the worklist's finished one until the new job
+      // exists (re-analysis first checks for reports); the result's analysis id tells.
+      await expect.poll(async () => (await resultOf(scanId)).analysis.id, { timeout: 30_000 }).not.toBe(before);
+      const run = ui.page.getByTestId('analysis-status');
+      await expect.poll(() => run.getAttribute('data-phase'), { timeout: 30_000 }).toBe('succeeded');
+      const after = await resultOf(scanId);
+      // The viewer reloaded onto the new analysis: its findings are the ones listed.
+      await expect.poll(() => ui.page.getByTestId('finding').first().getAttribute('data-finding-id')).toBe(after.findings[0].id);
+    } finally {
+      ui.page.off('dialog', onDialog);
+    }
+    expect(dialogs).toEqual([]);
   }, 60_000);
 
-  it('drafts and finalizes a report, then downloads it as CSV', async () => {
-    await ui.openReport(phantoms.target.scan_uid);
+  it('drafts and finalizes a report, downloads it as CSV; the reported scan is not analysed again', async () => {
+    const scanId = phantoms.target.scan_uid;
+    await ui.openReport(scanId);
     await ui.page.getByTestId('draft-report').click();
     await ui.page.getByTestId('impression').fill('Enhancing lesion, right frontal; see AI finding 1.');
     await ui.page.getByTestId('recommendation').fill('MRI follow-up in 3 months.');
@@ -180,11 +252,26 @@ describe('workstation UI', () => {
     await ui.page.getByTestId('download-csv').click();
     const download = await downloadPromise;
     const csv = readFileSync((await download.path())!, 'utf8');
-    const [header, row] = parseCsv(csv);
+    const [header, row, ...more] = parseCsv(csv).filter((r) => r.length > 1);
     const record = Object.fromEntries(header!.map((name, i) => [name, row![i]]));
     expect(record['scan_id']).toBe(phantoms.target.scan_uid);
     expect(record['status']).toBe('final');
     expect(record['recommendation']).toBe('MRI follow-up in 3 months.');
+    expect(more).toEqual([]);
+
+    // Finalizing reported the scan: the worklist says so, and the server refuses to analyse it
+    // again - its message shown as it stands, without a question first.
+    expect(await statusOf(scanId)).toBe('reported');
+    await ui.openWorklist();
+    const row409 = ui.page.locator(`[data-scan-id="${scanId}"]`);
+    await expect.poll(() => row409.locator('.status').first().textContent()).toBe('reported');
+    await row409.getByTestId('analyse-scan').click();
+    const refused = row409.getByTestId('analysis-status');
+    await expect.poll(() => refused.getAttribute('data-phase')).toBe('error');
+    // The server's own words (they name the status), with its request id; no "Conflict:" title.
+    expect(await refused.textContent()).toMatch(/^Not analysed: A scan in status reported .+ \[request [0-9a-f-]{36}\]$/);
+    await ui.screenshot('worklist-reported');
+
   });
 
   it('admin rotates a key and sees when the old one stops working', async () => {
@@ -239,6 +326,36 @@ describe('workstation UI', () => {
     }
   });
 
+  it('an import started elsewhere shows up on an open worklist without a reload', async () => {
+    await ui.openWorklist();
+    const rows = ui.page.getByTestId('scan-row');
+    await expect.poll(() => rows.count()).toBe(phantoms.all.length);
+    // Nothing is queued or analysing, so only the import watch can bring the new series in.
+    for (const series of phantoms.all) expect(['queued', 'analyzing']).not.toContain(await statusOf(series.scan_uid));
+    const late = await startPhantomImport(t, 30_000_540);
+    try {
+      await expect.poll(() => ui.page.locator(`[data-scan-id="${late.series.scan_uid}"]`).count(), { timeout: 20_000 }).toBe(1);
+      expect(await rows.count()).toBe(phantoms.all.length + 1);
+    } finally {
+      late.cleanup();
+    }
+  }, 40_000);
+
+  it('desktop: no sign-out, and a refused launch key is renewed through the bridge instead of a key screen', async () => {
+    const keys = [t.keyFor('admin', { email: 'desktop-1@workstation.test' }), t.keyFor('admin', { email: 'desktop-2@workstation.test' })];
+    let sessions = 0;
+    const desk = await openUi(browser, t.url, { desktop: { getSession: async () => ({ baseUrl: t.url, apiKey: keys[Math.min(sessions++, 1)]!.key }) } });
+    await desk.page.getByTestId('nav-worklist').waitFor();
+    expect(sessions).toBe(1);
+    expect(await desk.page.getByTestId('sign-out').count()).toBe(0);
+    await t.request('DELETE', `/v1/auth/keys/${keys[0]!.keyId}`);
+    await desk.openScan(phantoms.target.scan_uid);
+    expect(sessions).toBe(2);
+    expect(await desk.page.getByTestId('key-screen').count()).toBe(0);
+    expect(await desk.page.getByTestId('desktop-session').count()).toBe(0);
+    await desk.page.context().close();
+  });
+
   it('a revoked key lands on a clear key screen, not a blank page', async () => {
     const doomed = t.keyFor('radiologist', { email: 'doomed@hospital.test' });
     const victim = await openUi(browser, t.url);
@@ -248,6 +365,7 @@ describe('workstation UI', () => {
     const problem = victim.page.getByTestId('key-problem');
     await problem.waitFor();
     expect(await problem.textContent()).toMatch(/not accepted.*Unauthorized.*request [0-9a-f-]{36}/s);
+    expect(await problem.getAttribute('data-kind')).toBe('rejected');
     await victim.screenshot('revoked-key');
     await victim.page.context().close();
   });

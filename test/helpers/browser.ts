@@ -37,10 +37,20 @@ export type Ui = {
   screenshot(name: string): Promise<Buffer>;
 };
 
-export async function openUi(browser: Browser, url: string, options: { width?: number; height?: number } = {}): Promise<Ui> {
+/** What Electron's preload would hand over: the test decides which key each call returns. */
+export type FakeDesktop = { getSession(): Promise<{ baseUrl: string; apiKey: string }> };
+
+export async function openUi(browser: Browser, url: string, options: { width?: number; height?: number; desktop?: FakeDesktop } = {}): Promise<Ui> {
   const context = await browser.newContext({ viewport: { width: options.width ?? 1400, height: options.height ?? 900 }, acceptDownloads: true });
   const page = await context.newPage();
   page.on('pageerror', (error) => process.stderr.write(`[page error] ${error.message}\n`));
+  if (options.desktop) {
+    // Stands in for main/preload.ts: window.mia with the same shape, answered by the test.
+    await page.exposeFunction('__miaTestSession', () => options.desktop!.getSession());
+    await page.addInitScript(
+      `window.mia = { kind: 'electron', getSession: () => window.__miaTestSession(), pickFolder: () => Promise.resolve(null) };`,
+    );
+  }
   await page.goto(url + '/');
   const go = async (hash: string) => {
     // A string expression: the test project has no DOM types, and the page keeps its in-memory key.

@@ -78,6 +78,18 @@ export async function importPhantoms(t: TestServer): Promise<PhantomWorkstation>
   }
 }
 
+/**
+ * Generates one more phantom series and starts its import through the API without waiting, as
+ * another tab or `mia import` would: the worklist has to notice it by itself.
+ */
+export async function startPhantomImport(t: TestServer, seed: number): Promise<{ series: PhantomSeries; jobId: string; cleanup(): void }> {
+  const dir = mkdtempSync(join(tmpdir(), 'mia-e2e-late-'));
+  const series = generate(dir, { name: 'clean', seed, modality: 'MR', kinds: 'none' });
+  const started = await t.request('POST', '/v1/imports', { body: { path: join(dir, 'series') } });
+  if (started.status !== 202) throw new Error(`import: ${started.status} ${started.text.slice(0, 300)}`);
+  return { series, jobId: started.json.data.id as string, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
 export type AnalysisJob = { id: string; scan_id: string; status: string; reason: string | null; findings: number | null };
 
 /** Queues an analysis through the API and polls it to its end. */

@@ -152,6 +152,8 @@ export type AuditEvent = {
   patient_id: string | null;
   outcome: string;
   status_code: number | null;
+  /** Every patient a list read or an export reached (patient_id names a single one). */
+  patient_ids?: string[];
 };
 
 /** One DICOM instance of a scan, ordered by slice position (GET /v1/scans/{id}/instances). */
@@ -171,14 +173,38 @@ export type Instance = {
   window_width: number | null;
 };
 
-export type ImportCounts = { files_seen: number; imported: number; duplicates: number; conflicts: number; rejected: number };
+export type ImportCounts = {
+  /** Files found in the sources; null while still walking. */
+  files_total: number | null;
+  files_seen: number;
+  imported: number;
+  duplicates: number;
+  conflicts: number;
+  rejected: number;
+  bytes: number;
+};
+
+/** server/api/import-schemas.ts IMPORT_STATUSES: a finished job is `completed`. */
+export type ImportStatus = 'running' | 'completed' | 'failed' | 'interrupted';
+
+export type ImportReject = { path: string; reason: string; outcome?: 'rejected' | 'conflict'; sop_instance_uid?: string | null };
 
 export type ImportJob = {
   id: string;
-  status: string;
+  kind: 'path' | 'upload' | 'watch';
+  sources: string[];
+  status: ImportStatus;
   counts: ImportCounts;
-  rejects: { path: string; reason: string }[];
+  rejects: ImportReject[];
+  rejects_total: number;
+  error: string | null;
+  created_at: string;
+  updated_at: string;
+  finished_at: string | null;
 };
+
+/** GET /v1/imports lists jobs without their rejects. */
+export type ImportJobSummary = Omit<ImportJob, 'rejects'>;
 
 export type ServerEvent = { event: string; data: string; id: string | null };
 

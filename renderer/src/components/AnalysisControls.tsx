@@ -1,10 +1,15 @@
 /**
  * The Analyse / Analyse again action and the live state of a run, shared by the worklist rows
- * and the viewer. Each end state says what happened and what to do next.
+ * and the viewer. Running the AI again over reviewed findings or a drafted report asks first
+ * (reanalysis.ts). Each end state says what happened and what to do next.
  */
-import type { Scan } from '../api/types.ts';
+import { useCallback } from 'react';
+import type { Page, Report, Scan } from '../api/types.ts';
 import { isActive, useAnalyses, type AnalysisRun } from '../analyses.ts';
+import { mayHoldWork, reanalysisQuestion } from '../reanalysis.ts';
 import { hasScope, useSession } from '../session.ts';
+
+export type AnalysableScan = Pick<Scan, 'scan_id' | 'status' | 'ai_summary' | 'patient_id' | 'modality'>;
 
 const RESULT_STATUSES = new Set(['analyzed', 'in_review', 'reviewed', 'reported', 'failed']);
 const BUSY_STATUSES = new Set(['queued', 'analyzing']);
@@ -15,8 +20,36 @@ export function useCanAnalyse(): boolean {
   return hasScope(me, 'write:scans');
 }
 
-export function AnalyseButton({ scan, compact = false }: { scan: Pick<Scan, 'scan_id' | 'status' | 'ai_summary'>; compact?: boolean }) {
-  const { runs, start, cancel } = useAnalyses();
+/**
+ * Starts an analysis of `scan`, first asking for confirmation when it would replace reviewed
+ * findings or the result a report was drafted from. `reviewedHere`: verdicts the calling screen
+ * holds that the scan's status may not show yet (the viewer's own reviews).
+ */
+export function useRequestAnalysis(): (scan: AnalysableScan, reviewedHere?: boolean) => Promise<void> {
+  const { client, me } = useSession();
+  const { start } = useAnalyses();
+  return useCallback(
+    async (scan, reviewedHere = false) => {
+      let reports: number | null = null;
+      if (mayHoldWork(scan.status) && scan.status !== 'reported' && hasScope(me, 'read:reports')) {
+        try {
+          reports = (await client.get<Page<Report>>('/v1/reports', { query: { scan_id: scan.scan_id, limit: 1 } })).items.length;
+        } catch {
+          // Not knowing about a report must not block analysing; the question falls back to reviews.
+          reports = null;
+        }
+      }
+      const question = reanalysisQuestion(`${scan.patient_id} ${scan.modality}`, { status: scan.status, reviewedHere, reports });
+      if (question !== null && !window.confirm(question)) return;
+      start(scan.scan_id);
+    },
+    [client, me, start],
+  );
+}
+
+export function AnalyseButton({ scan, compact = false, reviewedHere = false }: { scan: AnalysableScan; compact?: boolean; reviewedHere?: boolean }) {
+  const { runs, cancel } = useAnalyses();
+  const request = useRequestAnalysis();
   const run = runs.get(scan.scan_id);
   const active = isActive(run);
   if (active && run?.jobId) {
@@ -38,10 +71,16 @@ export function AnalyseButton({ scan, compact = false }: { scan: Pick<Scan, 'sca
       disabled={active || busyElsewhere}
       onClick={(e) => {
         e.stopPropagation();
-        start(scan.scan_id);
+        void request(scan, reviewedHere);
       }}
       data-testid="analyse-scan"
-      title={busyElsewhere ? 'An analysis of this scan is already queued or running' : 'Run the selected AI model on this scan (shift+A)'}
+      title={
+        busyElsewhere
+          ? 'An analysis of this scan is already queued or running'
+          : scan.status === 'reported'
+            ? 'This scan is reported (its report is final); the server does not analyse it again'
+            : 'Run the selected AI model on this scan (shift+A)'
+      }
     >
       {again ? 'Analyse again' : 'Analyse'}
     </button>
@@ -93,6 +132,11 @@ export function AnalysisStatus({ run }: { run: AnalysisRun | undefined }) {
     case 'cancelled':
       return <div {...common} className="run run-na">Analysis cancelled; press Analyse to run it again.</div>;
     case 'error':
-      return <div {...common} className="run run-bad">{run.reason}</div>;
+      return (
+        <div {...common} className="run run-bad" role="alert">
+          {run.refusedWith === 409 ? 'Not analysed: ' : 'Analysis request failed: '}
+          {run.reason}
+        </div>
+      );
   }
 }

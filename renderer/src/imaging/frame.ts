@@ -123,3 +123,16 @@ export function presetsFor(modality: string): Preset[] {
     { key: '2', name: 'Full range', window: 'auto' },
   ];
 }
+
+/**
+ * Window/level while dragging: right widens the window, down raises the level (the existing
+ * direction, as in Cornerstone's WindowLevel tool). Sensitivity follows the window being
+ * adjusted - 1/256 of its width per screen pixel, so a 256 px drag changes it by its own size -
+ * with a floor of 1/4096 of the image's value range. A brain window (W 80) then moves about
+ * 1 HU per pixel on CT and a bone window (W 2800) about 11, where one step of 1/256 of the whole
+ * value range used to be 9-16 HU whatever the window.
+ */
+export function dragWindow(start: Window, dx: number, dy: number, valueRange: number): Window {
+  const unit = Math.max(start.width / 256, Math.max(0, valueRange) / 4096);
+  return { center: start.center + dy * unit, width: Math.max(1, start.width + dx * unit) };
+}

@@ -24,9 +24,11 @@ export function ImportScreen() {
   const [upload, setUpload] = useState<Upload | null>(null);
 
   const jobId = job?.id ?? null;
-  // Follow the job's events; fall back to one fetch at the end for the full reject list.
+  // Follow the job's events; fall back to one fetch at the end for the full reject list. Only a
+  // running job has events to follow: the server's end states are completed, failed and
+  // interrupted (server/api/import-schemas.ts).
   useEffect(() => {
-    if (!job || job.status === 'done' || job.status === 'failed' || job.status === 'succeeded') return;
+    if (!job || job.status !== 'running') return;
     const controller = new AbortController();
     const id = job.id;
     client
@@ -188,7 +190,7 @@ export function ImportScreen() {
               </tbody>
             </table>
           ) : null}
-          {job.status !== 'running' && job.status !== 'queued' ? (
+          {job.status !== 'running' ? (
             <p>
               <a href="#/worklist">Open the worklist</a> to read the imported scans.
             </p>

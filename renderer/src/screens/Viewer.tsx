@@ -6,17 +6,21 @@
  * double-click = reset. Keys: ↑/↓ PgUp/PgDn Home/End slices, 1-5 window presets, +/- zoom,
  * 0 reset, n/p next/previous finding, a accept, r reject, u undo review, shift+A analyse (again),
  * ]/[ next/previous scan, Esc back to the worklist.
+ *
+ * a/r/u act only on a finding the reader can see - on the displayed slice and at or above the
+ * threshold - so a key press never records a verdict on a box that is not on screen; otherwise
+ * a status line says why nothing happened.
  */
 import { useCallback, useEffect, useMemo, useRef, useState, type PointerEvent as ReactPointerEvent } from 'react';
 import { ApiError } from '../api/client.ts';
 import type { Finding, Instance, Scan, ScanResult } from '../api/types.ts';
 import type { FindingReview } from '../../../common/vocabulary.ts';
 import { isActive, useAnalyses } from '../analyses.ts';
-import { AnalyseButton, AnalysisStatus, useCanAnalyse } from '../components/AnalysisControls.tsx';
+import { AnalyseButton, AnalysisStatus, useCanAnalyse, useRequestAnalysis } from '../components/AnalysisControls.tsx';
 import { ModelTag } from '../components/ClinicalBanner.tsx';
 import { ErrorState, InlineError, Loading } from '../components/StateMessage.tsx';
 import { dateTime, dicomDate, labelText, percent } from '../format.ts';
-import { autoWindow, parseRawFrame, presetsFor, renderFrame, type Preset, type RawFrame, type Window } from '../imaging/frame.ts';
+import { autoWindow, dragWindow, parseRawFrame, presetsFor, renderFrame, type Preset, type RawFrame, type Window } from '../imaging/frame.ts';
 import { drawSlice, imageTransform, type View } from '../imaging/viewport.ts';
 import { navigate } from '../route.ts';
 import { hasScope, useSession } from '../session.ts';
@@ -80,6 +84,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
   const { client } = useSession();
   const analyses = useAnalyses();
   const canAnalyse = useCanAnalyse();
+  const requestAnalysis = useRequestAnalysis();
   const { scan, slices, result } = data;
   const [findings, setFindings] = useState<Finding[]>(result?.findings ?? []);
   const [index, setIndex] = useState(() => {
@@ -97,6 +102,8 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
   const [frameError, setFrameError] = useState<unknown>(null);
   const [retries, setRetries] = useState(0);
   const [reviewError, setReviewError] = useState<unknown>(null);
+  /** Why the last a/r/u key did nothing; cleared when the slice or threshold changes. */
+  const [keyNote, setKeyNote] = useState<string | null>(null);
   const [size, setSize] = useState({ width: 0, height: 0 });
 
   const canvasRef = useRef<HTMLCanvasElement>(null);
@@ -241,6 +248,21 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
     canvas.dataset['renderedSlice'] = frame ? String(index) : '';
   }, [frame, effectiveWindow, transform, onSlice, currentId, showBoxes, size, index, frameVersion]);
 
+  useEffect(() => setKeyNote(null), [index, threshold]);
+
+  /** The finding a review key acts on, or why there is none the reader can see. */
+  const reviewTarget = useCallback((): { finding: Finding } | { why: string } => {
+    if (findings.length === 0) return { why: result ? 'This scan has no findings to review.' : 'This scan has no AI result to review.' };
+    const current = onSlice.find((f) => f.id === currentId);
+    if (current) return { finding: current };
+    const only = onSlice.length === 1 ? onSlice[0] : undefined;
+    if (only) return { finding: only };
+    if (onSlice.length > 1) return { why: `${onSlice.length} findings on this slice: click one in the list (or press n/p) to choose.` };
+    const below = slice ? findings.filter((f) => f.instance_uid === slice.instance.instance_uid && f.frame === slice.frame) : [];
+    if (below.length > 0) return { why: `The finding on this slice is below the ${percent(threshold)} threshold: lower it to review the finding.` };
+    return { why: 'No finding on this slice: press n to go to the next finding.' };
+  }, [findings, onSlice, currentId, slice, threshold, result]);
+
   const step = useCallback((delta: number) => setIndex((i) => Math.max(0, Math.min(slices.length - 1, i + delta))), [slices.length]);
 
   const jumpTo = useCallback(
@@ -299,7 +321,6 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
       const target = event.target;
       if (target instanceof HTMLTextAreaElement || (target instanceof HTMLInputElement && target.type !== 'range' && target.type !== 'checkbox')) return;
       if (event.ctrlKey || event.metaKey || event.altKey) return;
-      const current = findings.find((f) => f.id === currentId) ?? null;
       const preset = presets.find((p) => p.key === event.key);
       if (preset) applyPreset(preset);
       else if (event.key === 'ArrowUp' || event.key === 'ArrowLeft') step(-1);
@@ -314,10 +335,19 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
       else if (event.key === 'n') cycleFinding(1);
       else if (event.key === 'p') cycleFinding(-1);
       else if (event.key === 'b') setShowBoxes((s) => !s);
-      else if (event.key === 'a' && current && canReview) void review(current, current.review === 'accepted' ? null : 'accepted');
-      else if (event.key === 'r' && current && canReview) void review(current, current.review === 'rejected' ? null : 'rejected');
-      else if (event.key === 'u' && current && canReview) void review(current, null);
-      else if (event.key === 'A' && canAnalyse) analyses.start(scan.scan_id);
+      else if ((event.key === 'a' || event.key === 'r' || event.key === 'u') && canReview) {
+        const target = reviewTarget();
+        if ('why' in target) {
+          setKeyNote(target.why);
+        } else {
+          const { finding } = target;
+          const verdict: FindingReview | null =
+            event.key === 'u' ? null : event.key === 'a' ? (finding.review === 'accepted' ? null : 'accepted') : finding.review === 'rejected' ? null : 'rejected';
+          setKeyNote(null);
+          setCurrentId(finding.id);
+          void review(finding, verdict);
+        }
+      } else if (event.key === 'A' && canAnalyse) void requestAnalysis(scan, findings.some((f) => f.review !== null));
       else if (event.key === ']') goScan(1);
       else if (event.key === '[') goScan(-1);
       else if (event.key === 'Escape') navigate({ name: 'worklist' });
@@ -326,7 +356,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
     };
     window.addEventListener('keydown', onKey);
     return () => window.removeEventListener('keydown', onKey);
-  }, [findings, currentId, presets, applyPreset, step, slices.length, cycleFinding, canReview, review, goScan, canAnalyse, analyses, scan.scan_id]);
+  }, [findings, presets, applyPreset, step, slices.length, cycleFinding, canReview, review, reviewTarget, goScan, canAnalyse, requestAnalysis, scan]);
 
   // Wheel: a non-passive listener so the page does not scroll while the stack does.
   useEffect(() => {
@@ -361,9 +391,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
     if (start.mode === 'pan') {
       setView({ ...start.view, panX: start.view.panX + dx, panY: start.view.panY + dy });
     } else if (frame) {
-      // One screen pixel moves the window by 1/256 of the image's value range (at least 1).
-      const unit = Math.max(1, (frame.max - frame.min) / 256);
-      setWindowing({ center: start.window.center + dy * unit, width: Math.max(1, start.window.width + dx * unit) });
+      setWindowing(dragWindow(start.window, dx, dy, frame.max - frame.min));
       setPresetName('Custom');
     }
   };
@@ -436,6 +464,11 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
             <br />
             Zoom {Math.round(transform.scale * 100)}%
           </div>
+          {keyNote ? (
+            <div className="overlay-text bc key-note" role="status" data-testid="key-status">
+              {keyNote}
+            </div>
+          ) : null}
           <div className="overlay-text br">{result ? `${result.analysis.model.name} v${result.analysis.model.version} · not for clinical use` : 'No AI result'}</div>
           {data.imagesProblem ? (
             <div className="state">
@@ -497,7 +530,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
           )}
           {canAnalyse ? (
             <div className="analyse-row">
-              <AnalyseButton scan={scan} compact={result !== null} />
+              <AnalyseButton scan={scan} compact={result !== null} reviewedHere={findings.some((f) => f.review !== null)} />
             </div>
           ) : null}
           <AnalysisStatus run={analyses.runs.get(scan.scan_id)} />

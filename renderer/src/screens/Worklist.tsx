@@ -1,18 +1,22 @@
 /**
  * The worklist: every scan with patient, modality, date, status and the AI summary; filters,
- * sorting, thumbnails, and live progress while scans are queued or being analysed.
- * Keys: ↑/↓ or j/k select, Enter opens, / focuses the patient filter, a analyses the selected scan.
+ * sorting, thumbnails, and live progress while scans are queued or analysing and while any
+ * import runs. Statuses move on the server as scans are read (in review, reviewed, reported), so
+ * the list is loaded afresh whenever the worklist opens or the window regains focus.
+ * Keys: ↑/↓ or j/k select, Enter opens, / focuses the patient filter, shift+A analyses the
+ * selected scan (a plain `a` means accept in the viewer, so it does nothing here).
  */
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { SCAN_STATUSES } from '../../../common/vocabulary.ts';
 import type { Scan } from '../api/types.ts';
 import { useAnalyses } from '../analyses.ts';
-import { AnalyseButton, AnalysisStatus, useCanAnalyse } from '../components/AnalysisControls.tsx';
+import { AnalyseButton, AnalysisStatus, useCanAnalyse, useRequestAnalysis } from '../components/AnalysisControls.tsx';
 import { Empty, ErrorState, Loading } from '../components/StateMessage.tsx';
 import { Thumbnail } from '../components/Thumbnail.tsx';
 import { dicomDate, labelText, percent } from '../format.ts';
 import { navigate } from '../route.ts';
 import { hasScope, useSession } from '../session.ts';
+import { useImportActivity } from '../use-import-activity.ts';
 import { useLoad } from '../use-load.ts';
 
 type SortKey = 'patient' | 'modality' | 'date' | 'status' | 'ai';
@@ -47,6 +51,7 @@ export function Worklist() {
   const filterRef = useRef<HTMLInputElement>(null);
   const analyses = useAnalyses();
   const canAnalyse = useCanAnalyse();
+  const requestAnalysis = useRequestAnalysis();
 
   const all = scans.state === 'ready' ? scans.value : [];
   const modalities = useMemo(() => [...new Set(all.map((s) => s.modality))].sort(), [all]);
@@ -80,6 +85,21 @@ export function Worklist() {
     return () => clearInterval(timer);
   }, [busy, reload]);
 
+  // Imports started anywhere: new series appear as the job advances, whatever else is running.
+  const importing = useImportActivity(client, reload);
+
+  // Back from another window or tab (where a colleague may have reviewed or reported a scan).
+  useEffect(() => {
+    let last = Date.now();
+    const onFocus = () => {
+      if (Date.now() - last < 2000) return;
+      last = Date.now();
+      reload();
+    };
+    window.addEventListener('focus', onFocus);
+    return () => window.removeEventListener('focus', onFocus);
+  }, [reload]);
+
   useEffect(() => {
     const onKey = (event: KeyboardEvent) => {
       if (event.target instanceof HTMLInputElement || event.target instanceof HTMLSelectElement) {
@@ -91,9 +111,9 @@ export function Worklist() {
       else if (event.key === 'Enter') {
         const scan = rows[selected];
         if (scan) navigate({ name: 'viewer', scanId: scan.scan_id });
-      } else if (event.key === 'a' && canAnalyse) {
+      } else if (event.key === 'A' && event.shiftKey && canAnalyse) {
         const scan = rows[selected];
-        if (scan) analyses.start(scan.scan_id);
+        if (scan) void requestAnalysis(scan);
       } else if (event.key === '/') {
         event.preventDefault();
         filterRef.current?.focus();
@@ -102,7 +122,7 @@ export function Worklist() {
     };
     window.addEventListener('keydown', onKey);
     return () => window.removeEventListener('keydown', onKey);
-  }, [rows, selected, canAnalyse, analyses]);
+  }, [rows, selected, canAnalyse, requestAnalysis]);
 
   const header = (key: SortKey, text: string) => (
     <th
@@ -154,6 +174,14 @@ export function Worklist() {
         {busy ? (
           <span className="live" data-testid="live-progress">
             ● analysing {all.filter((s) => BUSY_STATUSES.has(s.status)).length}
+          </span>
+        ) : null}
+        {importing.length > 0 ? (
+          <span className="live" data-testid="import-progress" title="Series appear here as they are imported">
+            ● importing{' '}
+            {importing
+              .map((job) => `${job.counts.files_seen}${job.counts.files_total !== null ? ` of ${job.counts.files_total}` : ''} files (${job.counts.imported} imported)`)
+              .join(', ')}
           </span>
         ) : null}
       </div>
