@@ -6,10 +6,11 @@
  * pixels; the finding itself overlaps the phantom's ground truth) -> reject and accept findings
  * (checked through the API; review keys act only on a finding on screen; analysing a reviewed
  * scan again asks first) -> the worklist shows the statuses the server moved the scan to ->
- * draft, finalize, download CSV; a reported scan's re-analysis shows the server's refusal; admin
- * key rotation shows the old key's expiry; an import started elsewhere appears on the worklist;
- * the desktop app renews a refused key without a key screen; a revoked key lands on the key
- * screen.
+ * draft (impression suggested from the accepted finding), finalize, download only this report;
+ * a reported scan's re-analysis shows the server's refusal; admin key rotation shows the old
+ * key's expiry; exports filter by glossary label; the audit trail reads newest first with
+ * verdicts; an import started elsewhere appears on the worklist; the desktop app renews a
+ * refused key without a key screen; a revoked key lands on the key screen.
  */
 import { readFileSync } from 'node:fs';
 import type { Browser } from 'playwright-core';
@@ -29,6 +30,7 @@ type Finding = { id: string; label: string; confidence: number; location: { x: n
 
 const resultOf = async (scanId: string) => (await t.request('GET', `/v1/scans/${scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data;
 const statusOf = async (scanId: string) => (await t.request('GET', `/v1/scans/${scanId}`)).json.data.status as string;
+const displayNameOf = async (label: string) => ((await t.request('GET', '/v1/labels')).json.data.items as { label: string; display_name: string }[]).find((l) => l.label === label)!.display_name;
 
 beforeAll(async () => {
   ensureRendererBuilt();
@@ -53,6 +55,12 @@ describe('workstation UI', () => {
     expect(page.headers.get('content-security-policy')).not.toContain('unsafe');
     expect((await t.request('GET', '/v1/scans', { key: null })).status).toBe(401);
     expect((await t.request('GET', '/v1/nothing', { key: null })).json.status).toBe('error');
+    // The page names its icon, served from 'self' (no /favicon.ico 404 in the console).
+    const icon = /<link rel="icon"[^>]*href="\.\/([^"]+)"/.exec(page.text)?.[1];
+    expect(icon).toMatch(/^assets\/favicon-.*\.svg$/);
+    const served = await t.request('GET', `/${icon}`, { key: null });
+    expect(served.status).toBe(200);
+    expect(served.headers.get('content-type')).toContain('image/svg+xml');
   });
 
   it('analyses the imported phantoms from the worklist, with live state and the not-applicable reason', async () => {
@@ -236,10 +244,19 @@ describe('workstation UI', () => {
     expect(dialogs).toEqual([]);
   }, 60_000);
 
-  it('drafts and finalizes a report, downloads it as CSV; the reported scan is not analysed again', async () => {
+  it('drafts a report with the accepted finding suggested, finalizes it, downloads only this report', async () => {
     const scanId = phantoms.target.scan_uid;
+    const accepted = ((await resultOf(scanId)).findings as Finding[]).find((f) => f.review === 'accepted')!;
     await ui.openReport(scanId);
     await ui.page.getByTestId('draft-report').click();
+    // The server drafts an empty impression; the screen suggests the accepted finding, editable.
+    await ui.page.getByTestId('impression-suggested').waitFor();
+    const suggested = await ui.page.getByTestId('impression').inputValue();
+    expect(suggested).toMatch(/^AI findings accepted on review \(mia phantom detector v1\.0\.0, not for clinical use\):\n- /);
+    expect(suggested).toContain(`${await displayNameOf(accepted.label)}: AI confidence ${Math.round(accepted.confidence * 100)}%, slice `);
+    expect(suggested).toMatch(/slice \d+ of 16\./);
+    expect(await ui.page.getByTestId('impression').getAttribute('readonly')).toBeNull();
+    await ui.screenshot('report-suggested');
     await ui.page.getByTestId('impression').fill('Enhancing lesion, right frontal; see AI finding 1.');
     await ui.page.getByTestId('recommendation').fill('MRI follow-up in 3 months.');
     ui.page.once('dialog', (dialog) => void dialog.accept());
@@ -258,6 +275,7 @@ describe('workstation UI', () => {
     expect(record['status']).toBe('final');
     expect(record['recommendation']).toBe('MRI follow-up in 3 months.');
     expect(more).toEqual([]);
+    const finalId = record['id']!;
 
     // Finalizing reported the scan: the worklist says so, and the server refuses to analyse it
     // again - its message shown as it stands, without a question first.
@@ -272,6 +290,21 @@ describe('workstation UI', () => {
     expect(await refused.textContent()).toMatch(/^Not analysed: A scan in status reported .+ \[request [0-9a-f-]{36}\]$/);
     await ui.screenshot('worklist-reported');
 
+    // An addendum is a second report of the scan: each download holds the report on screen only.
+    const addendum = (await t.request('POST', '/v1/reports', { body: { scan_id: scanId } })).json.data.id as string;
+    await ui.openReport(scanId);
+    await expect.poll(() => ui.page.getByTestId('report-status').textContent()).toBe('Status: draft');
+    const xmlDownload = ui.page.waitForEvent('download');
+    await ui.page.getByTestId('download-xml').click();
+    const xml = readFileSync((await (await xmlDownload).path())!, 'utf8');
+    expect(xml.startsWith('<?xml')).toBe(true);
+    expect(xml.match(/<report>/g)).toHaveLength(1);
+    expect(xml).toContain(`<report><id>${addendum}</id>`);
+    expect(xml).not.toContain(finalId);
+    const csvDownload = ui.page.waitForEvent('download');
+    await ui.page.getByTestId('download-csv').click();
+    const rows = parseCsv(readFileSync((await (await csvDownload).path())!, 'utf8')).filter((r) => r.length > 1);
+    expect(rows.map((r) => r[0])).toEqual(['id', addendum]);
   });
 
   it('admin rotates a key and sees when the old one stops working', async () => {
@@ -324,6 +357,52 @@ describe('workstation UI', () => {
       await t.request('POST', '/v1/models/mia-phantom-detector/select');
       await admin.page.context().close();
     }
+  });
+
+  it('exports filter by a glossary label chosen by name, and refuse a minimum confidence outside 0..1', async () => {
+    const engineer = await openUi(browser, t.url);
+    await engineer.signIn(t.keyFor('data_engineer', { email: 'exports-ui@hospital.test' }).key);
+    await engineer.goTo('#/exports');
+    const tumour = await displayNameOf('tumor_detected');
+    const label = engineer.page.getByTestId('export-label');
+    await expect.poll(() => label.locator('option').allTextContents()).toContain(tumour);
+    const count = async () => ((await t.request('GET', '/v1/exports?limit=500')).json.data.items as unknown[]).length;
+    const before = await count();
+    await engineer.page.getByTestId('export-min-confidence').fill('50');
+    await expect.poll(() => engineer.page.getByTestId('export-form-problem').textContent()).toMatch(/from 0 to 1/);
+    await engineer.screenshot('exports-invalid');
+    await engineer.page.getByTestId('create-export').click();
+    expect(await count()).toBe(before);
+    await engineer.page.getByTestId('export-min-confidence').fill('0.5');
+    expect(await engineer.page.getByTestId('export-form-problem').count()).toBe(0);
+    await label.selectOption({ label: tumour });
+    await engineer.page.getByTestId('create-export').click();
+    await expect.poll(count).toBe(before + 1);
+    const made = ((await t.request('GET', '/v1/exports?limit=500')).json.data.items as { filters: Record<string, unknown> }[]).at(-1)!;
+    expect(made.filters).toMatchObject({ label: 'tumor_detected', min_confidence: 0.5 });
+    await engineer.page.context().close();
+  });
+
+  it('the audit trail reads newest first, filters by a known action, and shows review verdicts', async () => {
+    const admin = await openUi(browser, t.url);
+    await admin.signIn(t.adminKey);
+    await admin.openAdmin();
+    const events = admin.page.getByTestId('audit-event');
+    await events.first().waitFor();
+    // Event ids grow with time (the test server's clock stands still, so `at` cannot show it).
+    // String expressions: the test project has no DOM types.
+    const column = (name: string) => admin.page.evaluate(`[...document.querySelectorAll('[data-testid="audit-event"]')].map((row) => row.getAttribute('${name}'))`) as Promise<string[]>;
+    const ids = (await column('data-event-id')).map(Number);
+    expect(ids.length).toBeGreaterThan(1);
+    expect(ids).toEqual([...ids].sort((a, b) => b - a));
+    const actions = await admin.page.getByTestId('audit-action').locator('option').allTextContents();
+    expect(actions).toEqual(expect.arrayContaining(['findings.review', 'scans.read', 'reports.update', 'keys.rotate', 'auth.failure']));
+    await admin.page.getByTestId('audit-action').selectOption('findings.review');
+    await expect.poll(async () => [...new Set(await column('data-action'))]).toEqual(['findings.review']);
+    const verdicts = await admin.page.getByTestId('audit-verdict').allTextContents();
+    expect(verdicts).toEqual(expect.arrayContaining(['accepted', 'rejected']));
+    await admin.screenshot('audit');
+    await admin.page.context().close();
   });
 
   it('an import started elsewhere shows up on an open worklist without a reload', async () => {

@@ -1,11 +1,12 @@
 /**
- * Small decisions of the screens, without a browser: window/level drag sensitivity, when
- * re-analysis asks first, how a failed sign-in is described, and when the worklist's import
- * watch reloads.
+ * Small decisions of the screens, without a browser: window/level drag sensitivity, the export
+ * form's confidence check, when re-analysis asks first, how a failed sign-in is described, and
+ * when the worklist's import watch reloads.
  */
 import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../renderer/src/api/client.ts';
 import type { ImportJobSummary } from '../../renderer/src/api/types.ts';
+import { minConfidenceProblem } from '../../renderer/src/export-filters.ts';
 import { dragWindow } from '../../renderer/src/imaging/frame.ts';
 import { keyProblemOf } from '../../renderer/src/key-problem.ts';
 import { reanalysisQuestion } from '../../renderer/src/reanalysis.ts';
@@ -29,6 +30,17 @@ describe('window/level drag', () => {
     const pet = dragWindow({ center: 2.5, width: 5 }, 0, 10, 10);
     expect(pet.center).toBeCloseTo(2.5 + 10 * (5 / 256), 5);
     expect(dragWindow({ center: 40, width: 80 }, -1000, 0, ctRange).width).toBe(1);
+  });
+});
+
+describe('export form', () => {
+  it('accepts nothing (no filter) or a decimal from 0 to 1', () => {
+    for (const ok of ['', '  ', '0', '1', '0.5', '.75', '1.0']) expect(minConfidenceProblem(ok), ok).toBeNull();
+  });
+  it('explains anything else', () => {
+    expect(minConfidenceProblem('50')).toMatch(/from 0 to 1.*0\.5 is 50%/);
+    expect(minConfidenceProblem('1.01')).toMatch(/from 0 to 1/);
+    for (const bad of ['-0.1', 'abc', '0,5', '1e-1', '0x1', 'Infinity']) expect(minConfidenceProblem(bad), bad).toMatch(/must be a number from 0 to 1/);
   });
 });
 

@@ -5,6 +5,7 @@
 import { useState, type FormEvent } from 'react';
 import { GRANTABLE_SCOPES, ROLES, type GrantableScope, type Role } from '../../../common/vocabulary.ts';
 import type { ApiKey, AuditEvent, IssuedKey, Page, RotatedKey, User } from '../api/types.ts';
+import { AUDIT_ACTIONS, reviewVerdict } from '../audit-actions.ts';
 import { ErrorState, InlineError, Loading } from '../components/StateMessage.tsx';
 import { dateTime } from '../format.ts';
 import { hasScope, useSession } from '../session.ts';
@@ -257,24 +258,53 @@ function UsersAndKeys() {
   );
 }
 
+/**
+ * The audit trail, most recent first (order=newest): what a reader of the trail usually wants is
+ * what just happened. Filtered by action from the server's known actions; a findings.review
+ * event shows its verdict (accepted, rejected or cleared) from the end of its target.
+ */
 function AuditTrail() {
   const { client } = useSession();
   const [action, setAction] = useState('');
   const [cursor, setCursor] = useState<string | null>(null);
-  const page = useLoad((signal) => client.get<Page<AuditEvent>>('/v1/audit', { signal, query: { action, cursor, limit: 100 } }), [client, action, cursor]);
+  const page = useLoad(
+    (signal) => client.get<Page<AuditEvent>>('/v1/audit', { signal, query: { action, cursor, limit: 100, order: 'newest' } }),
+    [client, action, cursor],
+  );
   return (
     <div className="panel" data-testid="audit">
       <div className="toolbar">
         <h2>Audit trail</h2>
-        <input placeholder="action, e.g. findings.review" value={action} onChange={(e) => { setAction(e.target.value.trim()); setCursor(null); }} />
+        <span className="muted">most recent first</span>
+        <label>
+          Action{' '}
+          <select
+            value={action}
+            onChange={(e) => {
+              setAction(e.target.value);
+              setCursor(null);
+            }}
+            data-testid="audit-action"
+          >
+            <option value="">all actions</option>
+            {AUDIT_ACTIONS.map((name) => (
+              <option key={name} value={name}>
+                {name}
+              </option>
+            ))}
+          </select>
+        </label>
+        <button type="button" onClick={page.reload} data-testid="audit-reload">
+          Refresh
+        </button>
         {cursor ? (
           <button type="button" onClick={() => setCursor(null)}>
-            First page
+            Newest
           </button>
         ) : null}
         {page.state === 'ready' && page.value.next_cursor ? (
           <button type="button" onClick={() => setCursor(page.value.next_cursor)}>
-            Next page
+            Older
           </button>
         ) : null}
       </div>
@@ -290,23 +320,29 @@ function AuditTrail() {
               <th>User</th>
               <th>Key</th>
               <th>Target</th>
+              <th>Verdict</th>
               <th>Patient</th>
             </tr>
           </thead>
           <tbody>
-            {page.value.items.map((event) => (
-              <tr key={event.id}>
-                <td className="mono">{event.at}</td>
-                <td>{event.action}</td>
-                <td>
-                  {event.outcome} {event.status_code ?? ''}
-                </td>
-                <td className="mono">{event.user_id ?? '—'}</td>
-                <td className="mono">{event.key_id ?? '—'}</td>
-                <td className="mono">{event.target ?? '—'}</td>
-                <td>{event.patient_id ?? '—'}</td>
-              </tr>
-            ))}
+            {page.value.items.map((event) => {
+              const verdict = reviewVerdict(event.target);
+              const patients = event.patient_ids && event.patient_ids.length > 0 ? event.patient_ids : event.patient_id ? [event.patient_id] : [];
+              return (
+                <tr key={event.id} data-testid="audit-event" data-action={event.action} data-event-id={event.id}>
+                  <td className="mono">{event.at}</td>
+                  <td>{event.action}</td>
+                  <td>
+                    {event.outcome} {event.status_code ?? ''}
+                  </td>
+                  <td className="mono">{event.user_id ?? '—'}</td>
+                  <td className="mono">{event.key_id ?? '—'}</td>
+                  <td className="mono">{verdict ? (event.target ?? '').replace(/ review:\w+$/, '') : (event.target ?? '—')}</td>
+                  <td data-testid="audit-verdict">{verdict ? <span className={`verdict verdict-${verdict}`}>{verdict}</span> : ''}</td>
+                  <td title={patients.join(', ')}>{patients.length === 0 ? '—' : patients.length <= 3 ? patients.join(', ') : `${patients.slice(0, 3).join(', ')} +${patients.length - 3}`}</td>
+                </tr>
+              );
+            })}
           </tbody>
         </table>
       ) : null}

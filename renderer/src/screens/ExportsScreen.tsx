@@ -1,8 +1,14 @@
-/** Exports for data engineers: create with filters, format and de-identification; list; download. */
+/**
+ * Exports for data engineers: create with filters, format and de-identification; list; download.
+ * The label filter offers the glossary (GET /v1/labels) by display name and sends the label
+ * itself (`tumor_detected`), which is what the server filters on; the minimum confidence is
+ * checked here (0 to 1) so a typo is explained before anything is sent.
+ */
 import { useState, type FormEvent } from 'react';
 import { EXPORT_FORMATS, type ExportFormat } from '../../../common/vocabulary.ts';
-import type { ExportFilters, ExportRecord } from '../api/types.ts';
+import type { ExportFilters, ExportRecord, Label, Page } from '../api/types.ts';
 import { Empty, ErrorState, InlineError, Loading } from '../components/StateMessage.tsx';
+import { minConfidenceProblem } from '../export-filters.ts';
 import { bytes, dateTime, saveBlob } from '../format.ts';
 import { hasScope, useSession } from '../session.ts';
 import { useLoad } from '../use-load.ts';
@@ -10,21 +16,26 @@ import { useLoad } from '../use-load.ts';
 export function ExportsScreen() {
   const { client, me } = useSession();
   const list = useLoad((signal) => client.all<ExportRecord>('/v1/exports', { signal, max: 500 }), [client]);
+  // The glossary is one page without limit/cursor, like GET /v1/models.
+  const labels = useLoad(async (signal) => (await client.get<Page<Label>>('/v1/labels', { signal })).items, [client]);
   const [format, setFormat] = useState<ExportFormat>('csv');
   const [deidentify, setDeidentify] = useState(true);
   const [filters, setFilters] = useState({ patient_id: '', modality: '', label: '', min_confidence: '' });
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
+  const confidenceProblem = minConfidenceProblem(filters.min_confidence);
 
   const create = async (event: FormEvent) => {
     event.preventDefault();
+    // The message is already on screen; nothing is sent until it is fixed.
+    if (confidenceProblem) return;
     setBusy(true);
     setError(null);
     const chosen: ExportFilters = {};
     if (filters.patient_id) chosen.patient_id = filters.patient_id;
     if (filters.modality) chosen.modality = filters.modality;
     if (filters.label) chosen.label = filters.label;
-    if (filters.min_confidence) chosen.min_confidence = Number(filters.min_confidence);
+    if (filters.min_confidence.trim()) chosen.min_confidence = Number(filters.min_confidence);
     try {
       await client.post<ExportRecord>('/v1/exports', { body: { format, deidentify, filters: chosen } });
       list.reload();
@@ -45,12 +56,20 @@ export function ExportsScreen() {
     }
   };
 
-  const field = (name: keyof typeof filters, label: string, placeholder: string) => (
+  const field = (name: keyof typeof filters, label: string, placeholder: string, extra: { invalid?: boolean; inputMode?: 'decimal' } = {}) => (
     <label>
       {label}
-      <input value={filters[name]} placeholder={placeholder} onChange={(e) => setFilters((f) => ({ ...f, [name]: e.target.value }))} />
+      <input
+        value={filters[name]}
+        placeholder={placeholder}
+        onChange={(e) => setFilters((f) => ({ ...f, [name]: e.target.value }))}
+        aria-invalid={extra.invalid ?? false}
+        inputMode={extra.inputMode}
+        data-testid={`export-${name.replace('_', '-')}`}
+      />
     </label>
   );
+  const labelOptions = labels.state === 'ready' ? labels.value : [];
 
   return (
     <section data-testid="exports">
@@ -68,15 +87,36 @@ export function ExportsScreen() {
             </label>
             {field('patient_id', 'Patient', 'any')}
             {field('modality', 'Modality', 'MR, CT…')}
-            {field('label', 'Label', 'tumor_detected')}
-            {field('min_confidence', 'Min confidence', '0.5')}
+            <label>
+              Label
+              <select
+                value={filters.label}
+                onChange={(e) => setFilters((f) => ({ ...f, label: e.target.value }))}
+                data-testid="export-label"
+                title={labels.state === 'error' ? 'The label glossary could not be loaded' : undefined}
+              >
+                <option value="">any label</option>
+                {labelOptions.map((l) => (
+                  <option key={l.label} value={l.label} title={l.definition}>
+                    {l.display_name}
+                  </option>
+                ))}
+              </select>
+            </label>
+            {field('min_confidence', 'Min confidence (0–1)', '0.5', { invalid: confidenceProblem !== null, inputMode: 'decimal' })}
             <label className="check">
               <input type="checkbox" checked={deidentify} onChange={(e) => setDeidentify(e.target.checked)} /> De-identify (pseudonymous ids and UIDs)
             </label>
-            <button type="submit" className="primary" disabled={busy}>
+            <button type="submit" className="primary" disabled={busy} data-testid="create-export">
               Create export
             </button>
           </div>
+          {confidenceProblem ? (
+            <p className="inline-error" role="alert" data-testid="export-form-problem">
+              {confidenceProblem}
+            </p>
+          ) : null}
+          {labels.state === 'error' ? <p className="muted">The label list could not be loaded; exports can still be made for any label.</p> : null}
         </form>
       ) : null}
       <InlineError error={error} />

@@ -1,18 +1,60 @@
 /**
  * The report for one scan: drafted from the AI result, impression and recommendation edited,
- * finalized (then read-only), downloaded as JSON, CSV or XML.
+ * finalized (then read-only), downloaded as JSON, CSV or XML - this report only. A draft with
+ * an empty impression starts with the findings accepted in the viewer (report-text.ts), marked
+ * as a suggestion to edit.
  */
-import { useEffect, useState } from 'react';
-import { ApiError } from '../api/client.ts';
-import type { Page, Report, Scan } from '../api/types.ts';
+import { useEffect, useMemo, useRef, useState } from 'react';
+import { ApiError, type Client } from '../api/client.ts';
+import type { Finding, Instance, Label, Page, Report, Scan, ScanResult } from '../api/types.ts';
 import { ModelTag } from '../components/ClinicalBanner.tsx';
 import { Empty, ErrorState, InlineError, Loading } from '../components/StateMessage.tsx';
 import { dateTime, labelText, percent, saveBlob } from '../format.ts';
 import { navigate } from '../route.ts';
+import { onlyReportCsv, onlyReportXml } from '../report-download.ts';
+import { impressionFromFindings, type FindingPlace } from '../report-text.ts';
 import { hasScope, useSession } from '../session.ts';
 import { useLoad } from '../use-load.ts';
 
 type Loaded = { scan: Scan; report: Report | null };
+
+/** What the suggested impression is made of; each part may be missing without harm. */
+type Context = { result: ScanResult | null; instances: Instance[]; labels: Label[] };
+
+async function orEmpty<T>(promise: Promise<T>, empty: T): Promise<T> {
+  try {
+    return await promise;
+  } catch (error) {
+    if (error instanceof DOMException && error.name === 'AbortError') throw error;
+    return empty;
+  }
+}
+
+function loadContext(client: Client, scanId: string, signal: AbortSignal): Promise<Context> {
+  const path = `/v1/scans/${encodeURIComponent(scanId)}`;
+  return Promise.all([
+    orEmpty(client.get<ScanResult>(`${path}/results`, { signal }), null),
+    orEmpty(client.all<Instance>(`${path}/instances`, { signal }), []),
+    orEmpty(client.get<Page<Label>>('/v1/labels', { signal }).then((page) => page.items), []),
+  ]).then(([result, instances, labels]) => ({ result, instances, labels }));
+}
+
+/** The impression suggested for `report`: its snapshot's findings with the reviews as they are now. */
+function suggestImpression(report: Report, context: Context): string | null {
+  const current = new Map((context.result?.findings ?? []).map((f) => [f.id, f.review]));
+  const findings: Finding[] = report.findings.map((f) => ({ ...f, review: current.has(f.id) ? (current.get(f.id) ?? null) : f.review }));
+  // The viewer's slice numbers: instances in series order, one slice per frame.
+  const slices = context.instances.flatMap((instance) => Array.from({ length: Math.max(1, instance.frames) }, (_, frame) => `${instance.instance_uid}#${frame}`));
+  const names = new Map(context.labels.map((l) => [l.label, l.display_name]));
+  return impressionFromFindings(findings, {
+    displayName: (label) => names.get(label) ?? labelText(label),
+    place: (finding): FindingPlace => {
+      const at = slices.indexOf(`${finding.instance_uid}#${finding.frame}`);
+      return at >= 0 ? { slice: at + 1, slices: slices.length } : null;
+    },
+    model: report.analysis ? `${report.analysis.model_name} v${report.analysis.model_version}` : null,
+  });
+}
 
 export function ReportScreen({ scanId }: { scanId: string }) {
   const { client, me } = useSession();
@@ -29,6 +71,7 @@ export function ReportScreen({ scanId }: { scanId: string }) {
     },
     [client, scanId],
   );
+  const context = useLoad((signal) => loadContext(client, scanId, signal), [client, scanId]);
   const [impression, setImpression] = useState('');
   const [recommendation, setRecommendation] = useState('');
   const [busy, setBusy] = useState(false);
@@ -36,12 +79,23 @@ export function ReportScreen({ scanId }: { scanId: string }) {
   const [saved, setSaved] = useState<string | null>(null);
 
   const report = loaded.state === 'ready' ? loaded.value.report : null;
+  const contextValue = context.state === 'ready' ? context.value : null;
+  const suggestion = useMemo(
+    () => (report && report.status === 'draft' && report.impression.trim() === '' && contextValue ? suggestImpression(report, contextValue) : null),
+    [report, contextValue],
+  );
+  // Offered once per report: an impression the reader emptied and saved stays empty.
+  const suggestedFor = useRef<string | null>(null);
   useEffect(() => {
-    if (report) {
+    if (!report) return;
+    if (report.impression.trim() === '' && suggestion !== null && suggestedFor.current !== report.id) {
+      suggestedFor.current = report.id;
+      setImpression(suggestion);
+    } else if (suggestedFor.current !== report.id || report.impression.trim() !== '') {
       setImpression(report.impression);
-      setRecommendation(report.recommendation);
     }
-  }, [report]);
+    setRecommendation(report.recommendation);
+  }, [report, suggestion]);
 
   if (loaded.state === 'loading') return <Loading what="report" />;
   if (loaded.state === 'error') return <ErrorState error={loaded.error} retry={loaded.reload} />;
@@ -74,12 +128,16 @@ export function ReportScreen({ scanId }: { scanId: string }) {
     setError(null);
     try {
       if (format === 'json') {
-        const fresh = await client.get<Report>(`/v1/reports/${current.id}`);
+        const fresh = await client.get<Report>(`/v1/reports/${encodeURIComponent(current.id)}`);
         saveBlob(new Blob([JSON.stringify(fresh, null, 2)], { type: 'application/json' }), `report-${current.id}.json`);
-      } else {
-        const { blob } = await client.binary('/v1/reports', { query: { scan_id: scan.scan_id, format } });
-        saveBlob(blob, `report-${current.id}.${format}`);
+        return;
       }
+      // CSV and XML exist on the list only; it holds every report of the scan, this one is kept.
+      const { blob, headers } = await client.binary('/v1/reports', { query: { scan_id: scan.scan_id, format, limit: 500 }, accept: format === 'csv' ? 'text/csv' : 'application/xml' });
+      const whole = await blob.text();
+      const one = format === 'csv' ? onlyReportCsv(whole, current.id) : onlyReportXml(whole, current.id);
+      if (one === null) throw new Error(`Report ${current.id} is missing from the server's ${format.toUpperCase()} list for this scan; reload and try again.`);
+      saveBlob(new Blob([one], { type: headers.get('Content-Type') ?? (format === 'csv' ? 'text/csv; charset=utf-8' : 'application/xml') }), `report-${current.id}.${format}`);
     } catch (caught) {
       setError(caught);
     }
@@ -116,6 +174,7 @@ export function ReportScreen({ scanId }: { scanId: string }) {
           setImpression={setImpression}
           setRecommendation={setRecommendation}
           editable={canWrite && report.status === 'draft'}
+          suggested={suggestion !== null && report.impression.trim() === '' && impression === suggestion}
           busy={busy}
           onSave={() => void save(report)}
           onFinalize={() => {
@@ -138,6 +197,8 @@ function ReportBody(props: {
   setImpression(value: string): void;
   setRecommendation(value: string): void;
   editable: boolean;
+  /** The impression on screen is the suggestion from accepted findings, not yet saved. */
+  suggested: boolean;
   busy: boolean;
   onSave(): void;
   onFinalize(): void;
@@ -176,7 +237,19 @@ function ReportBody(props: {
       </table>
       <label>
         Impression
-        <textarea value={props.impression} readOnly={!editable} onChange={(e) => props.setImpression(e.target.value)} data-testid="impression" />
+        {props.suggested && editable ? (
+          <span className="suggested-note" data-testid="impression-suggested">
+            Suggested from the findings you accepted, not saved yet: edit it, then save or finalize.
+          </span>
+        ) : null}
+        <textarea
+          value={props.impression}
+          readOnly={!editable}
+          onChange={(e) => props.setImpression(e.target.value)}
+          className={props.suggested && editable ? 'suggested' : undefined}
+          rows={Math.min(12, Math.max(4, props.impression.split('\n').length + 1))}
+          data-testid="impression"
+        />
       </label>
       <label>
         Recommendation

@@ -1,0 +1,55 @@
+/**
+ * The audit actions the server records, for the Audit screen's filter: one per route of the
+ * route table (server/http/routes/*.ts, `audit:`) plus auth.failure, written for refused keys
+ * (server/http/app.ts). The renderer may not import server code, so the list is kept here and
+ * test/renderer/audit-view.test.ts checks it against the route table.
+ */
+export const AUDIT_ACTIONS = [
+  'analyses.cancel',
+  'analyses.create',
+  'analyses.events',
+  'analyses.read',
+  'audit.read',
+  'auth.failure',
+  'exports.create',
+  'exports.download',
+  'exports.list',
+  'findings.review',
+  'imports.create',
+  'imports.events',
+  'imports.list',
+  'imports.read',
+  'instances.list',
+  'instances.raw',
+  'instances.rendered',
+  'instances.store',
+  'keys.create',
+  'keys.list',
+  'keys.revoke',
+  'keys.rotate',
+  'models.list',
+  'models.select',
+  'reports.create',
+  'reports.list',
+  'reports.read',
+  'reports.update',
+  'results.list',
+  'results.read',
+  'scans.list',
+  'scans.read',
+  'scans.status',
+  'scans.thumbnail',
+  'users.create',
+  'users.list',
+  'users.read',
+  'users.update',
+] as const;
+
+export type ReviewVerdict = 'accepted' | 'rejected' | 'cleared';
+
+/** findings.review targets end with " review:accepted|rejected|cleared" (finding-routes.ts). */
+export function reviewVerdict(target: string | null): ReviewVerdict | null {
+  const match = target ? / review:(accepted|rejected|cleared)$/.exec(target) : null;
+  const verdict = match?.[1];
+  return verdict === 'accepted' || verdict === 'rejected' || verdict === 'cleared' ? verdict : null;
+}
