@@ -28,6 +28,8 @@ let radiologistKey: string;
 
 type Finding = { id: string; label: string; confidence: number; location: { x: number; y: number; width: number; height: number }; instance_uid: string; frame: number; review: string | null };
 
+/** Polls that wait on a server round trip: expect.poll's default second is short on a loaded machine. */
+const WAIT = { timeout: 10_000 };
 const resultOf = async (scanId: string) => (await t.request('GET', `/v1/scans/${scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data;
 const statusOf = async (scanId: string) => (await t.request('GET', `/v1/scans/${scanId}`)).json.data.status as string;
 const displayNameOf = async (label: string) => ((await t.request('GET', '/v1/labels')).json.data.items as { label: string; display_name: string }[]).find((l) => l.label === label)!.display_name;
@@ -178,7 +180,7 @@ describe('workstation UI', () => {
     await expect.poll(() => canvas.getAttribute('data-slice-index')).toBe(String(empty));
     // The selected finding is on another slice: `r` must not reject it unseen.
     await ui.page.keyboard.press('r');
-    await expect.poll(() => ui.page.getByTestId('key-status').textContent()).toMatch(/No finding on this slice/);
+    await expect.poll(() => ui.page.getByTestId('key-status').textContent(), WAIT).toMatch(/No finding on this slice/);
     await ui.screenshot('viewer-key-status');
     const after = await resultOf(scanId);
     expect((after.findings as Finding[]).map((f) => f.review)).toEqual((before.findings as Finding[]).map((f) => f.review));
@@ -196,7 +198,7 @@ describe('workstation UI', () => {
         void dialog.dismiss();
       });
       await ui.page.keyboard.press('Shift+A');
-      await expect.poll(() => asked).toMatch(/again\?[\s\S]*accepted or rejected/);
+      await expect.poll(() => asked, WAIT).toMatch(/again\?[\s\S]*accepted or rejected/);
       expect(posts).toEqual([]);
       expect((await resultOf(scanId)).analysis.id).toBe(before.analysis.id);
 
@@ -205,7 +207,7 @@ describe('workstation UI', () => {
       expect(['in_review', 'reviewed']).toContain(status);
       await ui.openWorklist();
       const row = ui.page.locator(`[data-scan-id="${scanId}"]`);
-      await expect.poll(() => row.locator('.status').first().textContent()).toBe(status.replace('_', ' '));
+      await expect.poll(() => row.locator('.status').first().textContent(), WAIT).toBe(status.replace('_', ' '));
       // A plain `a` no longer analyses on the worklist (it means accept in the viewer).
       await ui.page.keyboard.press('a');
       await ui.page.evaluate('0');
@@ -237,7 +239,7 @@ describe('workstation UI', () => {
       await expect.poll(() => run.getAttribute('data-phase'), { timeout: 30_000 }).toBe('succeeded');
       const after = await resultOf(scanId);
       // The viewer reloaded onto the new analysis: its findings are the ones listed.
-      await expect.poll(() => ui.page.getByTestId('finding').first().getAttribute('data-finding-id')).toBe(after.findings[0].id);
+      await expect.poll(() => ui.page.getByTestId('finding').first().getAttribute('data-finding-id'), WAIT).toBe(after.findings[0].id);
     } finally {
       ui.page.off('dialog', onDialog);
     }
@@ -282,10 +284,10 @@ describe('workstation UI', () => {
     expect(await statusOf(scanId)).toBe('reported');
     await ui.openWorklist();
     const row409 = ui.page.locator(`[data-scan-id="${scanId}"]`);
-    await expect.poll(() => row409.locator('.status').first().textContent()).toBe('reported');
+    await expect.poll(() => row409.locator('.status').first().textContent(), WAIT).toBe('reported');
     await row409.getByTestId('analyse-scan').click();
     const refused = row409.getByTestId('analysis-status');
-    await expect.poll(() => refused.getAttribute('data-phase')).toBe('error');
+    await expect.poll(() => refused.getAttribute('data-phase'), WAIT).toBe('error');
     // The server's own words (they name the status), with its request id; no "Conflict:" title.
     expect(await refused.textContent()).toMatch(/^Not analysed: A scan in status reported .+ \[request [0-9a-f-]{36}\]$/);
     await ui.screenshot('worklist-reported');
@@ -293,7 +295,7 @@ describe('workstation UI', () => {
     // An addendum is a second report of the scan: each download holds the report on screen only.
     const addendum = (await t.request('POST', '/v1/reports', { body: { scan_id: scanId } })).json.data.id as string;
     await ui.openReport(scanId);
-    await expect.poll(() => ui.page.getByTestId('report-status').textContent()).toBe('Status: draft');
+    await expect.poll(() => ui.page.getByTestId('report-status').textContent(), WAIT).toBe('Status: draft');
     const xmlDownload = ui.page.waitForEvent('download');
     await ui.page.getByTestId('download-xml').click();
     const xml = readFileSync((await (await xmlDownload).path())!, 'utf8');
@@ -365,11 +367,11 @@ describe('workstation UI', () => {
     await engineer.goTo('#/exports');
     const tumour = await displayNameOf('tumor_detected');
     const label = engineer.page.getByTestId('export-label');
-    await expect.poll(() => label.locator('option').allTextContents()).toContain(tumour);
+    await expect.poll(() => label.locator('option').allTextContents(), WAIT).toContain(tumour);
     const count = async () => ((await t.request('GET', '/v1/exports?limit=500')).json.data.items as unknown[]).length;
     const before = await count();
     await engineer.page.getByTestId('export-min-confidence').fill('50');
-    await expect.poll(() => engineer.page.getByTestId('export-form-problem').textContent()).toMatch(/from 0 to 1/);
+    await expect.poll(() => engineer.page.getByTestId('export-form-problem').textContent(), WAIT).toMatch(/from 0 to 1/);
     await engineer.screenshot('exports-invalid');
     await engineer.page.getByTestId('create-export').click();
     expect(await count()).toBe(before);
@@ -377,7 +379,7 @@ describe('workstation UI', () => {
     expect(await engineer.page.getByTestId('export-form-problem').count()).toBe(0);
     await label.selectOption({ label: tumour });
     await engineer.page.getByTestId('create-export').click();
-    await expect.poll(count).toBe(before + 1);
+    await expect.poll(count, WAIT).toBe(before + 1);
     const made = ((await t.request('GET', '/v1/exports?limit=500')).json.data.items as { filters: Record<string, unknown> }[]).at(-1)!;
     expect(made.filters).toMatchObject({ label: 'tumor_detected', min_confidence: 0.5 });
     await engineer.page.context().close();
@@ -398,7 +400,7 @@ describe('workstation UI', () => {
     const actions = await admin.page.getByTestId('audit-action').locator('option').allTextContents();
     expect(actions).toEqual(expect.arrayContaining(['findings.review', 'scans.read', 'reports.update', 'keys.rotate', 'auth.failure']));
     await admin.page.getByTestId('audit-action').selectOption('findings.review');
-    await expect.poll(async () => [...new Set(await column('data-action'))]).toEqual(['findings.review']);
+    await expect.poll(async () => [...new Set(await column('data-action'))], WAIT).toEqual(['findings.review']);
     const verdicts = await admin.page.getByTestId('audit-verdict').allTextContents();
     expect(verdicts).toEqual(expect.arrayContaining(['accepted', 'rejected']));
     await admin.screenshot('audit');
@@ -408,7 +410,7 @@ describe('workstation UI', () => {
   it('an import started elsewhere shows up on an open worklist without a reload', async () => {
     await ui.openWorklist();
     const rows = ui.page.getByTestId('scan-row');
-    await expect.poll(() => rows.count()).toBe(phantoms.all.length);
+    await expect.poll(() => rows.count(), WAIT).toBe(phantoms.all.length);
     // Nothing is queued or analysing, so only the import watch can bring the new series in.
     for (const series of phantoms.all) expect(['queued', 'analyzing']).not.toContain(await statusOf(series.scan_uid));
     const late = await startPhantomImport(t, 30_000_540);
