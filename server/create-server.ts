@@ -52,6 +52,9 @@ export function createServer(input: ServerConfigInput): MiaServer {
     async close() {
       const server = http;
       http = undefined;
+      // First, so no analysis starts while requests drain: running ones go back to the queue at
+      // their next batch, and sessions are released.
+      await analyses.stop();
       if (server) {
         // Stop accepting, let in-flight requests finish their writes, then drop idle sockets.
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -59,8 +62,6 @@ export function createServer(input: ServerConfigInput): MiaServer {
         await closed;
       }
       await imports.stop();
-      // Running analyses go back to the queue at their next batch; sessions are released.
-      await analyses.stop();
       await log.close();
       db.close();
     },

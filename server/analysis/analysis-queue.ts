@@ -163,7 +163,7 @@ export class AnalysisQueue {
       if (active) throw conflict(`This scan already has an analysis ${active.status}`, `analysis ${active.public_id}; cancel it first (DELETE /v1/analyses/${active.public_id})`);
       // `queued` already: a client requested it through POST /v1/scans/{scan_id}.
       if (scan.status !== 'queued' && !canSystemMove(scan.status, 'queued')) {
-        throw conflict(`A scan in status ${scan.status} cannot be analysed`, 'analysis is possible from received, analyzed or failed');
+        throw conflict(`A scan in status ${scan.status} cannot be analysed`, 'analysis is possible from received, analyzed, failed, in_review or reviewed');
       }
       const row = insertQueuedAnalysis(db, {
         scanRef: scan.id,
