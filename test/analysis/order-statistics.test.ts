@@ -1,17 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { percentileRanks, sortedAtRanks } from '#server/analysis/order-statistics.ts';
 import { percentileSorted } from '#server/analysis/preprocess.ts';
+import { seededRandom } from '../helpers/random.ts';
 
-/** Seeded (mulberry32), so a failure replays. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = Math.imul(a ^ (a >>> 15), a | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('order statistics without a full sort', () => {
   it.each([
@@ -20,7 +11,7 @@ describe('order statistics without a full sort', () => {
     ['non-integers (sorted fallback)', (r: () => number) => r() * 100],
     ['a few distinct values', (r: () => number) => (r() < 0.9 ? 0 : 500)],
   ])('%s: the percentiles equal those of a full sort', (_name, draw) => {
-    const r = random(42);
+    const r = seededRandom(42);
     for (const n of [1, 2, 7, 4096, 65536]) {
       const values = Float32Array.from({ length: n }, () => draw(r));
       const full = Float64Array.from(values).sort();

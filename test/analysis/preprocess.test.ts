@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { loadManifest } from '#server/analysis/manifest.ts';
 import { normalise, percentileSorted, preprocessBatch, preprocessSlice, resizeBilinear } from '#server/analysis/preprocess.ts';
 import { MODEL_DIR, generatePhantoms, python, readFloat32, sliceOf, withTempDir } from './helpers.ts';
+import { seededRandom } from '../helpers/random.ts';
 
 describe('resizeBilinear', () => {
   it('is the identity at equal size', () => {
@@ -37,16 +38,6 @@ describe('normalise', () => {
 });
 
 describe('preprocessSlice (normalise and resize fused, rescale folded in)', () => {
-  /** Seeded (mulberry32), so a failure replays. */
-  function random(seed: number): () => number {
-    let a = seed >>> 0;
-    return () => {
-      a = (a + 0x6d2b79f5) >>> 0;
-      let x = Math.imul(a ^ (a >>> 15), a | 1);
-      x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-      return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-    };
-  }
   it.each([
     ['CT, halving', 'CT', 64, 64, 32, 32, { slope: 1, intercept: -1024 }],
     ['CT, odd sizes and enlarging', 'CT', 37, 53, 64, 40, { slope: 1, intercept: -1024 }],
@@ -57,7 +48,7 @@ describe('preprocessSlice (normalise and resize fused, rescale folded in)', () =
     for (const Kind of [Float32Array, Int16Array, Uint16Array] as const) {
       const manifest = await loadManifest(MODEL_DIR);
       const spec = { ...manifest.input, size: { height: outRows, width: outColumns } };
-      const r = random(rows * 7 + columns);
+      const r = seededRandom(rows * 7 + columns);
       const stored = new Kind(rows * columns);
       for (let i = 0; i < stored.length; i++) stored[i] = Math.floor(r() * (modality === 'CT' ? 1200 : 900)) + (modality === 'CT' ? 950 : 0);
       const modalityValues = Float32Array.from(stored, (v) => v * rescale.slope + rescale.intercept);

@@ -12,6 +12,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isArchiveTempName } from '#server/imports/archive.ts';
 import { BIN, makePhantoms, runMia } from './helpers.ts';
+import { seededRandom } from '../helpers/random.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'mia-crash-'));
 const corpus = join(work, 'corpus');
@@ -20,16 +21,6 @@ const SERIES = 12;
 const SLICES = 120;
 const TOTAL = SERIES * SLICES;
 
-/** A small seeded generator (mulberry32) so a failing run can be replayed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = Math.imul(a ^ (a >>> 15), a | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** Starts `mia import`, waits `afterMs` once it has printed its first progress line (or started), then kill -9. */
 async function importAndKill(afterMs: number): Promise<boolean> {
@@ -88,7 +79,7 @@ afterAll(() => {
 
 describe('crash safety of mia import', () => {
   it('survives kill -9 at random points, resumes, and completes with exact counts', async () => {
-    const next = random(20261122);
+    const next = seededRandom(20261122);
     let kills = 0;
     const progress: number[] = [];
     let finishedUnkilled = false;
