@@ -18,8 +18,11 @@ if [ ! -e "$DATA/mia.sqlite" ]; then
   mkdir -p "$DATA"
   PHANTOMS=$(mktemp -d)
   echo "new demo folder: generating, importing and analysing synthetic phantom series"
-  if /usr/bin/python3 models/mia-phantom-detector/phantoms.py --out "$PHANTOMS/lesions" --series 6 --seed 20009000 --modality both >/dev/null &&
-    /usr/bin/python3 models/mia-phantom-detector/phantoms.py --out "$PHANTOMS/clean" --series 2 --seed 20009100 --modality both --kinds none >/dev/null; then
+  # Each lesion kind the model knows on a CT and an MR series, plus two lesion-free series
+  # (left to chance, a third of phantoms would have no lesion at all).
+  phantoms() { /usr/bin/python3 models/mia-phantom-detector/phantoms.py --out "$PHANTOMS/$1" --series 2 --seed "$2" --modality both --kinds "$3" >/dev/null; }
+  if phantoms tumor 20009000 tumor && phantoms hemorrhage 20009010 hemorrhage && phantoms infarct 20009020 infarct &&
+    phantoms clean 20009100 none; then
     node bin/mia.js import "$PHANTOMS" --data "$DATA" >/dev/null || echo "demo: import of the phantoms reported problems"
     node bin/mia.js analyze --all --data "$DATA" || echo "demo: analysis reported problems"
   else
