@@ -44,7 +44,8 @@ export type ServerConfig = {
   /** onnxruntime threads inside one operator (intra) and across operators (inter). */
   intraOpThreads: number;
   interOpThreads: number;
-  /** Slices per session.run: bounds the memory of one batch. */
+  /** Slices per session.run: bounds the memory of one batch; small batches keep the pipeline
+   * between preprocessing and the inference worker short to fill and to drain. */
   analysisBatchSize: number;
   /** Queue an analysis for every scan an import job touched, when the job completes. */
   analyzeAfterImport: boolean;
@@ -77,7 +78,7 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     // (engine.ts); on two cores that is as fast end to end as two inference threads.
     intraOpThreads: z.number().int().min(1).max(64).parse(input.intraOpThreads ?? Math.max(1, Math.min(4, availableParallelism() - 1))),
     interOpThreads: z.number().int().min(1).max(64).parse(input.interOpThreads ?? 1),
-    analysisBatchSize: z.number().int().min(1).max(256).parse(input.analysisBatchSize ?? 16),
+    analysisBatchSize: z.number().int().min(1).max(256).parse(input.analysisBatchSize ?? 8),
     analyzeAfterImport: input.analyzeAfterImport ?? false,
   };
 }
