@@ -62,7 +62,7 @@ function copyFloor(files: readonly string[], work: string): Row {
     dicomParser.parseDicom(new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.length));
     writeFileSync(join(dir, `${i}.dcm`), buffer);
   });
-  return { name: '(c) floor of any copying importer: (a) + writeFileSync of a copy, no fsync, no index', files: files.length, seconds: (performance.now() - started) / 1000, bytes };
+  return { name: '(c) (a) plus one plain copy of each file: writeFileSync, no fsync, no hash, no index', files: files.length, seconds: (performance.now() - started) / 1000, bytes };
 }
 
 async function miaImport(corpus: string, work: string, bytes: number): Promise<Row> {
@@ -184,9 +184,16 @@ export async function run(): Promise<string> {
     // Warm the page cache so every contender reads from memory.
     let bytes = 0;
     for (const file of files) bytes += readFileSync(file).length;
-    const bare = bareParse(files);
-    const floor = copyFloor(files, work);
-    const mia = await miaImport(corpus, work, bytes);
+    // (a), (c) and mia take turns, three rounds, medians: on a shared host speed drifts between
+    // minutes, and each ratio should compare runs that saw the same machine.
+    const rounds: { bare: Row; floor: Row; mia: Row }[] = [];
+    for (let round = 0; round < 3; round++) {
+      rounds.push({ bare: bareParse(files), floor: copyFloor(files, work), mia: await miaImport(corpus, join(work, `round-${round}`), bytes) });
+    }
+    const middle = (pick: (r: (typeof rounds)[number]) => Row): Row => [...rounds.map(pick)].sort((x, y) => x.seconds - y.seconds)[1] as Row;
+    const bare = middle((r) => r.bare);
+    const floor = middle((r) => r.floor);
+    const mia = middle((r) => r.mia);
     const orthanc = await orthancIngest(files, work, bytes);
     const ceiling = await fsyncCeiling(work, Math.round(bytes / files.length));
     const row = (r: Row): string =>
@@ -196,7 +203,7 @@ export async function run(): Promise<string> {
       '',
       `${files.length} generated CT/MR phantom slices (models/mia-phantom-detector/phantoms.py, ${SERIES} series x ${SLICES}, ` +
         `128x128 16-bit, ${(bytes / files.length / 1024).toFixed(1)} KiB each, ${(bytes / 1e6).toFixed(1)} MB), page cache warm, ` +
-        `Node ${process.version}, ${new Date().toISOString().slice(0, 10)}, one run. "mia vs" is mia's files/s over the row's.`,
+        `Node ${process.version}, ${new Date().toISOString().slice(0, 10)}; mia, (a) and (c) in turn, three rounds, the median of each. "mia vs" is mia's files/s over the row's.`,
       '',
       '| contender | files | s | files/s | MB/s | mia vs |',
       '|---|---|---|---|---|---|',
@@ -207,9 +214,9 @@ export async function run(): Promise<string> {
       '',
       `Goals: mia >= 0.5x (a): ${(rate(mia) / rate(bare)).toFixed(2)}x, ${rate(mia) / rate(bare) >= 0.5 ? 'met' : 'not met'}; ` +
         `mia >= 3x (b): ${(rate(mia) / rate(orthanc)).toFixed(2)}x, ${rate(mia) / rate(orthanc) >= 3 ? 'met' : 'not met'}. ` +
-        `Row (c) is the bound on (a): writing one copy of each file, with nothing else, already runs at ` +
-        `${(rate(floor) / rate(bare)).toFixed(2)}x of (a) on this machine, so no importer that keeps a copy can reach 0.5x of a loop ` +
-        `that only reads. mia also makes every instance durable before it is indexed (fsync of the file and of its ` +
+        `Row (c) shows what the copy alone costs: (a) plus writing each file once more, with nothing else, runs at ` +
+        `${(rate(floor) / rate(bare)).toFixed(2)}x of (a) on this machine, so a one-thread importer that keeps its own copy ` +
+        `(as the archive must) stays well below 0.5x of a loop that only reads. mia also makes every instance durable before it is indexed (fsync of the file and of its ` +
         `directory; crash test in test/imports/crash.test.ts), hashes it and indexes it; this disk sustains about ` +
         `${ceiling.toFixed(0)} fsynced writes/s of this size 100 in parallel, and a batch's fsyncs overlap the next ` +
         `batch's parsing.`,
