@@ -5,7 +5,7 @@
  * test/analysis/preprocess.test.ts runs both on the same slice and compares.
  */
 import type { InputSpec, Normalisation } from '#server/analysis/manifest.ts';
-import { percentileRanks, sortedAtRanks } from '#server/analysis/order-statistics.ts';
+import { orderStatistics, percentileRanks } from '#server/analysis/order-statistics.ts';
 
 /**
  * One frame, row-major. `values` are modality values (HU for CT, stored values for MR) or,
@@ -117,43 +117,6 @@ function windowTable(values: SmallIntegers, s: StretchNumbers): Table {
   return table;
 }
 
-let histogram = new Uint32Array(0);
-
-/**
- * Order statistics of small integers by counting (exact, O(n)), over the range the slice
- * actually spans so the counts stay in cache; also that range, which bounds its table.
- */
-function integerOrderStatistics(values: SmallIntegers, ranks: readonly number[]): { sorted: ArrayLike<number>; min: number; max: number } {
-  let min = Infinity;
-  let max = -Infinity;
-  for (let i = 0; i < values.length; i++) {
-    const v = values[i] as number;
-    if (v < min) min = v;
-    if (v > max) max = v;
-  }
-  const size = max - min + 1;
-  if (histogram.length < size) histogram = new Uint32Array(size);
-  const counts = histogram;
-  for (let i = 0; i < values.length; i++) {
-    const k = (values[i] as number) - min;
-    counts[k] = (counts[k] as number) + 1;
-  }
-  const sorted: Record<number, number> & { length: number } = { length: values.length };
-  const wanted = [...ranks].sort((a, b) => a - b);
-  let seen = 0;
-  let r = 0;
-  for (let bin = 0; bin < size; bin++) {
-    const c = counts[bin] as number;
-    counts[bin] = 0;
-    seen += c;
-    while (r < wanted.length && (wanted[r] as number) < seen) {
-      sorted[wanted[r] as number] = bin + min;
-      r += 1;
-    }
-  }
-  return { sorted, min, max };
-}
-
 function stretchOf(values: SliceValues, rescale: { slope: number; intercept: number }, norm: Normalisation): Stretch {
   const { slope, intercept } = rescale;
   const [clipLo, clipHi] = norm.clip;
@@ -168,7 +131,7 @@ function stretchOf(values: SliceValues, rescale: { slope: number; intercept: num
   const ranks = percentileRanks(n, [norm.low, norm.high]);
   const mirrored = slope < 0;
   const storedRanks = mirrored ? ranks.map((r) => n - 1 - r) : ranks;
-  const stats = small ? integerOrderStatistics(small, storedRanks) : { sorted: sortedAtRanks(values, storedRanks), min: 0, max: -1 };
+  const stats = orderStatistics(values, storedRanks);
   const sorted: Record<number, number> & { length: number } = { length: n };
   for (const r of ranks) sorted[r] = Math.fround((stats.sorted[mirrored ? n - 1 - r : r] as number) * slope + intercept);
   const lo = percentileSorted(sorted, norm.low);

@@ -16,7 +16,7 @@ export function advanceAfterReview(db: Database, scan: { ref: number; status: Sc
     setScanStatus(db, scan.ref, to, reason, at);
     status = to;
   };
-  if (canSystemMove(status, 'in_review') && status === 'analyzed') move('in_review', 'review of the AI findings started');
+  if (status === 'analyzed') move('in_review', 'review of the AI findings started');
   const open = countUnreviewedFindings(db, scan.ref);
   if (open === 0 && status === 'in_review') move('reviewed', 'every AI finding accepted or rejected');
   else if (open > 0 && status === 'reviewed') move('in_review', 'a finding verdict was cleared');
