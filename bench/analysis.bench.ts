@@ -23,7 +23,7 @@ import { findScan } from '#server/store/scans.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const SLICES = 100;
-const REPS = 9;
+const REPS = 11;
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
 
@@ -107,22 +107,24 @@ export async function run(): Promise<string> {
       const tensors = batches.map((b) => new Tensor('float32', b.data, b.dims));
       const name = model.manifest.input.tensor;
       const bare = await bareSession(model.modelPath, name, tensors, config.intraOpThreads, config.interOpThreads);
-      const bareAll = await bareSession(model.modelPath, name, tensors, availableParallelism(), config.interOpThreads);
       // Interleaved, so each end-to-end run and its bare twin see the same machine: on a shared
       // host, speed drifts more between minutes than between neighbouring runs.
       const endToEnd: number[] = [];
       const bareMs: number[] = [];
-      const bareAllMs: number[] = [];
       const ratios: number[] = [];
       for (let i = 0; i < REPS; i++) {
         const e = await job();
         const b = await bare.pass();
-        bareAllMs.push(await bareAll.pass());
         endToEnd.push(e);
         bareMs.push(b);
         ratios.push(b / e);
       }
       await bare.release();
+      // Separately and last: a session on every core keeps a pool thread that would compete
+      // with the rounds above (measured: it slowed the jobs beside it by a fifth).
+      const bareAll = await bareSession(model.modelPath, name, tensors, availableParallelism(), config.interOpThreads);
+      const bareAllMs: number[] = [];
+      for (let i = 0; i < 3; i++) bareAllMs.push(await bareAll.pass());
       await bareAll.release();
       rows.push({
         modality: s.modality,
@@ -156,8 +158,8 @@ export async function run(): Promise<string> {
     `${new Date().toISOString().slice(0, 10)}. End to end = one analysis job from the stored files to the stored findings`,
     '(read, parse, decode, rescale, preprocess, session.run, decode, NMS, aggregation, SQLite); bare = `session.run`',
     'alone, in-process, on the same preprocessed tensors and batches with the same session settings; bare on all',
-    `cores = the same with intraOpNumThreads ${cores}. ${REPS} rounds of one end-to-end job then one bare pass each;`,
-    'medians, and the ratio is the median of the rounds\' own ratios (warm sessions).',
+    `cores = the same with intraOpNumThreads ${cores}, measured after the rounds. ${REPS} rounds of one end-to-end job then`,
+    'one bare pass each; medians, and the ratio is the median of the rounds\' own ratios (warm sessions).',
     '',
     '| series | end to end slices/s | bare session.run slices/s | ratio | bare on all cores slices/s | read ms | preprocess ms | waiting for inference ms | decode ms |',
     '|---|---|---|---|---|---|---|---|---|',

@@ -3,7 +3,8 @@
  * two neighbouring ranks per percentile; sorting 65k values for four numbers costs ~4 ms a slice,
  * more than the model's inference. Integer-valued slices (all stored DICOM values, and rescaled
  * ones with integer slope and intercept) are counted into a histogram instead: O(n), and the
- * value at each rank is exactly the sorted array's.
+ * value at each rank is exactly the sorted array's. The 8- and 16-bit arrays decoders return
+ * are counted over their whole domain in a single pass (no pass for the extremes first).
  */
 
 /** Largest value range counted in a histogram (16 MB of counts); wider ranges are sorted. */
@@ -30,19 +31,73 @@ export function percentileRanks(n: number, qs: readonly number[]): number[] {
 export type OrderStatistics = { sorted: ArrayLike<number>; min: number; max: number };
 
 /** Integer typed arrays need no check that their values are integers. */
-const isIntegerArray = (values: ArrayLike<number>): boolean =>
-  values instanceof Int8Array || values instanceof Uint8Array || values instanceof Int16Array || values instanceof Uint16Array || values instanceof Int32Array || values instanceof Uint32Array;
+const isIntegerArray = (values: ArrayLike<number>): boolean => values instanceof Int32Array || values instanceof Uint32Array;
 
 function allIntegers(values: ArrayLike<number>): boolean {
   for (let i = 0; i < values.length; i++) if (!Number.isInteger(values[i] as number)) return false;
   return true;
 }
 
-/** Reused between slices: a series asks again and again over the same value range. */
+/** Reused between slices, all zeros between calls: a series asks again and again. */
 let histogram = new Uint32Array(0);
+let domainCounts = new Uint32Array(0);
+
+/** Visits `counts[from..to]` in order, zeroing them, and reads off the ranks and the extremes. */
+function readCounts(counts: Uint32Array, from: number, to: number, valueOf0: number, n: number, ranks: readonly number[]): OrderStatistics {
+  const sorted: Record<number, number> & { length: number } = { length: n };
+  const wanted = [...ranks].sort((a, b) => a - b);
+  let min = Infinity;
+  let max = -Infinity;
+  let seen = 0;
+  let r = 0;
+  for (let bin = from; bin <= to; bin++) {
+    const count = counts[bin] as number;
+    if (count === 0) continue;
+    counts[bin] = 0;
+    const value = bin + valueOf0;
+    if (seen === 0) min = value;
+    max = value;
+    seen += count;
+    while (r < wanted.length && (wanted[r] as number) < seen) {
+      sorted[wanted[r] as number] = value;
+      r += 1;
+    }
+  }
+  return { sorted, min, max };
+}
+
+type SmallIntegers = Int8Array | Uint8Array | Int16Array | Uint16Array;
+
+const isSmallIntegers = (values: ArrayLike<number>): values is SmallIntegers =>
+  values instanceof Int8Array || values instanceof Uint8Array || values instanceof Int16Array || values instanceof Uint16Array;
+
+/**
+ * One pass: count at value + offset over the type's whole domain (256 KB of counts at most)
+ * while OR-ing the values, which bounds the largest from above, so the read-off visits only
+ * bins up to that bound (12-bit MR: 4096 of 65536) unless some value is negative.
+ */
+function smallIntegerStatistics(values: SmallIntegers, ranks: readonly number[]): OrderStatistics {
+  const byte = values instanceof Int8Array || values instanceof Uint8Array;
+  const signed = values instanceof Int8Array || values instanceof Int16Array;
+  const domain = byte ? 256 : 65536;
+  const offset = signed ? domain / 2 : 0;
+  if (domainCounts.length < domain) domainCounts = new Uint32Array(65536);
+  const counts = domainCounts;
+  let bits = 0;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i] as number;
+    bits |= v;
+    counts[v + offset] = (counts[v + offset] as number) + 1;
+  }
+  // A negative value sets the sign bit of the OR: then the negative half is read too.
+  const from = bits < 0 ? 0 : offset;
+  const to = bits < 0 ? domain - 1 : offset + bits;
+  return readCounts(counts, from, to, -offset, values.length, ranks);
+}
 
 export function orderStatistics(values: ArrayLike<number>, ranks: readonly number[]): OrderStatistics {
   const n = values.length;
+  if (n > 0 && isSmallIntegers(values)) return smallIntegerStatistics(values, ranks);
   let min = Infinity;
   let max = -Infinity;
   for (let i = 0; i < n; i++) {
@@ -54,23 +109,9 @@ export function orderStatistics(values: ArrayLike<number>, ranks: readonly numbe
   // Counted over the range the values span, so the counts stay in cache.
   const size = max - min + 1;
   if (histogram.length < size) histogram = new Uint32Array(size);
-  const counts = histogram;
   for (let i = 0; i < n; i++) {
     const k = (values[i] as number) - min;
-    counts[k] = (counts[k] as number) + 1;
+    histogram[k] = (histogram[k] as number) + 1;
   }
-  const sorted: Record<number, number> & { length: number } = { length: n };
-  const wanted = [...ranks].sort((a, b) => a - b);
-  let seen = 0;
-  let r = 0;
-  for (let bin = 0; bin < size; bin++) {
-    seen += counts[bin] as number;
-    // Cleared while read, for the next caller.
-    counts[bin] = 0;
-    while (r < wanted.length && (wanted[r] as number) < seen) {
-      sorted[wanted[r] as number] = bin + min;
-      r += 1;
-    }
-  }
-  return { sorted, min, max };
+  return readCounts(histogram, 0, size - 1, min, n, ranks);
 }

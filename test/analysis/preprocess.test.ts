@@ -39,18 +39,20 @@ describe('normalise', () => {
 
 describe('preprocessSlice (normalise and resize fused, rescale folded in)', () => {
   it.each([
-    ['CT, halving', 'CT', 64, 64, 32, 32, { slope: 1, intercept: -1024 }],
-    ['CT, odd sizes and enlarging', 'CT', 37, 53, 64, 40, { slope: 1, intercept: -1024 }],
-    ['MR, fractional slope', 'MR', 96, 80, 128, 128, { slope: 2.5, intercept: 3 }],
-    ['MR, negative slope mirrors the ranks', 'MR', 50, 50, 20, 30, { slope: -1.5, intercept: 4000 }],
-  ] as const)('%s: equals rescaling, normalising the whole frame, then resizing', async (_name, modality, rows, columns, outRows, outColumns, rescale) => {
+    ['CT, halving', 'CT', 64, 64, 32, 32, { slope: 1, intercept: -1024 }, 950],
+    ['CT, odd sizes and enlarging', 'CT', 37, 53, 64, 40, { slope: 1, intercept: -1024 }, 950],
+    ['CT, signed stored values (HU as stored)', 'CT', 48, 48, 24, 24, { slope: 1, intercept: 0 }, -1100],
+    ['MR, fractional slope', 'MR', 96, 80, 128, 128, { slope: 2.5, intercept: 3 }, 0],
+    ['MR, negative slope mirrors the ranks', 'MR', 50, 50, 20, 30, { slope: -1.5, intercept: 4000 }, 0],
+    ['MR, signed stored values below zero', 'MR', 64, 48, 32, 32, { slope: 1, intercept: 0 }, -300],
+  ] as const)('%s: equals rescaling, normalising the whole frame, then resizing', async (_name, modality, rows, columns, outRows, outColumns, rescale, base) => {
     // Float32 stored values, and the integer arrays decoders return (a lookup-table path).
-    for (const Kind of [Float32Array, Int16Array, Uint16Array] as const) {
+    for (const Kind of base < 0 ? ([Float32Array, Int16Array] as const) : ([Float32Array, Int16Array, Uint16Array] as const)) {
       const manifest = await loadManifest(MODEL_DIR);
       const spec = { ...manifest.input, size: { height: outRows, width: outColumns } };
       const r = seededRandom(rows * 7 + columns);
       const stored = new Kind(rows * columns);
-      for (let i = 0; i < stored.length; i++) stored[i] = Math.floor(r() * (modality === 'CT' ? 1200 : 900)) + (modality === 'CT' ? 950 : 0);
+      for (let i = 0; i < stored.length; i++) stored[i] = Math.floor(r() * (modality === 'CT' ? 1200 : 900)) + base;
       const modalityValues = Float32Array.from(stored, (v) => v * rescale.slope + rescale.intercept);
       const expected = resizeBilinear(normalise(modalityValues, spec.normalisation[modality]!), rows, columns, outRows, outColumns);
       const actual = preprocessSlice({ values: stored, rows, columns, modality, rescale }, spec);
@@ -61,10 +63,12 @@ describe('preprocessSlice (normalise and resize fused, rescale folded in)', () =
   it('8-bit stored values and a flat slice through the lookup tables', async () => {
     const manifest = await loadManifest(MODEL_DIR);
     const spec = { ...manifest.input, size: { height: 16, width: 16 } };
-    const ramp = Uint8Array.from({ length: 32 * 32 }, (_, i) => i % 251);
-    for (const modality of ['CT', 'MR'] as const) {
-      const expected = resizeBilinear(normalise(Float32Array.from(ramp), spec.normalisation[modality]!), 32, 32, 16, 16);
-      expect(Array.from(preprocessSlice({ values: ramp, rows: 32, columns: 32, modality, rescale: { slope: 1, intercept: 0 } }, spec))).toEqual(Array.from(expected));
+    const ramps = [Uint8Array.from({ length: 32 * 32 }, (_, i) => i % 251), Int8Array.from({ length: 32 * 32 }, (_, i) => (i % 251) - 125)];
+    for (const ramp of ramps) {
+      for (const modality of ['CT', 'MR'] as const) {
+        const expected = resizeBilinear(normalise(Float32Array.from(ramp), spec.normalisation[modality]!), 32, 32, 16, 16);
+        expect(Array.from(preprocessSlice({ values: ramp, rows: 32, columns: 32, modality, rescale: { slope: 1, intercept: 0 } }, spec)), `${ramp.constructor.name} ${modality}`).toEqual(Array.from(expected));
+      }
     }
     const flat = preprocessSlice({ values: new Uint16Array(32 * 32).fill(300), rows: 32, columns: 32, modality: 'MR' }, spec);
     expect(flat.every((v) => v === 0)).toBe(true);
