@@ -6,7 +6,7 @@
  * flat on long series. The stages overlap: this thread reads, decodes and preprocesses the next
  * batches while the inference worker runs the current one.
  */
-import { readFileSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { aggregateFindings } from '#server/analysis/aggregate.ts';
 import { imageTypeReason, notApplicableReason, type ScanFacts } from '#server/analysis/applicability.ts';
 import { clampBox, decodeOutputs, type ImageSize, type Tensor } from '#server/analysis/decode.ts';
@@ -56,16 +56,35 @@ function fileError(slice: EngineSlice, what: string, reason: string): MiaError {
 }
 
 /**
- * Synchronous on purpose: a stored slice is a page-cache read of ~100 KB (tens of
- * microseconds), while a thread-pool read must wait for a core that inference and
- * preprocessing keep busy (measured: 40-60 ms lost per 100 slices on 2 cores).
+ * Reads stored files into one buffer, reused from file to file: a fresh 128 KB buffer per slice
+ * (readFileSync) measured 100-300 us against 35-60 us. Safe because a slice is decoded and
+ * preprocessed before the next file is read, and decoders copy the pixels they return.
+ * Synchronous on purpose: a stored slice is a page-cache read, while a thread-pool read must
+ * wait for a core that inference and preprocessing keep busy (measured: 40-60 ms lost per 100
+ * slices on 2 cores).
  */
-function readStored(slice: EngineSlice): Uint8Array {
-  try {
-    const buf = readFileSync(slice.path);
-    return new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength);
-  } catch (err) {
-    throw fileError(slice, 'stored file unreadable', err instanceof Error ? err.message : 'unreadable');
+class StoredFileReader {
+  #buffer = new Uint8Array(0);
+
+  read(slice: EngineSlice): Uint8Array {
+    let fd: number | null = null;
+    try {
+      fd = openSync(slice.path, 'r');
+      const size = fstatSync(fd).size;
+      if (this.#buffer.length < size) this.#buffer = new Uint8Array(size);
+      let done = 0;
+      while (done < size) {
+        const n = readSync(fd, this.#buffer, done, size - done, done);
+        if (n === 0) break;
+        done += n;
+      }
+      // A new view per file: caches keyed by the bytes (deflated data sets) never see a stale one.
+      return this.#buffer.subarray(0, done);
+    } catch (err) {
+      throw fileError(slice, 'stored file unreadable', err instanceof Error ? err.message : 'unreadable');
+    } finally {
+      if (fd !== null) closeSync(fd);
+    }
   }
 }
 
@@ -78,6 +97,7 @@ class BatchLoader {
   /** The last parsed file: a multi-frame instance is parsed once for all its frames. */
   #parsed: (LoadedFile & { path: string }) | null = null;
   #stored = new Float32Array(0);
+  readonly #reader = new StoredFileReader();
   /** Time spent reading stored files, part of load(). */
   readMs = 0;
 
@@ -108,7 +128,7 @@ class BatchLoader {
       let loaded = this.#parsed?.path === slice.path ? this.#parsed : null;
       if (!loaded) {
         const t = performance.now();
-        const bytes = readStored(slice);
+        const bytes = this.#reader.read(slice);
         this.readMs += performance.now() - t;
         const result = parseDicom(bytes);
         if (!result.ok) throw fileError(slice, 'stored file no longer parses', result.reason);
