@@ -84,6 +84,26 @@ describe('failures', () => {
     expect((await t.request('GET', `/v1/scans/${scanId}`)).json.data.status).toBe('analyzed');
   });
 
+  it('a stored file gone from the archive fails the job naming the instance; restored, the scan analyses', async () => {
+    const scanId = small[2]!.scan_uid;
+    const instances = (await t.request('GET', `/v1/scans/${scanId}/instances`)).json.data.items;
+    const victim = instances[4].instance_uid as string;
+    const row = t.server.services.db.prepare('SELECT file_path FROM instances WHERE sop_instance_uid = ?').get(victim) as { file_path: string };
+    const path = join(t.dataDir, row.file_path);
+    const original = readFileSync(path);
+    rmSync(path);
+    try {
+      const job = await analyse(scanId);
+      expect(job.status).toBe('failed');
+      expect(job.reason).toContain(`instance ${victim}: stored file unreadable`);
+      expect(job.reason).toContain('ENOENT');
+    } finally {
+      writeFileSync(path, original);
+    }
+    const again = await analyse(scanId);
+    expect(again.status).toBe('succeeded');
+  });
+
   it('404 for an unknown scan, job or model', async () => {
     expect((await t.request('POST', '/v1/scans/1.2.3.4.5/analyses', { body: {} })).status).toBe(404);
     expect((await t.request('GET', '/v1/analyses/ana_000000000000000000000000')).status).toBe(404);
