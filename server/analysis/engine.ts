@@ -161,7 +161,7 @@ class BatchLoader {
   }
 }
 
-const FIRST_BATCH = 4;
+const FIRST_BATCH = 2;
 const MAX_IN_FLIGHT = 3;
 
 /** A batch handed to the inference worker, not yet decoded. */
@@ -209,8 +209,9 @@ export async function runAnalysis(
     for (const flight of inFlight) flight.outputs.catch(() => undefined);
   };
   try {
-    // The first batch is small: nothing overlaps its preprocessing, so the worker starts sooner.
-    for (let start = 0, size = Math.min(FIRST_BATCH, batchSize); start < total; start += size, size = batchSize) {
+    // Batches start small and double: nothing overlaps the first one's preprocessing, so the
+    // worker starts after two slices, and each next batch is ready about when the last is done.
+    for (let start = 0, size = Math.min(FIRST_BATCH, batchSize); start < total; start += size, size = Math.min(size * 2, batchSize)) {
       if (hooks.signal?.aborted) return { kind: 'stopped' };
       const batch = slices.slice(start, start + size);
       const t = performance.now();
