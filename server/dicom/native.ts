@@ -28,11 +28,22 @@ function unpackBits(data: Uint8Array, bitOffset: number, count: number): Uint8Ar
 /** Typed arrays use the host's byte order; every platform mia ships for is little endian. */
 const HOST_LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 
-function readWords(bytes: Uint8Array, bitsAllocated: number, bigEndian: boolean): Uint8Array | Uint16Array | Uint32Array {
+/**
+ * How decoded pixels may relate to the file's bytes: 'copy' (the default) gives them storage of
+ * their own; 'view' lets native pixels in the host's byte order be a view on the bytes (and
+ * masking write into them), for a caller that is done with both before it touches the bytes
+ * again (the analysis engine, where a 128 KB copy per slice is about a tenth of the work).
+ */
+export type PixelStorage = 'copy' | 'view';
+
+function readWords(bytes: Uint8Array, bitsAllocated: number, bigEndian: boolean, storage: PixelStorage): Uint8Array | Uint16Array | Uint32Array {
   const size = bitsAllocated / 8;
   const count = Math.floor(bytes.length / size);
-  if (size === 1) return bytes.slice(0, count);
+  if (size === 1) return storage === 'view' ? bytes.subarray(0, count) : bytes.slice(0, count);
   if (bigEndian !== HOST_LITTLE_ENDIAN) {
+    if (storage === 'view' && bytes.byteOffset % size === 0) {
+      return size === 2 ? new Uint16Array(bytes.buffer, bytes.byteOffset, count) : new Uint32Array(bytes.buffer, bytes.byteOffset, count);
+    }
     // Same byte order: one copy (slice starts a new, aligned buffer) and a view on it.
     const copy = bytes.slice(0, count * size);
     return size === 2 ? new Uint16Array(copy.buffer, 0, count) : new Uint32Array(copy.buffer, 0, count);
@@ -75,7 +86,7 @@ function upsample422<T extends Uint8Array | Uint16Array | Uint32Array>(packed: T
   return out;
 }
 
-export function decodeNative(data: Uint8Array, frameIndex: number, g: FrameGeometry, bigEndian: boolean): DecodedFrame {
+export function decodeNative(data: Uint8Array, frameIndex: number, g: FrameGeometry, bigEndian: boolean, storage: PixelStorage = 'copy'): DecodedFrame {
   const base = { rows: g.rows, columns: g.columns, samplesPerPixel: g.samplesPerPixel, bitsStored: g.bitsStored, pixelRepresentation: g.pixelRepresentation };
   const samples = g.rows * g.columns * g.samplesPerPixel;
   if (g.bitsAllocated === 1) {
@@ -87,7 +98,7 @@ export function decodeNative(data: Uint8Array, frameIndex: number, g: FrameGeome
   const length = nativeFrameLength(g);
   const start = frameIndex * length;
   if (start + length > data.length) throw new Error(`pixel data too short for frame ${frameIndex}: need ${start + length} bytes, have ${data.length}`);
-  let words = readWords(data.subarray(start, start + length), g.bitsAllocated, bigEndian);
+  let words = readWords(data.subarray(start, start + length), g.bitsAllocated, bigEndian, storage);
   let photometric = g.photometricInterpretation;
   if (photometric === 'YBR_FULL_422' && g.samplesPerPixel === 3) {
     words = upsample422(words, g.rows, g.columns);

@@ -6,13 +6,14 @@ import { Decoder as LosslessJpegDecoder } from '@cornerstonejs/jpeg-lossless-dec
 import { datasetBytes, type DicomInstance } from '#server/dicom/parse.ts';
 import { describeTransferSyntax, findTransferSyntax } from '#server/dicom/transfer-syntax.ts';
 import { frameBytes } from '#server/dicom/frame-fragments.ts';
-import { decodeNative } from '#server/dicom/native.ts';
+import { decodeNative, type PixelStorage } from '#server/dicom/native.ts';
 import { decodeRle } from '#server/dicom/rle.ts';
 import { decodeWithWasm, type CodecName } from '#server/dicom/codecs.ts';
 import { decodeJpegDct } from '#server/dicom/jpeg-dct.ts';
 import { maskStoredBits, type DecodedFrame, type FrameGeometry } from '#server/dicom/pixel-types.ts';
 
 export type { DecodedFrame, PixelArray } from '#server/dicom/pixel-types.ts';
+export type { PixelStorage } from '#server/dicom/native.ts';
 
 const MAX_SAMPLES_PER_FRAME = 2 ** 28;
 
@@ -132,7 +133,7 @@ function decodeLosslessJpeg(encoded: Uint8Array, g: FrameGeometry): DecodedFrame
   return finish(g.bitsAllocated > 8 && words instanceof Uint8Array ? Uint16Array.from(words) : words.slice(), g, g.photometricInterpretation);
 }
 
-export async function decodeFrame(bytes: Uint8Array, instance: DicomInstance, frameIndex: number): Promise<DecodedFrame> {
+export async function decodeFrame(bytes: Uint8Array, instance: DicomInstance, frameIndex: number, storage: PixelStorage = 'copy'): Promise<DecodedFrame> {
   const px = instance.pixelData;
   if (!instance.hasPixelData || !px) throw new Error('no pixel data');
   if (!Number.isInteger(frameIndex) || frameIndex < 0 || frameIndex >= instance.numberOfFrames) {
@@ -148,7 +149,7 @@ export async function decodeFrame(bytes: Uint8Array, instance: DicomInstance, fr
   const g: FrameGeometry = instance;
   if (!px.encapsulated) {
     if (px.offset + px.length > data.length) throw new Error(`pixel data runs past the end of the file`);
-    return decodeNative(data.subarray(px.offset, px.offset + px.length), frameIndex, g, instance.bigEndian);
+    return decodeNative(data.subarray(px.offset, px.offset + px.length), frameIndex, g, instance.bigEndian, storage);
   }
   const encoded = frameBytes(data, px, frameIndex, instance.numberOfFrames);
   try {

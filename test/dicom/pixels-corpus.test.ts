@@ -106,3 +106,21 @@ describe('pixels of the pydicom corpus', () => {
     }
   });
 });
+
+describe("'view' pixel storage (the analysis engine's)", () => {
+  it.each([
+    ['MR_small.dcm', true],
+    ['CT_small.dcm', true],
+    ['MR_small_bigendian.dcm', false],
+    ['MR_small_RLE.dcm', false],
+  ])('%s: the same values as a copy; a view on the file bytes: %s', async (file, shares) => {
+    const bytes = new Uint8Array(readFileSync(join(CORPUS, file)));
+    const parsed = parseDicom(bytes);
+    if (!parsed.ok) throw new Error(parsed.reason);
+    const copy = await decodeFrame(bytes, parsed.instance, 0);
+    const view = await decodeFrame(bytes, parsed.instance, 0, 'view');
+    expect(Array.from(view.pixels)).toEqual(Array.from(copy.pixels));
+    expect(view.pixels.buffer === bytes.buffer).toBe(shares);
+    expect(copy.pixels.buffer === bytes.buffer).toBe(false);
+  });
+});
