@@ -254,7 +254,8 @@ export function normalisationFor(input: InputSpec, modality: string): Normalisat
 /**
  * The resize reading each source pixel's stretch straight from the table: four lookups per
  * output pixel and no intermediate rows. The same numbers as stretching whole rows first, since
- * an entry is the float32 a row would hold.
+ * an entry is the float32 a row would hold. resizeRows's loop, written out again on purpose: a
+ * lookup callback per pixel would cost more than the lookups themselves.
  */
 function resizeThroughTable(values: SmallIntegers, t: Table, rows: number, columns: number, outRows: number, outColumns: number, dst: Float32Array): void {
   const ys = axisMap(rows, outRows);
