@@ -66,10 +66,19 @@ function readCounts(counts: Uint32Array, from: number, to: number, valueOf0: num
   return { sorted, min, max };
 }
 
-type SmallIntegers = Int8Array | Uint8Array | Int16Array | Uint16Array;
+/** Stored values decoders return for nearly every CT and MR frame: 8- and 16-bit integers. */
+export type SmallIntegers = Int8Array | Uint8Array | Int16Array | Uint16Array;
 
 const isSmallIntegers = (values: ArrayLike<number>): values is SmallIntegers =>
   values instanceof Int8Array || values instanceof Uint8Array || values instanceof Int16Array || values instanceof Uint16Array;
+
+/** The values a type holds, and the offset that makes the smallest an index of 0. */
+export function integerDomain(values: SmallIntegers): { min: number; max: number; offset: number } {
+  if (values instanceof Int8Array) return { min: -128, max: 127, offset: 128 };
+  if (values instanceof Uint8Array) return { min: 0, max: 255, offset: 0 };
+  if (values instanceof Int16Array) return { min: -32768, max: 32767, offset: 32768 };
+  return { min: 0, max: 65535, offset: 0 };
+}
 
 const WAYS = 4;
 
@@ -81,10 +90,8 @@ const WAYS = 4;
  * a third slower on phantom MR slices, whose black background is one value).
  */
 function smallIntegerStatistics(values: SmallIntegers, ranks: readonly number[]): OrderStatistics {
-  const byte = values instanceof Int8Array || values instanceof Uint8Array;
-  const signed = values instanceof Int8Array || values instanceof Int16Array;
-  const domain = byte ? 256 : 65536;
-  const offset = signed ? (byte ? 128 : 32768) : 0;
+  const { min, max, offset } = integerDomain(values);
+  const domain = max - min + 1;
   if (domainCounts.length < WAYS * domain) domainCounts = new Uint32Array(WAYS * 65536);
   const c = domainCounts;
   const n = values.length;

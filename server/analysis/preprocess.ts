@@ -5,7 +5,7 @@
  * test/analysis/preprocess.test.ts runs both on the same slice and compares.
  */
 import type { InputSpec, Normalisation } from '#server/analysis/manifest.ts';
-import { orderStatistics, percentileRanks } from '#server/analysis/order-statistics.ts';
+import { integerDomain, orderStatistics, percentileRanks, type SmallIntegers } from '#server/analysis/order-statistics.ts';
 
 /**
  * One frame, row-major. `values` are modality values (HU for CT, stored values for MR) or,
@@ -44,9 +44,6 @@ export function percentileSorted(sorted: ArrayLike<number>, q: number): number {
   return t >= 0.5 ? b - d * (1 - t) : a + d * t;
 }
 
-/** Stored values a lookup table covers: 8- and 16-bit integers, nearly every CT and MR frame. */
-type SmallIntegers = Int8Array | Uint8Array | Int16Array | Uint16Array;
-
 /** A frame's values: float32 (modality values, or stored values of any depth), or small integers. */
 export type SliceValues = Float32Array | SmallIntegers;
 
@@ -63,14 +60,6 @@ type Table = { table: Float32Array; offset: number };
 type Stretch = StretchNumbers & { table: Table | null };
 
 const IDENTITY = { slope: 1, intercept: 0 } as const;
-
-/** The values a type holds, and the offset that makes the smallest index 0. */
-function domainOf(values: SmallIntegers): { min: number; max: number; offset: number } {
-  if (values instanceof Int8Array) return { min: -128, max: 127, offset: 128 };
-  if (values instanceof Uint8Array) return { min: 0, max: 255, offset: 0 };
-  if (values instanceof Int16Array) return { min: -32768, max: 32767, offset: 32768 };
-  return { min: 0, max: 65535, offset: 0 };
-}
 
 function stretchValue(v: number, s: StretchNumbers): number {
   const x = (Math.fround(v * s.slope + s.intercept) - s.lo) / s.span;
@@ -110,7 +99,7 @@ function fillTable(t: Table, s: StretchNumbers, min: number, max: number): void 
 const windowTables = new Map<string, Table>();
 
 function windowTable(values: SmallIntegers, s: StretchNumbers): Table {
-  const { min, max, offset } = domainOf(values);
+  const { min, max, offset } = integerDomain(values);
   const key = `${min}:${max}:${s.slope}:${s.intercept}:${s.lo}:${s.span}:${s.clipLo}:${s.clipHi}`;
   let table = windowTables.get(key);
   if (!table) {
@@ -126,7 +115,7 @@ function windowTable(values: SmallIntegers, s: StretchNumbers): Table {
 let sliceTable = new Float32Array(0);
 
 function percentileTable(values: SmallIntegers, s: StretchNumbers, min: number, max: number): Table {
-  const domain = domainOf(values);
+  const domain = integerDomain(values);
   if (sliceTable.length < domain.max - domain.min + 1) sliceTable = new Float32Array(65536);
   const table = { table: sliceTable, offset: domain.offset };
   fillTable(table, s, min, max);
