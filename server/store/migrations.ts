@@ -271,6 +271,15 @@ const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE audit_events ADD COLUMN patient_ids TEXT;
     `,
   },
+  {
+    version: 5,
+    name: 'analysis jobs: interruptions',
+    sql: `
+      -- How often the process running a job died under it. A file that kills the process
+      -- would otherwise be resumed into the same death at every start (issue 10).
+      ALTER TABLE analyses ADD COLUMN interruptions INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
