@@ -59,6 +59,7 @@ const DESKTOP_CALLER: AuthContext = {
   email: 'desktop',
   role: 'admin',
   scopes: ['*'],
+  keyRotated: false,
 };
 
 export async function startEmbeddedServer(options: EmbeddedServerOptions): Promise<EmbeddedServer> {

@@ -20,6 +20,8 @@ export type AuthContext = {
   email: string;
   role: Role;
   scopes: Scope[];
+  /** The key was rotated and works only for the rest of its grace period (spec 5.3). */
+  keyRotated: boolean;
 };
 
 export type AuthOutcome =
@@ -75,6 +77,7 @@ export function authenticate(db: Database, clock: Clock, header: string | undefi
       email: user.email,
       role: user.role,
       scopes: effectiveScopes(user.role, extra),
+      keyRotated: key.expires_at !== null,
     },
   };
 }

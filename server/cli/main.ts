@@ -87,6 +87,7 @@ const CLI_CALLER: AuthContext = {
   email: 'cli',
   role: 'admin',
   scopes: ['*'],
+  keyRotated: false,
 };
 
 function audit(db: Database, action: string, target: string | null): void {

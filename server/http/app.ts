@@ -197,6 +197,14 @@ export function createApp(services: Services): express.Express {
         `required scope: ${route.access.anyOf.join(' or ')}`,
       );
     }
+    if (route.currentKeyOnly && outcome.auth.keyRotated) {
+      if (route.audit) auditOnFinish(req, res, route.audit, {});
+      throw new MiaError(
+        'forbidden',
+        'A rotated key may not manage keys or users',
+        'this key was rotated and is in its grace period; use the new key to manage keys and users',
+      );
+    }
     next();
   };
 

@@ -115,7 +115,9 @@ export function buildOpenApi(routes: readonly Route[]): JsonSchema {
       route.access.kind === 'authenticated' ? 'Any valid key.' : `Requires scope ${route.access.anyOf.join(' or ')}.`;
     const operation: JsonSchema = {
       summary: route.summary,
-      description: [route.description, access].filter(Boolean).join('\n\n'),
+      description: [route.description, access, route.currentKeyOnly ? 'Not with a rotated key in its grace period (403).' : undefined]
+        .filter(Boolean)
+        .join('\n\n'),
       operationId: `${route.method}${route.path.replace(/[^A-Za-z0-9]+(.)?/g, (_m, c: string | undefined) => (c ? c.toUpperCase() : ''))}`,
       parameters: parameters(route),
       security: [{ bearer: [] }],

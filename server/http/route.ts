@@ -72,6 +72,9 @@ export type RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodT
   summary: string;
   description?: string;
   access: Access;
+  /** Creates or changes keys or users. A rotated key in its grace period may not: otherwise a
+   * leaked old key could mint itself a successor that outlives the rotation (issue 10). */
+  currentKeyOnly?: boolean;
   params?: P;
   query?: Q;
   body?: B;
@@ -95,6 +98,7 @@ export type Route = {
   summary: string;
   description: string | undefined;
   access: Access;
+  currentKeyOnly: boolean;
   params: z.ZodType | undefined;
   query: z.ZodType | undefined;
   body: z.ZodType | undefined;
@@ -117,6 +121,7 @@ export function defineRoute<P extends z.ZodType, Q extends z.ZodType, B extends 
     summary: spec.summary,
     description: spec.description,
     access: spec.access,
+    currentKeyOnly: spec.currentKeyOnly ?? false,
     params: spec.params,
     query: spec.query,
     body: spec.body,
