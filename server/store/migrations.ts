@@ -280,6 +280,39 @@ const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE analyses ADD COLUMN interruptions INTEGER NOT NULL DEFAULT 0;
     `,
   },
+  {
+    version: 6,
+    name: 'audit: counted refusals, ids never reused once archived',
+    sql: `
+      -- Rebuilt for AUTOINCREMENT: retention moves old events to archive files, and a plain
+      -- rowid would hand out the ids of archived events again once the newest rows had left
+      -- the table; cursors and the archive both name events by id (issue 10).
+      CREATE TABLE audit_events_v6 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        request_id TEXT,
+        key_id TEXT,
+        user_id TEXT,
+        action TEXT NOT NULL,
+        target TEXT,
+        patient_id TEXT,
+        outcome TEXT NOT NULL,
+        status_code INTEGER,
+        patient_ids TEXT,
+        -- Refused and throttled requests are one row per address, action, outcome, route and
+        -- minute (bucket), counted, so a flood of them cannot grow the table without bound.
+        address TEXT,
+        count INTEGER NOT NULL DEFAULT 1 CHECK (count >= 1),
+        bucket TEXT
+      ) STRICT;
+      INSERT INTO audit_events_v6 (id, at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code, patient_ids)
+        SELECT id, at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code, patient_ids FROM audit_events;
+      DROP TABLE audit_events;
+      ALTER TABLE audit_events_v6 RENAME TO audit_events;
+      CREATE INDEX audit_events_at ON audit_events (at);
+      CREATE UNIQUE INDEX audit_events_bucket ON audit_events (bucket) WHERE bucket IS NOT NULL;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
