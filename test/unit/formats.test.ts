@@ -17,6 +17,18 @@ describe('CSV (RFC 4180 with a formula guard)', () => {
     expect(csvField(null)).toBe('');
   });
 
+  it('neutralises formulas behind whitespace or line breaks, full-width triggers and DDE pipes', () => {
+    const hidden = [
+      '\n=1+1', '\r\n=1+1', ' =1+1', '  \t+SUM(A1)', '\u3000=1', '\u00a0@cmd', '\0=1', '\nplain',
+      '＝1+1', '＋1', '－1', '＠SUM(A1)', '｜x', '﹦1', ' ＝HYPERLINK("http://evil.example")',
+      "|cmd '/c calc'!A1", " |cmd '/c calc'!A1",
+    ];
+    for (const formula of hidden) expect(csvField(formula), JSON.stringify(formula)).toBe(csvField(`'${formula}`));
+    for (const plain of ['Müller^Zoë', 'a=b', 'x|y', 'left - right', ' leading space', 'tumor_detected', '1.2.840.10008']) {
+      expect(csvField(plain), plain).toBe(plain.includes(',') ? `"${plain}"` : plain);
+    }
+  });
+
   it('writes a header and CRLF records in the given column order', () => {
     expect(toCsv(['b', 'a'], [{ a: 1, b: 'x' }, { a: 2 }])).toBe('b,a\r\nx,1\r\n,2\r\n');
   });
