@@ -282,7 +282,7 @@ const MIGRATIONS: readonly Migration[] = [
   },
   {
     version: 6,
-    name: 'audit: counted refusals, ids never reused once archived',
+    name: 'audit: counted refusals, ids never reused, the archive files',
     sql: `
       -- Rebuilt for AUTOINCREMENT: retention moves old events to archive files, and a plain
       -- rowid would hand out the ids of archived events again once the newest rows had left
@@ -311,6 +311,23 @@ const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE audit_events_v6 RENAME TO audit_events;
       CREATE INDEX audit_events_at ON audit_events (at);
       CREATE UNIQUE INDEX audit_events_bucket ON audit_events (bucket) WHERE bucket IS NOT NULL;
+
+      -- The archive files retention wrote (<data>/audit-archive/). A row commits in the
+      -- transaction that deletes the archived events, so an event is always either live or in
+      -- a recorded file; the SHA-256 here checks the file each time it is read.
+      CREATE TABLE audit_archives (
+        id INTEGER PRIMARY KEY,
+        file TEXT NOT NULL UNIQUE,
+        sha256 TEXT NOT NULL,
+        bytes INTEGER NOT NULL,
+        rows INTEGER NOT NULL,
+        first_id INTEGER NOT NULL,
+        last_id INTEGER NOT NULL,
+        first_at TEXT NOT NULL,
+        last_at TEXT NOT NULL,
+        archived_at TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX audit_archives_first_id ON audit_archives (first_id);
     `,
   },
 ];
