@@ -16,7 +16,7 @@ import { preprocessSlice, type InputBatch, type SliceValues } from '#server/anal
 import { recommend } from '#server/analysis/recommend.ts';
 import { thresholdsOf } from '#server/analysis/registry.ts';
 import type { InferenceSession } from '#server/analysis/worker-session.ts';
-import { parseDicom, type DicomInstance } from '#server/dicom/parse.ts';
+import { readDicom, type DicomInstance } from '#server/dicom/parse.ts';
 import { decodeFrame, type PixelArray } from '#server/dicom/pixels.ts';
 import { MiaError } from '#server/errors.ts';
 import type { FindingInput } from '#server/store/analyses.ts';
@@ -131,7 +131,7 @@ class BatchLoader {
         const t = performance.now();
         const bytes = this.#reader.read(slice);
         this.readMs += performance.now() - t;
-        const result = parseDicom(bytes);
+        const result = await readDicom(bytes);
         if (!result.ok) throw fileError(slice, 'stored file no longer parses', result.reason);
         const typeReason = imageTypeReason(this.#manifest, result.instance.imageType);
         if (typeReason) return { notApplicable: typeReason };

@@ -13,7 +13,7 @@ export type Elements = ReadonlyMap<string, Element>;
 
 export type WalkResult =
   | { ok: true; elements: Elements; end: number }
-  | { ok: false; reason: string; elements: Elements };
+  | { ok: false; reason: string; elements: Elements; /** Offset of the element that stopped the walk. */ stoppedAt: number };
 
 export type Encoding = { explicitVr: boolean; bigEndian: boolean };
 
@@ -87,7 +87,7 @@ export function walkElements(
     if (tag === null) {
       // Fewer than 4 bytes left: trailing padding some writers leave; not an element.
       if (bytes.subarray(at).every((b) => b === 0)) break;
-      return { ok: false, reason: `truncated at byte ${bytes.length}: partial element header at offset ${at}`, elements };
+      return { ok: false, reason: `truncated at byte ${bytes.length}: partial element header at offset ${at}`, elements, stoppedAt: at };
     }
     if (onlyGroup !== undefined && parseInt(tag.slice(1, 5), 16) !== onlyGroup) break;
     let element: Element;
@@ -100,9 +100,13 @@ export function walkElements(
     } catch (err) {
       const msg = messageOf(err);
       if (/past end|overrun|maxPosition|out of range|beyond/i.test(msg) || at + 8 > bytes.length) {
-        return { ok: false, reason: `truncated at byte ${bytes.length}: element ${formatTag(tag)} at offset ${at} runs past the end`, elements };
+        return { ok: false, reason: `truncated at byte ${bytes.length}: element ${formatTag(tag)} at offset ${at} runs past the end`, elements, stoppedAt: at };
       }
-      return { ok: false, reason: `malformed element ${formatTag(tag)} at offset ${at}: ${msg}`, elements };
+      // dicom-parser reads nested sequences recursively: a hostile nesting ends in a RangeError.
+      if (err instanceof RangeError && /call stack/i.test(msg)) {
+        return { ok: false, reason: `element ${formatTag(tag)} at offset ${at} nests sequences too deeply`, elements, stoppedAt: at };
+      }
+      return { ok: false, reason: `malformed element ${formatTag(tag)} at offset ${at}: ${msg}`, elements, stoppedAt: at };
     }
     const end = element.dataOffset + element.length;
     if (!Number.isFinite(element.length) || element.length < 0 || end > bytes.length || stream.position > bytes.length) {
@@ -110,10 +114,11 @@ export function walkElements(
         ok: false,
         reason: `truncated at byte ${bytes.length}: element ${formatTag(element.tag)} at offset ${at} declares ${element.length} bytes`,
         elements,
+        stoppedAt: at,
       };
     }
     if (stream.position <= at) {
-      return { ok: false, reason: `malformed element ${formatTag(element.tag)} at offset ${at}: no progress`, elements };
+      return { ok: false, reason: `malformed element ${formatTag(element.tag)} at offset ${at}: no progress`, elements, stoppedAt: at };
     }
     elements.set(element.tag, element);
   }

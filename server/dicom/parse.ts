@@ -3,8 +3,9 @@
  * why not. Nothing downstream reads tags again. Never throws on bad input, because imports
  * walk folders and discs full of files that are not DICOM, are truncated, or are odd.
  */
-import { inflateRawSync } from 'node:zlib';
 import { walkElements, type Element, type Elements } from '#server/dicom/data-set.ts';
+import { inflateDataSet, inflateDataSetSync } from '#server/dicom/inflate.ts';
+import { nativeFrameLength } from '#server/dicom/native.ts';
 import { valueReader, type ValueReader } from '#server/dicom/values.ts';
 import { parseUid, type Uid } from '#server/dicom/uid.ts';
 import {
@@ -158,24 +159,15 @@ const hasMagic = (bytes: Uint8Array, at: number): boolean =>
 
 const inflatedCache = new WeakMap<Uint8Array, Uint8Array>();
 
-/** Deflated Explicit VR LE (PS3.5 A.5): everything after the meta group is raw deflate. */
-function inflateFrom(bytes: Uint8Array, start: number): Uint8Array {
-  const cached = inflatedCache.get(bytes);
-  if (cached) return cached;
-  const inflated = inflateRawSync(bytes.subarray(start), { maxOutputLength: 2 ** 31 - 1 });
-  const out = new Uint8Array(start + inflated.length);
-  out.set(bytes.subarray(0, start), 0);
-  out.set(inflated, start);
-  inflatedCache.set(bytes, out);
-  return out;
-}
+/** How the data set is encoded and where it starts, before any inflating. */
+type Encoding = { dataSetStart: number; syntax: TransferSyntax; meta: Elements };
 
-function layout(bytes: Uint8Array): Layout | { reason: string } {
+function encodingOf(bytes: Uint8Array): Encoding | { reason: string } {
   const metaStart = hasMagic(bytes, 128) ? 132 : hasMagic(bytes, 0) ? 4 : -1;
   if (metaStart < 0) {
     const guessed = guessEncoding(bytes);
     if (!guessed) return { reason: 'not a DICOM file' };
-    return { bytes, dataSetStart: 0, syntax: guessed, meta: new Map() };
+    return { dataSetStart: 0, syntax: guessed, meta: new Map() };
   }
   // File Meta Information is always Explicit VR Little Endian (PS3.10 7.1).
   const meta = walkElements(bytes, metaStart, { explicitVr: true, bigEndian: false }, 0x0002);
@@ -198,14 +190,22 @@ function layout(bytes: Uint8Array): Layout | { reason: string } {
     // syntax but write the data set in implicit VR; pydicom and dcmtk read these too.
     syntax = { ...syntax, explicitVr: false };
   }
-  if (syntax.deflated) {
-    try {
-      return { bytes: inflateFrom(bytes, meta.end), dataSetStart: meta.end, syntax, meta: meta.elements };
-    } catch (err) {
-      return { reason: `deflated data set does not inflate: ${err instanceof Error ? err.message : 'zlib error'}` };
-    }
+  return { dataSetStart: meta.end, syntax, meta: meta.elements };
+}
+
+function layout(bytes: Uint8Array): Layout | { reason: string } {
+  const encoding = encodingOf(bytes);
+  if ('reason' in encoding) return encoding;
+  if (!encoding.syntax.deflated) return { bytes, ...encoding };
+  let inflated = inflatedCache.get(bytes);
+  if (!inflated) {
+    // Only callers that skipped `readDicom` get here, with the absolute cap alone.
+    const result = inflateDataSetSync(bytes, encoding.dataSetStart);
+    if (!result.ok) return { reason: result.reason };
+    inflated = result.bytes;
+    inflatedCache.set(bytes, inflated);
   }
-  return { bytes, dataSetStart: meta.end, syntax, meta: meta.elements };
+  return { bytes: inflated, ...encoding };
 }
 
 /**
@@ -241,6 +241,55 @@ function pixelLocation(el: Element): PixelDataLocation {
     };
   }
   return { encapsulated: false, offset: el.dataOffset, length: el.length };
+}
+
+/**
+ * `parseDicom` for the server's paths: a deflated data set is inflated off the event loop,
+ * under caps that tighten as the data set declares its size (inflate.ts), before parsing.
+ */
+export async function readDicom(bytes: Uint8Array): Promise<ParseResult> {
+  if (bytes.length >= 8 && !inflatedCache.has(bytes)) {
+    const encoding = encodingOf(bytes);
+    if (!('reason' in encoding) && encoding.syntax.deflated) {
+      const inflated = await inflateDataSet(bytes, encoding.dataSetStart);
+      if (!inflated.ok) return fail(inflated.reason);
+      inflatedCache.set(bytes, inflated.bytes);
+    }
+  }
+  return parseDicom(bytes);
+}
+
+/** The most samples (rows x columns x samples per pixel) one frame may have. */
+export const MAX_SAMPLES_PER_FRAME = 2 ** 28;
+
+/**
+ * Whether the pixel data can hold what the attributes describe (PS3.5 8.1.1, A.4), checked
+ * here once so that no later loop or allocation sized by Number of Frames, Rows or Columns
+ * runs on a value the file's own bytes do not back.
+ */
+function pixelDataReason(i: DicomInstance): string | null {
+  const px = i.pixelData;
+  if (!px) return null;
+  const samples = i.rows * i.columns * i.samplesPerPixel;
+  if (samples > MAX_SAMPLES_PER_FRAME) {
+    return `frame of ${i.rows} x ${i.columns} x ${i.samplesPerPixel} samples is larger than the ${MAX_SAMPLES_PER_FRAME} mia reads`;
+  }
+  if (px.encapsulated) {
+    if (px.fragments.length === 0) return 'encapsulated Pixel Data holds no fragments';
+    // A fragment never holds more than one frame (PS3.5 A.4), so there are at least as many.
+    if (i.numberOfFrames > px.fragments.length) {
+      return `Number of Frames (0028,0008) is ${i.numberOfFrames} but the encapsulated Pixel Data has only ${px.fragments.length} fragment(s)`;
+    }
+    return null;
+  }
+  const need = i.bitsAllocated === 1 ? Math.ceil((i.numberOfFrames * samples) / 8) : i.numberOfFrames * nativeFrameLength(i);
+  if (px.length < need) {
+    return (
+      `Pixel Data holds ${px.length} bytes but ${i.numberOfFrames} frame(s) of ${i.rows} x ${i.columns} x ${i.samplesPerPixel} samples ` +
+      `at ${i.bitsAllocated} bits need ${need}`
+    );
+  }
+  return null;
 }
 
 export function parseDicom(bytes: Uint8Array): ParseResult {
@@ -345,5 +394,7 @@ function parseUnsafe(bytes: Uint8Array): ParseResult {
     deflated: syntax.deflated,
     pixelData: hasPixelData && pixelElement ? pixelLocation(pixelElement) : null,
   };
+  const pixelReason = pixelDataReason(instance);
+  if (pixelReason) return fail(pixelReason);
   return { ok: true, instance };
 }

@@ -3,7 +3,7 @@
  * transfer syntax. Codecs are picked per transfer syntax (PS3.5 Annex A) and loaded lazily.
  */
 import { Decoder as LosslessJpegDecoder } from '@cornerstonejs/jpeg-lossless-decoder-js';
-import { datasetBytes, type DicomInstance } from '#server/dicom/parse.ts';
+import { MAX_SAMPLES_PER_FRAME, datasetBytes, type DicomInstance } from '#server/dicom/parse.ts';
 import { describeTransferSyntax, findTransferSyntax } from '#server/dicom/transfer-syntax.ts';
 import { frameBytes } from '#server/dicom/frame-fragments.ts';
 import { decodeNative, type PixelStorage } from '#server/dicom/native.ts';
@@ -14,8 +14,6 @@ import { maskStoredBits, type DecodedFrame, type FrameGeometry } from '#server/d
 
 export type { DecodedFrame, PixelArray } from '#server/dicom/pixel-types.ts';
 export type { PixelStorage } from '#server/dicom/native.ts';
-
-const MAX_SAMPLES_PER_FRAME = 2 ** 28;
 
 function errorText(err: unknown): string {
   if (err instanceof Error) return err.message;

@@ -6,7 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Instance } from '#server/api/import-schemas.ts';
-import { parseDicom, type DicomInstance } from '#server/dicom/parse.ts';
+import { readDicom, type DicomInstance } from '#server/dicom/parse.ts';
 import { decodeFrame } from '#server/dicom/pixels.ts';
 import type { DecodedFrame } from '#server/dicom/pixel-types.ts';
 import type { Window } from '#server/dicom/modality.ts';
@@ -83,7 +83,7 @@ async function loadFrame(services: Services, row: InstanceRow, frameIndex: numbe
   let parsed: DicomInstance | undefined;
   const frame = await cacheOf(services).get(`${row.sop_instance_uid}#${frameIndex}`, async () => {
     const bytes = new Uint8Array(await readFile(join(services.dataDir, row.file_path)));
-    const result = parseDicom(bytes);
+    const result = await readDicom(bytes);
     if (!result.ok) throw new MiaError('unprocessable', 'Stored file no longer parses', result.reason);
     parsed = result.instance;
     try {

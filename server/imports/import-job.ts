@@ -18,7 +18,10 @@ import {
   finishImportJob,
   findImportJobById,
   insertImportJob,
+  interruptImportJob,
+  listResumableImportJobs,
   listRunningImportJobs,
+  reclaimImportJob,
   releaseImportJob,
   setImportJobTotal,
   type ImportJobKind,
@@ -51,7 +54,7 @@ function now(deps: ImportDeps): string {
   return deps.clock.now().toISOString();
 }
 
-function pidAlive(pid: number): boolean {
+export function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -105,7 +108,7 @@ async function runFiles(deps: ImportDeps, job: ImportJobRow, files: readonly Imp
       const slice = files.slice(i, i + batchSize);
       const prepared: Prepared[] = [];
       for (const file of slice) {
-        prepared.push(prepareFile(deps.db, archive, file));
+        prepared.push(await prepareFile(deps.db, archive, file));
         if (prepared.length % YIELD_EVERY === 0) await new Promise<void>((resolve) => setImmediate(resolve));
       }
       const done = archive.flush();
@@ -190,20 +193,55 @@ export async function checkSources(sources: readonly string[]): Promise<void> {
 
 /** Takes over a job whose owner died; false if another process was quicker or it is alive. */
 export function claimIfAbandoned(deps: ImportDeps, job: ImportJobRow): ImportJobRow | undefined {
+  if (job.status === 'interrupted') {
+    if (job.finished_at !== null || !reclaimImportJob(deps.db, job.id, process.pid, now(deps))) return undefined;
+    return findImportJobById(deps.db, job.id);
+  }
   if (!isAbandoned(job, deps.clock.now().getTime())) return undefined;
   if (!claimImportJob(deps.db, job.id, job.owner_pid, job.heartbeat_at, process.pid, now(deps))) return undefined;
   return findImportJobById(deps.db, job.id);
 }
 
+/** Jobs another process may take over: left running by a dead owner, or interrupted and resumable. */
+function unownedJobs(deps: ImportDeps): ImportJobRow[] {
+  return [...listRunningImportJobs(deps.db), ...listResumableImportJobs(deps.db)];
+}
+
 /** The abandoned path job with exactly these sources, claimed for this process, if any. */
 export function claimAbandonedPathJob(deps: ImportDeps, sources: readonly string[]): ImportJobRow | undefined {
   const wanted = JSON.stringify(sources);
-  for (const job of listRunningImportJobs(deps.db)) {
+  for (const job of unownedJobs(deps)) {
     if (job.kind !== 'path' || job.sources !== wanted) continue;
     const claimed = claimIfAbandoned(deps, job);
     if (claimed) return claimed;
   }
   return undefined;
+}
+
+const NOT_REPLAYABLE = 'the process importing this stopped before it finished; send the files again';
+
+/**
+ * Run by every mia process that opens the data folder (leftovers.ts): a job whose owner died
+ * stops showing `running`. A path job becomes `interrupted` and stays resumable (a re-run of
+ * the same import, or the next server start, continues it from its checkpoint); uploads and
+ * watch batches cannot be replayed and end `interrupted`, as resumeAbandonedJobs ends them.
+ * Returns how many jobs it ended.
+ */
+export function interruptAbandonedJobs(deps: ImportDeps): number {
+  let count = 0;
+  const nowMs = deps.clock.now().getTime();
+  for (const job of listRunningImportJobs(deps.db)) {
+    if (!isAbandoned(job, nowMs)) continue;
+    const resumable = job.kind === 'path';
+    const reason = resumable
+      ? `the process importing this stopped after ${job.files_seen} files; it resumes when the same import runs again or the server next starts`
+      : NOT_REPLAYABLE;
+    if (interruptImportJob(deps.db, job.id, { ownerPid: job.owner_pid, heartbeatAt: job.heartbeat_at }, resumable, reason, now(deps))) {
+      count += 1;
+      deps.log?.info('import.interrupted', { job_id: job.public_id, kind: job.kind, resumable });
+    }
+  }
+  return count;
 }
 
 /**
@@ -212,12 +250,12 @@ export function claimAbandonedPathJob(deps: ImportDeps, sources: readonly string
  */
 export async function resumeAbandonedJobs(deps: ImportDeps, options: RunOptions = {}): Promise<ImportJobRow[]> {
   const resumed: ImportJobRow[] = [];
-  for (const job of listRunningImportJobs(deps.db)) {
+  for (const job of unownedJobs(deps)) {
     if (options.signal?.aborted) break;
     const claimed = claimIfAbandoned(deps, job);
     if (!claimed) continue;
     if (claimed.kind !== 'path') {
-      resumed.push(finish(deps, claimed, 'interrupted', 'the process importing this stopped before it finished; send the files again'));
+      resumed.push(finish(deps, claimed, 'interrupted', NOT_REPLAYABLE));
       continue;
     }
     resumed.push(await runPathJob(deps, claimed, options));

@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { parseDicom, type DicomInstance } from '#server/dicom/parse.ts';
+import { readDicom, type DicomInstance } from '#server/dicom/parse.ts';
 import { describeTransferSyntax, findTransferSyntax } from '#server/dicom/transfer-syntax.ts';
 import type { ArchiveWriter } from '#server/imports/archive.ts';
 import { insertInstance, upsertPatient, upsertScan, upsertStudy } from '#server/store/archive-index.ts';
@@ -42,10 +42,11 @@ function readError(err: unknown): string {
 }
 
 /**
- * Synchronous on purpose: small reads and writes hit the page cache and cost less than a thread
- * pool round trip each; the slow part (fsync) happens in `ArchiveWriter.flush`, in parallel.
+ * Reads and writes are synchronous on purpose: small ones hit the page cache and cost less than
+ * a thread pool round trip each; the slow part (fsync) happens in `ArchiveWriter.flush`, in
+ * parallel. Only a deflated data set waits, for its inflating off the event loop.
  */
-export function prepareFile(db: Database, archive: ArchiveWriter, source: ImportFile): Prepared {
+export async function prepareFile(db: Database, archive: ArchiveWriter, source: ImportFile): Promise<Prepared> {
   let bytes: Buffer;
   try {
     bytes = readFileSync(source.file);
@@ -54,7 +55,7 @@ export function prepareFile(db: Database, archive: ArchiveWriter, source: Import
   }
   const size = bytes.byteLength;
   if (size === 0) return rejected(source.path, 'empty file', 0);
-  const parsed = parseDicom(new Uint8Array(bytes.buffer, bytes.byteOffset, size));
+  const parsed = await readDicom(new Uint8Array(bytes.buffer, bytes.byteOffset, size));
   if (!parsed.ok) return rejected(source.path, parsed.reason, size);
   const instance = parsed.instance;
   // mia archives images for reading and analysis; SR, RT plans, waveforms have nothing to show.
