@@ -50,6 +50,13 @@ const STALE_HEARTBEAT_MS = 10 * 60 * 1000;
 const DEFAULT_POLL_MS = 2000;
 const WAIT_POLL_MS = 200;
 const MAX_REASON = 500;
+/**
+ * A job whose process died under it this often is failed, not resumed: a file that takes the
+ * process down would otherwise take it down again at every start. Clean stops do not count.
+ */
+export const MAX_INTERRUPTIONS = 2;
+/** Frames one analysis reads; frame counts come from files, so they are bounded here too. */
+export const MAX_ANALYSIS_SLICES = 20_000;
 
 function pidAlive(pid: number): boolean {
   try {
@@ -138,8 +145,22 @@ export class AnalysisQueue {
       const ownerGone = owner === null || owner === process.pid || !pidAlive(owner);
       const beat = job.heartbeat_at ? Date.parse(job.heartbeat_at) : 0;
       if (!ownerGone && nowMs - beat <= STALE_HEARTBEAT_MS) continue;
+      // Clean stops requeue their own jobs; a running row found here lost its process (our own
+      // pid too: after a restart the new process may well get the dead one's pid).
+      const died = owner !== null;
+      if (died && job.interruptions + 1 >= MAX_INTERRUPTIONS) {
+        const reason = `the process analysing this scan stopped unexpectedly ${job.interruptions + 1} times; not resumed again (analyse it again to retry)`;
+        const failed = inTransaction(db, () => {
+          if (!finishAnalysis(db, job.id, { status: 'running', pid: owner }, 'failed', reason, this.#now())) return false;
+          const row = findAnalysisJobById(db, job.id);
+          if (row && canSystemMove(row.scan_status, 'failed')) setScanStatus(db, row.scan_ref, 'failed', reason, this.#now());
+          return true;
+        });
+        if (failed) this.#services.log.error('analysis.given_up', { job_id: job.public_id, interruptions: job.interruptions + 1 });
+        continue;
+      }
       const requeued = inTransaction(db, () => {
-        if (!requeueAnalysis(db, job.id, owner, this.#now())) return false;
+        if (!requeueAnalysis(db, job.id, owner, this.#now(), died)) return false;
         if (job.scan_status === 'analyzing') setScanStatus(db, job.scan_ref, 'queued', 'resumed after an interrupted analysis', this.#now());
         return true;
       });
@@ -323,6 +344,10 @@ export class AnalysisQueue {
         throw new MiaError('internal', `model ${model.id} does not load in onnxruntime`, err instanceof Error ? err.message : undefined);
       });
       const rows = listScanInstances(db, job.scan_ref, 0, Number.MAX_SAFE_INTEGER);
+      const slices = rows.reduce((n, r) => n + Math.max(1, r.frames), 0);
+      if (slices > MAX_ANALYSIS_SLICES) {
+        throw new MiaError('unprocessable', `scan has ${slices} frames, more than the ${MAX_ANALYSIS_SLICES} one analysis reads`);
+      }
       const sliceList: EngineSlice[] = rows.flatMap((r) =>
         Array.from({ length: Math.max(1, r.frames) }, (_, frame) => ({ instanceUid: r.sop_instance_uid, frame, path: join(this.#services.dataDir, r.file_path) })),
       );

@@ -23,6 +23,8 @@ export type AnalysisRow = {
   owner_pid: number | null;
   heartbeat_at: string | null;
   requested_by: string | null;
+  /** Times the process running this job died under it (migration 5). */
+  interruptions: number;
 };
 
 export type FindingRow = {

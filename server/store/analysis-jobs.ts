@@ -77,12 +77,16 @@ export function claimQueuedAnalysis(db: Database, id: number, pid: number, at: s
   return result.changes === 1 ? findAnalysisJobById(db, id) : undefined;
 }
 
-/** Puts a running job back in the queue: its owner stopped (cleanly, or died). */
-export function requeueAnalysis(db: Database, id: number, expectedPid: number | null, at: string): boolean {
+/**
+ * Puts a running job back in the queue: its owner stopped cleanly, or died (`interrupted`, which
+ * counts against the job: see MAX_INTERRUPTIONS in analysis-queue.ts).
+ */
+export function requeueAnalysis(db: Database, id: number, expectedPid: number | null, at: string, interrupted = false): boolean {
   const result = sql(db,
-    `UPDATE analyses SET status = 'queued', owner_pid = NULL, heartbeat_at = ?, started_at = NULL, slices_done = 0
+    `UPDATE analyses SET status = 'queued', owner_pid = NULL, heartbeat_at = ?, started_at = NULL, slices_done = 0,
+       interruptions = interruptions + ?
      WHERE id = ? AND status = 'running' AND owner_pid IS ?`,
-  ).run(at, id, expectedPid);
+  ).run(at, interrupted ? 1 : 0, id, expectedPid);
   return result.changes === 1;
 }
 
