@@ -1,5 +1,6 @@
 /** The API contract of imports, uploads and image access (zod; OpenAPI is generated from it). */
 import { z } from 'zod';
+import { queryInteger } from '#server/api/schemas.ts';
 
 const isoTime = z.string().describe('UTC time, ISO 8601');
 const dicomUid = z.string().min(1).max(64).regex(/^[0-9.]+$/, 'expected a DICOM UID (digits and dots)');
@@ -54,7 +55,7 @@ export const createImportBody = z
 
 export const importsQuery = z
   .object({
-    limit: z.coerce.number().int().min(1).max(500).default(50),
+    limit: queryInteger({ min: 1, max: 500, fallback: 50 }).describe('Items per page (1-500, default 50)'),
     cursor: z.string().min(1).max(200).optional(),
     status: z.enum(IMPORT_STATUSES).optional(),
   })
@@ -82,7 +83,7 @@ export const MAX_INSTANCE_PAGE = 2000;
 
 export const instancesQuery = z
   .object({
-    limit: z.coerce.number().int().min(1).max(MAX_INSTANCE_PAGE).default(500).describe('Items per page (1-2000, default 500)'),
+    limit: queryInteger({ min: 1, max: MAX_INSTANCE_PAGE, fallback: 500 }).describe('Items per page (1-2000, default 500)'),
     cursor: z.string().min(1).max(200).optional(),
   })
   .strict();

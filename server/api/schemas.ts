@@ -19,8 +19,23 @@ import {
 
 export const MAX_PAGE_SIZE = 500;
 
+/**
+ * A whole-number query parameter with a default. Only plain decimal digits are read: z.coerce
+ * (Number()) would also take 0x10 as 16, 1e1, ' 16' and '' as 0. OpenAPI shows an integer (zod
+ * leaves out defaults of transformed input, so descriptions state them).
+ */
+export function queryInteger(range: { min: number; max: number; fallback: number }) {
+  return z
+    .string()
+    .regex(/^\d{1,9}$/, 'expected a whole number in decimal digits (0-9 only)')
+    .transform(Number)
+    .pipe(z.number().int().min(range.min).max(range.max))
+    .default(range.fallback)
+    .meta({ type: 'integer', minimum: range.min, maximum: range.max });
+}
+
 export const pageQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(MAX_PAGE_SIZE).default(50).describe('Items per page (1-500, default 50)'),
+  limit: queryInteger({ min: 1, max: MAX_PAGE_SIZE, fallback: 50 }).describe('Items per page (1-500, default 50)'),
   cursor: z.string().min(1).max(200).optional().describe('Opaque cursor from a previous page\'s next_cursor'),
 });
 

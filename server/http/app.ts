@@ -132,6 +132,8 @@ export function createApp(services: Services): express.Express {
   // API answers carry patient data: no browser or proxy keeps a copy (the UI's files say otherwise).
   app.use((_req: Request, res: Response, next: NextFunction) => {
     res.setHeader('Cache-Control', 'no-store');
+    // A browser must not guess a type: an uploaded file or a CSV cell sniffed as HTML would run.
+    res.setHeader('X-Content-Type-Options', 'nosniff');
     next();
   });
   app.use((req: Request, res: Response, next: NextFunction) => {

@@ -18,6 +18,11 @@ export function hostNameOf(hostHeader: string): string {
 export function hostCheck(allowedHosts: readonly string[]) {
   const allowed = new Set([...LOOPBACK_NAMES, ...allowedHosts.map((h) => h.toLowerCase())]);
   return (req: Request, _res: Response, next: NextFunction): void => {
+    // Node keeps only the first Host header; a proxy or cache before us may use the last. Two
+    // are a malformed request (RFC 9112 3.2: a server must answer 400).
+    if ((req.headersDistinct['host']?.length ?? 0) > 1) {
+      throw new MiaError('invalid', 'More than one Host header', 'Host: send exactly one Host header (RFC 9112 3.2)');
+    }
     const header = req.get('Host');
     if (!header || !allowed.has(hostNameOf(header))) {
       throw new MiaError(
