@@ -23,7 +23,14 @@ import {
   type El,
 } from './dicom-writer.ts';
 
-export type HostileFile = { name: string; bytes: Uint8Array; /** What a correct server says of it. */ expect: 'rejected' | 'either' };
+export type HostileFile = {
+  name: string;
+  bytes: Uint8Array;
+  /** What a correct server says of it. */
+  expect: 'rejected' | 'either';
+  /** The series it would create if stored (crafted files only). */
+  seriesUid?: string;
+};
 
 const MiB = 1024 * 1024;
 export const PYDICOM_CORPUS = '/usr/lib/python3/dist-packages/pydicom/data/test_files';
@@ -105,7 +112,7 @@ export function mutants(count: number, seed: number): HostileFile[] {
 /** The crafted inputs, each one a way a real server has been taken down. */
 export function craftedFiles(): HostileFile[] {
   const rleFragment = new Uint8Array(64 + 16);
-  return [
+  const files: HostileFile[] = [
     { name: 'frames-2e9', bytes: image('1.2.826.0.1.3680043.10.1.1', { frames: '2000000000' }), expect: 'rejected' },
     { name: 'frames-negative', bytes: image('1.2.826.0.1.3680043.10.1.2', { frames: '-5' }), expect: 'either' },
     { name: 'frames-65536-short-pixels', bytes: image('1.2.826.0.1.3680043.10.1.3', { frames: '65536' }), expect: 'rejected' },
@@ -140,4 +147,6 @@ export function craftedFiles(): HostileFile[] {
     { name: 'deflate-bomb-4GiB', bytes: deflateBomb('1.2.826.0.1.3680043.10.1.13', 4095 * MiB, 'after-pixels'), expect: 'rejected' },
     { name: 'deflate-garbage', bytes: deflatedPart10(Uint8Array.from({ length: 4096 }, (_, i) => (i * 7919) & 0xff), '1.2.826.0.1.3680043.10.1.14.3'), expect: 'rejected' },
   ];
+  // The UIDs above are numbered in list order.
+  return files.map((f, i) => ({ ...f, seriesUid: `1.2.826.0.1.3680043.10.1.${i + 1}.2` }));
 }
