@@ -6,6 +6,7 @@ import { Decoder as LosslessJpegDecoder } from '@cornerstonejs/jpeg-lossless-dec
 import { MAX_SAMPLES_PER_FRAME, datasetBytes, type DicomInstance } from '#server/dicom/parse.ts';
 import { describeTransferSyntax, findTransferSyntax } from '#server/dicom/transfer-syntax.ts';
 import { frameBytes } from '#server/dicom/frame-fragments.ts';
+import { codestreamSize } from '#server/dicom/codestream-size.ts';
 import { decodeNative, type PixelStorage } from '#server/dicom/native.ts';
 import { decodeRle } from '#server/dicom/rle.ts';
 import { decodeWithWasm, type CodecName } from '#server/dicom/codecs.ts';
@@ -150,6 +151,14 @@ export async function decodeFrame(bytes: Uint8Array, instance: DicomInstance, fr
     return decodeNative(data.subarray(px.offset, px.offset + px.length), frameIndex, g, instance.bigEndian, storage);
   }
   const encoded = frameBytes(data, px, frameIndex, instance.numberOfFrames);
+  if (syntax.encoding !== 'rle') {
+    // Codecs allocate by their own header; it must agree with the attributes parse.ts bounded.
+    const declared = codestreamSize(syntax.encoding, encoded);
+    if (!declared) throw new Error(`cannot decode frame ${frameIndex} (${syntax.name}): no image header in the compressed frame`);
+    if (declared.width !== instance.columns || declared.height !== instance.rows) {
+      throw new Error(`cannot decode frame ${frameIndex} (${syntax.name}): codestream is ${declared.width}x${declared.height}, DICOM says ${instance.columns}x${instance.rows}`);
+    }
+  }
   try {
     switch (syntax.encoding) {
       case 'rle':

@@ -114,3 +114,24 @@ describe('truncations and bit flips of the real corpus', () => {
     }
   });
 });
+
+describe('compressed frames whose own header disagrees with the attributes', () => {
+  it('are refused before any codec sizes a buffer from them', async () => {
+    // A real JPEG-LS frame (MR_small, 64x64) whose SOF55 is edited to claim 65535 x 65535.
+    const bytes = new Uint8Array(readFileSync(join(PYDICOM_CORPUS, 'MR_small_jpeg_ls_lossless.dcm')));
+    const parsed = await readDicom(bytes);
+    if (!parsed.ok || !parsed.instance.pixelData?.encapsulated) throw new Error('fixture did not parse as encapsulated');
+    const fragment = parsed.instance.pixelData.fragments[0];
+    if (!fragment) throw new Error('no fragment');
+    let sof = -1;
+    for (let i = fragment.offset; i < fragment.offset + fragment.length - 1; i++) {
+      if (bytes[i] === 0xff && bytes[i + 1] === 0xf7) {
+        sof = i;
+        break;
+      }
+    }
+    expect(sof).toBeGreaterThan(0);
+    bytes.set([0xff, 0xff, 0xff, 0xff], sof + 5);
+    await expect(decodeFrame(bytes, parsed.instance, 0)).rejects.toThrow(/codestream is 65535x65535, DICOM says 64x64/);
+  });
+});
