@@ -49,6 +49,9 @@ export type ServerConfig = {
   analysisBatchSize: number;
   /** Queue an analysis for every scan an import job touched, when the job completes. */
   analyzeAfterImport: boolean;
+  /** Days an audit event stays in the database before it moves to <data>/audit-archive/,
+   * where GET /v1/audit still reads it; nothing deletes audit events (issue 10). */
+  auditRetentionDays: number;
 };
 
 export type ServerConfigInput = Partial<ServerConfig> & { dataDir: string };
@@ -58,6 +61,8 @@ export const DEFAULT_RATE_LIMIT: RateLimitConfig = {
   windowMs: 60_000,
   authFailures: 60,
 };
+
+export const DEFAULT_AUDIT_RETENTION_DAYS = 90;
 
 export function resolveConfig(input: ServerConfigInput): ServerConfig {
   return {
@@ -80,5 +85,6 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     interOpThreads: z.number().int().min(1).max(64).parse(input.interOpThreads ?? 1),
     analysisBatchSize: z.number().int().min(1).max(256).parse(input.analysisBatchSize ?? 8),
     analyzeAfterImport: input.analyzeAfterImport ?? false,
+    auditRetentionDays: z.number().int().min(1).max(36_500).parse(input.auditRetentionDays ?? DEFAULT_AUDIT_RETENTION_DAYS),
   };
 }

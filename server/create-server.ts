@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import type express from 'express';
 import { resolveConfig, type ServerConfig, type ServerConfigInput } from '#server/config.ts';
 import { startAnalysisQueue } from '#server/analysis/analysis-queue.ts';
+import { startAuditRetention } from '#server/audit/retention.ts';
 import { createApp } from '#server/http/app.ts';
 import { startImportService } from '#server/imports/import-service.ts';
 import { createFileLogger } from '#server/log.ts';
@@ -30,6 +31,7 @@ export function createServer(input: ServerConfigInput): MiaServer {
   const app = createApp(services);
   const imports = startImportService(services);
   const analyses = startAnalysisQueue(services, { autoRun: true });
+  const auditRetention = startAuditRetention({ db, clock: config.clock, dataDir: config.dataDir, retentionDays: config.auditRetentionDays, log });
   let http: Server | undefined;
 
   return {
@@ -62,6 +64,7 @@ export function createServer(input: ServerConfigInput): MiaServer {
         await closed;
       }
       await imports.stop();
+      await auditRetention.stop();
       await log.close();
       db.close();
     },

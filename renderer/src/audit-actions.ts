@@ -1,7 +1,8 @@
 /**
  * The audit actions the server records, for the Audit screen's filter: one per route of the
- * route table (server/http/routes/*.ts, `audit:`) plus auth.failure, written for refused keys
- * (server/http/app.ts). The renderer may not import server code, so the list is kept here and
+ * route table (server/http/routes/*.ts, `audit:`) plus auth.failure, written for refused keys,
+ * and requests.throttled, for requests over the rate limit (server/http/app.ts). The renderer
+ * may not import server code, so the list is kept here and
  * test/renderer/audit-view.test.ts checks it against the route table.
  */
 export const AUDIT_ACTIONS = [
@@ -33,6 +34,7 @@ export const AUDIT_ACTIONS = [
   'reports.list',
   'reports.read',
   'reports.update',
+  'requests.throttled',
   'results.list',
   'results.read',
   'scans.list',

@@ -337,6 +337,12 @@ export const auditEvent = z.object({
   outcome: z.string(),
   status_code: z.number().int().nullable(),
   patient_ids: z.array(z.string()).describe('Every patient a list read or an export reached (patient_id names a single one)'),
+  address: z.string().nullable().describe('The client address, recorded for refused and throttled requests'),
+  count: z
+    .number()
+    .int()
+    .min(1)
+    .describe('Requests the event stands for: refused and throttled requests are one event per address, action, outcome, route and minute, counted'),
 });
 
 export const auditQuery = pageQuery

@@ -1,13 +1,17 @@
 /**
- * The audit trail: who read, changed or exported what, and every failed authentication
+ * The audit trail: who read, changed or exported what, and every refused or throttled request
  * (PRODUCT.md, Security baseline). Entries carry ids, never keys, names or report text.
+ * Events older than the retention age live in archive files (retention.ts); a listing reads
+ * them wherever its range or its pages reach, so the trail reads as one.
  */
-import type { z } from 'zod';
+import { join } from 'node:path';
+import { z } from 'zod';
 import type { auditEvent } from '#server/api/schemas.ts';
+import { AUDIT_ARCHIVE_DIR, readAuditArchive } from '#server/audit/archive.ts';
 import type { Database } from '#server/store/database.ts';
-import type { AuditFilter, AuditInput } from '#server/store/audit.ts';
-import { insertAuditEvent, listAuditEvents } from '#server/store/audit.ts';
-import type { Page, PageRequest } from '#server/store/page.ts';
+import type { AuditFilter, AuditInput, AuditRow } from '#server/store/audit.ts';
+import { auditArchivesFor, countAuditEvent, cursorId, findAuditEvents, insertAuditEvent } from '#server/store/audit.ts';
+import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
 export type AuditEvent = z.infer<typeof auditEvent>;
 
@@ -15,12 +19,52 @@ export function recordAudit(db: Database, event: AuditInput): void {
   insertAuditEvent(db, event);
 }
 
-export function listAudit(db: Database, filter: AuditFilter, page: PageRequest): Page<AuditEvent> {
-  const rows = listAuditEvents(db, filter, page);
-  return {
-    items: rows.items.map(({ patient_ids, ...row }) => ({ ...row, patient_ids: patient_ids ? (JSON.parse(patient_ids) as string[]) : [] })),
-    nextAfterId: rows.nextAfterId,
-  };
+/**
+ * A refused or throttled request: anyone who can reach the port can send thousands a second,
+ * so they are counted, one row per address, action, outcome, route, key and minute (issue 10).
+ * The first of a minute is a row at once; the rest add to its count.
+ */
+export function recordRefusal(db: Database, event: AuditInput): void {
+  const minute = event.at.slice(0, 16);
+  countAuditEvent(db, event, JSON.stringify([minute, event.address ?? null, event.action, event.outcome, event.status_code, event.target, event.key_id]));
+}
+
+const patientIdList = z.array(z.string());
+
+function patientIdsOf(row: AuditRow): string[] {
+  return row.patient_ids ? patientIdList.parse(JSON.parse(row.patient_ids)) : [];
+}
+
+function toEvent(row: AuditRow): AuditEvent {
+  return { ...row, patient_ids: patientIdsOf(row) };
+}
+
+/** The filter of findAuditEvents's SQL, for archived events: the same comparisons (binary text). */
+function matches(row: AuditRow, filter: AuditFilter): boolean {
+  if (filter.action !== undefined && row.action !== filter.action) return false;
+  if (filter.userId !== undefined && row.user_id !== filter.userId) return false;
+  if (filter.patientId !== undefined && row.patient_id !== filter.patientId && !patientIdsOf(row).includes(filter.patientId)) return false;
+  if (filter.since !== undefined && row.at < filter.since) return false;
+  if (filter.until !== undefined && row.at >= filter.until) return false;
+  return true;
+}
+
+export function listAudit(deps: { db: Database; dataDir: string }, filter: AuditFilter, page: PageRequest): Page<AuditEvent> {
+  const wanted = page.limit + 1;
+  const after = cursorId(filter, page);
+  const pastCursor = (id: number): boolean => (filter.newestFirst ? id < after : id > after);
+  const inPageOrder = (a: AuditRow, b: AuditRow): number => (filter.newestFirst ? b.id - a.id : a.id - b.id);
+  let rows = findAuditEvents(deps.db, filter, page);
+  // Archives come in page order of their nearest id; ids of archived and live events may
+  // interleave (a clock set back), so each archive that can reach the page is merged in.
+  for (const archive of auditArchivesFor(deps.db, filter, page)) {
+    const edge = rows.length >= wanted ? rows[wanted - 1] : undefined;
+    if (edge && (filter.newestFirst ? archive.last_id < edge.id : archive.first_id > edge.id)) break;
+    const found = readAuditArchive(join(deps.dataDir, AUDIT_ARCHIVE_DIR), archive).filter((row) => pastCursor(row.id) && matches(row, filter));
+    rows = [...rows, ...found].sort(inPageOrder).slice(0, wanted);
+  }
+  const result = toPage(rows, page.limit);
+  return { items: result.items.map(toEvent), nextAfterId: result.nextAfterId };
 }
 
 /** Distinct patient ids of returned items, in order of first appearance. */

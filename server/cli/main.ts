@@ -18,6 +18,7 @@ import { formatTable } from '#server/cli/table.ts';
 import { analyzeCommand } from '#server/cli/analyze-command.ts';
 import { importCommand } from '#server/cli/import-command.ts';
 import { defaultDataDir } from '#server/cli/data-dir.ts';
+import { DEFAULT_AUDIT_RETENTION_DAYS } from '#server/config.ts';
 import { createServer } from '#server/create-server.ts';
 import { MiaError } from '#server/errors.ts';
 import { openDatabase, type Database } from '#server/store/database.ts';
@@ -27,12 +28,16 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR)
 
   serve [--port N] [--host 127.0.0.1] [--allowed-host NAME] [--hub] [--ui DIR]
         [--watch DIR [--watch-stable SECONDS]] [--analyze-after-import]
+        [--audit-retention-days N]
                                run the API and the browser UI (renderer/dist, or
                                --ui DIR) at /; prints the URL it listens on;
                                --watch imports files that appear in DIR once
                                unchanged for SECONDS (default 3);
                                --analyze-after-import queues new scans for
-                               analysis once their import has finished
+                               analysis once their import has finished;
+                               audit events older than N days (default 90)
+                               move to audit-archive/ in the data folder,
+                               still listed by GET /v1/audit
   keys create --role ROLE --email EMAIL [--scopes a,b] [--name TEXT] [--replace]
                                create the user if needed and a key for them;
                                the key is printed alone on the last line;
@@ -69,6 +74,7 @@ const OPTIONS = {
   all: { type: 'boolean' },
   model: { type: 'string' },
   'analyze-after-import': { type: 'boolean' },
+  'audit-retention-days': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -138,7 +144,8 @@ async function serve(values: Record<string, unknown>, dataDir: string, io: Out):
   const watchDir = typeof values['watch'] === 'string' ? resolvePath(values['watch']) : null;
   const watchStableMs = numberOption(values, 'watch-stable', '3', z.number().min(0).max(3600)) * 1000;
   const analyzeAfterImport = values['analyze-after-import'] === true;
-  const server = createServer({ dataDir, hubMode, allowedHosts, logToStderr: false, uiDir, watchDir, watchStableMs, analyzeAfterImport });
+  const auditRetentionDays = numberOption(values, 'audit-retention-days', String(DEFAULT_AUDIT_RETENTION_DAYS), z.number().int().min(1).max(36_500));
+  const server = createServer({ dataDir, hubMode, allowedHosts, logToStderr: false, uiDir, watchDir, watchStableMs, analyzeAfterImport, auditRetentionDays });
   let url: string;
   try {
     url = await server.listen(port, host);

@@ -8,7 +8,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { z } from 'zod';
 import { authenticate, bearerToken } from '#server/auth/authenticate.ts';
 import { holdsAnyScope } from '#server/auth/scopes.ts';
-import { patientsOf, recordAudit } from '#server/audit/audit.ts';
+import { patientsOf, recordAudit, recordRefusal } from '#server/audit/audit.ts';
 import type { AuditInput } from '#server/store/audit.ts';
 import { MiaError } from '#server/errors.ts';
 import { apiVersion } from '#server/http/api-version.ts';
@@ -160,6 +160,19 @@ export function createApp(services: Services): express.Express {
     const bucket = token ? `k:${digestKey(token).slice(0, 32)}` : `ip:${req.socket.remoteAddress ?? ''}`;
     const wait = requestLimiter.take(bucket);
     if (wait > 0) {
+      // Before authentication and route matching: the address is what is known of the caller.
+      writeAudit({
+        at: clock.now().toISOString(),
+        request_id: contextOf(req).requestId,
+        key_id: null,
+        user_id: null,
+        action: 'requests.throttled',
+        target: null,
+        patient_id: null,
+        outcome: 'rate_limited',
+        status_code: 429,
+        address: req.socket.remoteAddress ?? null,
+      }, recordRefusal);
       res.setHeader('Retry-After', String(wait));
       throw new MiaError('rate_limited', 'Too many requests', `retry after ${wait} s`, wait);
     }
@@ -184,7 +197,8 @@ export function createApp(services: Services): express.Express {
         patient_id: null,
         outcome: outcome.reason,
         status_code: blockedFor > 0 ? 429 : 401,
-      });
+        address: req.socket.remoteAddress ?? null,
+      }, recordRefusal);
       if (blockedFor > 0) {
         throw new MiaError('rate_limited', 'Too many failed authentications', `retry after ${blockedFor} s`, blockedFor);
       }
@@ -210,10 +224,11 @@ export function createApp(services: Services): express.Express {
     next();
   };
 
-  /** After the response: a failed write (disk full, a lock held too long) is logged, never thrown. */
-  const writeAudit = (event: AuditInput): void => {
+  /** After the response: a failed write (disk full, a lock held too long) is logged, never thrown.
+   * Refused and throttled requests go through recordRefusal, which counts them. */
+  const writeAudit = (event: AuditInput, record = recordAudit): void => {
     try {
-      recordAudit(db, event);
+      record(db, event);
     } catch (err) {
       log.error('audit.write_failed', { request_id: event.request_id, action: event.action, error: err instanceof Error ? err.name : 'non-error' });
     }

@@ -1,6 +1,10 @@
-/** SQL for the audit trail: append-only; nothing in mia updates or deletes these rows. */
+/**
+ * SQL for the audit trail. Events are appended; two things change them afterwards: a counted
+ * refusal adds one to its row's count, and retention moves old rows to archive files
+ * (server/audit/retention.ts) in the transaction that deletes them.
+ */
 import { sql, type Database } from '#server/store/database.ts';
-import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
+import type { PageRequest } from '#server/store/page.ts';
 
 export type AuditRow = {
   id: number;
@@ -15,15 +19,46 @@ export type AuditRow = {
   status_code: number | null;
   /** JSON array of patient ids, for reads and exports that reach more than one. */
   patient_ids: string | null;
+  /** The client's address: recorded for refused and throttled requests. */
+  address: string | null;
+  /** How many requests the row stands for: above 1 only for counted refusals. */
+  count: number;
 };
 
-export type AuditInput = Omit<AuditRow, 'id' | 'patient_ids'> & { patient_ids?: readonly string[] | null };
+export type AuditInput = Omit<AuditRow, 'id' | 'patient_ids' | 'address' | 'count'> & {
+  patient_ids?: readonly string[] | null;
+  address?: string | null;
+};
+
+/** Every column but the bucket, which only finds a counted row again within its minute. */
+const COLUMNS = 'id, at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code, patient_ids, address, count';
+
+function boundValues(event: AuditInput): Omit<AuditRow, 'id' | 'count'> {
+  return {
+    ...event,
+    patient_ids: event.patient_ids && event.patient_ids.length > 0 ? JSON.stringify(event.patient_ids) : null,
+    address: event.address ?? null,
+  };
+}
 
 export function insertAuditEvent(db: Database, event: AuditInput): void {
   sql(db,
-    `INSERT INTO audit_events (at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code, patient_ids)
-     VALUES (@at, @request_id, @key_id, @user_id, @action, @target, @patient_id, @outcome, @status_code, @patient_ids)`,
-  ).run({ ...event, patient_ids: event.patient_ids && event.patient_ids.length > 0 ? JSON.stringify(event.patient_ids) : null });
+    `INSERT INTO audit_events (at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code, patient_ids, address)
+     VALUES (@at, @request_id, @key_id, @user_id, @action, @target, @patient_id, @outcome, @status_code, @patient_ids, @address)`,
+  ).run(boundValues(event));
+}
+
+/**
+ * Adds one to the row of `bucket`, or starts it with this event. The update comes first: an
+ * INSERT that meets its conflict would still use up an AUTOINCREMENT id.
+ */
+export function countAuditEvent(db: Database, event: AuditInput, bucket: string): void {
+  if (sql(db, 'UPDATE audit_events SET count = count + 1 WHERE bucket = ?').run(bucket).changes > 0) return;
+  sql(db,
+    `INSERT INTO audit_events (at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code, patient_ids, address, bucket)
+     VALUES (@at, @request_id, @key_id, @user_id, @action, @target, @patient_id, @outcome, @status_code, @patient_ids, @address, @bucket)
+     ON CONFLICT (bucket) WHERE bucket IS NOT NULL DO UPDATE SET count = count + 1`,
+  ).run({ ...boundValues(event), bucket });
 }
 
 export type AuditFilter = {
@@ -36,9 +71,13 @@ export type AuditFilter = {
   newestFirst?: boolean;
 };
 
-export function listAuditEvents(db: Database, filter: AuditFilter, page: PageRequest): Page<AuditRow> {
-  const rows = sql(db,
-      `SELECT * FROM audit_events
+/**
+ * Live rows after the cursor that match, in page order: limit + 1 of them, so the caller can
+ * tell whether another page exists once archived rows are merged in (server/audit/audit.ts).
+ */
+export function findAuditEvents(db: Database, filter: AuditFilter, page: PageRequest): AuditRow[] {
+  return sql(db,
+      `SELECT ${COLUMNS} FROM audit_events
        WHERE ${filter.newestFirst ? 'id < @after' : 'id > @after'}
          AND (@action IS NULL OR action = @action)
          AND (@userId IS NULL OR user_id = @userId)
@@ -49,8 +88,7 @@ export function listAuditEvents(db: Database, filter: AuditFilter, page: PageReq
        ORDER BY id ${filter.newestFirst ? 'DESC' : 'ASC'} LIMIT @limit`,
     )
     .all({
-      // Newest first starts above every id; the cursor is then the last (lowest) id seen.
-      after: filter.newestFirst && page.afterId === 0 ? Number.MAX_SAFE_INTEGER : page.afterId,
+      after: cursorId(filter, page),
       action: filter.action ?? null,
       userId: filter.userId ?? null,
       patientId: filter.patientId ?? null,
@@ -58,5 +96,65 @@ export function listAuditEvents(db: Database, filter: AuditFilter, page: PageReq
       until: filter.until ?? null,
       limit: page.limit + 1,
     }) as AuditRow[];
-  return toPage(rows, page.limit);
+}
+
+/** Newest first starts above every id; the cursor is then the last (lowest) id seen. */
+export function cursorId(filter: AuditFilter, page: PageRequest): number {
+  return filter.newestFirst && page.afterId === 0 ? Number.MAX_SAFE_INTEGER : page.afterId;
+}
+
+/** The oldest rows recorded before `cutoff`, in id order: one batch for the archive. */
+export function expiredAuditEvents(db: Database, cutoff: string, limit: number): AuditRow[] {
+  return sql(db, `SELECT ${COLUMNS} FROM audit_events WHERE at < ? ORDER BY id LIMIT ?`).all(cutoff, limit) as AuditRow[];
+}
+
+/** Which of `ids` are still in the table (an archive run interrupted before its delete). */
+export function liveAuditIds(db: Database, ids: readonly number[]): number[] {
+  return (sql(db, 'SELECT id FROM audit_events WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id').all(JSON.stringify(ids)) as { id: number }[])
+    .map((row) => row.id);
+}
+
+export function deleteAuditEvents(db: Database, ids: readonly number[]): number {
+  return sql(db, 'DELETE FROM audit_events WHERE id IN (SELECT value FROM json_each(?))').run(JSON.stringify(ids)).changes;
+}
+
+export type AuditArchiveRecord = {
+  file: string;
+  sha256: string;
+  bytes: number;
+  rows: number;
+  first_id: number;
+  last_id: number;
+  first_at: string;
+  last_at: string;
+  archived_at: string;
+};
+
+const ARCHIVE_COLUMNS = 'file, sha256, bytes, rows, first_id, last_id, first_at, last_at, archived_at';
+
+export function insertAuditArchive(db: Database, record: AuditArchiveRecord): void {
+  sql(db,
+    `INSERT INTO audit_archives (${ARCHIVE_COLUMNS})
+     VALUES (@file, @sha256, @bytes, @rows, @first_id, @last_id, @first_at, @last_at, @archived_at)`,
+  ).run(record);
+}
+
+export function auditArchiveRecorded(db: Database, file: string): boolean {
+  return sql(db, 'SELECT 1 FROM audit_archives WHERE file = ?').get(file) !== undefined;
+}
+
+/**
+ * Archives that may hold events of a page: ids past the cursor, times meeting since/until; in
+ * page order (by first id, or by last id newest first), so a reader can stop at the first one
+ * that can no longer reach the page.
+ */
+export function auditArchivesFor(db: Database, filter: AuditFilter, page: PageRequest): AuditArchiveRecord[] {
+  return sql(db,
+      `SELECT ${ARCHIVE_COLUMNS} FROM audit_archives
+       WHERE ${filter.newestFirst ? 'first_id < @after' : 'last_id > @after'}
+         AND (@since IS NULL OR last_at >= @since)
+         AND (@until IS NULL OR first_at < @until)
+       ORDER BY ${filter.newestFirst ? 'last_id DESC' : 'first_id ASC'}`,
+    )
+    .all({ after: cursorId(filter, page), since: filter.since ?? null, until: filter.until ?? null }) as AuditArchiveRecord[];
 }

@@ -4,9 +4,10 @@ import { ROUTES } from '#server/http/routes/index.ts';
 import { AUDIT_ACTIONS, reviewVerdict } from '../../renderer/src/audit-actions.ts';
 
 describe('audit view', () => {
-  it('the action filter matches the route table plus auth.failure', () => {
+  it('the action filter matches the route table plus auth.failure and requests.throttled', () => {
     const recorded = new Set(ROUTES.flatMap((route) => (route.audit ? [route.audit] : [])));
     recorded.add('auth.failure');
+    recorded.add('requests.throttled');
     expect([...AUDIT_ACTIONS].sort()).toEqual([...recorded].sort());
   });
 

@@ -154,6 +154,10 @@ export type AuditEvent = {
   status_code: number | null;
   /** Every patient a list read or an export reached (patient_id names a single one). */
   patient_ids?: string[];
+  /** The client address, for refused and throttled requests. */
+  address?: string | null;
+  /** Requests the event stands for: refusals are counted per address and minute. */
+  count?: number;
 };
 
 /** One DICOM instance of a scan, ordered by slice position (GET /v1/scans/{id}/instances). */

@@ -334,8 +334,9 @@ function AuditTrail() {
                   <td>{event.action}</td>
                   <td>
                     {event.outcome} {event.status_code ?? ''}
+                    {event.count !== undefined && event.count > 1 ? ` ×${event.count}` : ''}
                   </td>
-                  <td className="mono">{event.user_id ?? '—'}</td>
+                  <td className="mono">{event.user_id ?? event.address ?? '—'}</td>
                   <td className="mono">{event.key_id ?? '—'}</td>
                   <td className="mono">{verdict ? (event.target ?? '').replace(/ review:\w+$/, '') : (event.target ?? '—')}</td>
                   <td data-testid="audit-verdict">{verdict ? <span className={`verdict verdict-${verdict}`}>{verdict}</span> : ''}</td>

@@ -27,7 +27,7 @@ export const metaRoutes: Route[] = [
     audit: 'audit.read',
     handle: ({ services, query }) => {
       const page = listAudit(
-        services.db,
+        services,
         { action: query.action, userId: query.user_id, patientId: query.patient_id, since: query.since, until: query.until, newestFirst: query.order === 'newest' },
         pageRequest(query),
       );
