@@ -16,6 +16,25 @@ const rateLimitSchema = z.object({
 });
 export type RateLimitConfig = z.infer<typeof rateLimitSchema>;
 
+/** What one client may hold of the HTTP server (issue 10: 1,500 half-open sockets were held). */
+const httpLimitsSchema = z
+  .object({
+    /** Sockets open at once; further ones are closed as they arrive. */
+    maxConnections: z.number().int().min(1).max(65_536),
+    /** A request's headers must be complete this long after it starts: idle, half-sent and
+     * trickling connections (slowloris) get 408 and are closed. */
+    headersTimeoutMs: z.number().int().positive(),
+    /** A whole request, body included; generous, as a 2 GiB upload on a slow network takes minutes. */
+    requestTimeoutMs: z.number().int().positive(),
+    /** An idle kept-alive connection is closed after this. */
+    keepAliveTimeoutMs: z.number().int().positive(),
+    /** Parts of one multipart upload (POST /v1/instances); more are 413. */
+    maxUploadParts: z.number().int().min(1).max(100_000),
+  })
+  // Node refuses a header timeout longer than the request timeout.
+  .refine((limits) => limits.headersTimeoutMs <= limits.requestTimeoutMs, { message: 'headersTimeoutMs must not exceed requestTimeoutMs' });
+export type HttpLimits = z.infer<typeof httpLimitsSchema>;
+
 export type ServerConfig = {
   dataDir: string;
   /** Extra Host header names accepted besides loopback ones (a hub's DNS name). */
@@ -25,6 +44,7 @@ export type ServerConfig = {
   /** A hub serves many workstations on the network; some workstation-only routes are off. */
   hubMode: boolean;
   rateLimit: RateLimitConfig;
+  httpLimits: HttpLimits;
   clock: Clock;
   /** Where log lines go besides the data folder's log file; tests pass a silent sink. */
   logToStderr: boolean;
@@ -62,6 +82,16 @@ export const DEFAULT_RATE_LIMIT: RateLimitConfig = {
   authFailures: 60,
 };
 
+/** The defaults, listed in docs/security.md. A hub serves a department: more connections. */
+export const DEFAULT_HTTP_LIMITS: HttpLimits = {
+  maxConnections: 256,
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 10 * 60_000,
+  keepAliveTimeoutMs: 5_000,
+  maxUploadParts: 1_000,
+};
+export const HUB_MAX_CONNECTIONS = 1_024;
+
 export const DEFAULT_AUDIT_RETENTION_DAYS = 90;
 
 export function resolveConfig(input: ServerConfigInput): ServerConfig {
@@ -71,6 +101,9 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     allowedOrigins: input.allowedOrigins ?? [],
     hubMode: input.hubMode ?? false,
     rateLimit: rateLimitSchema.parse(input.rateLimit ?? DEFAULT_RATE_LIMIT),
+    httpLimits: httpLimitsSchema.parse(
+      input.httpLimits ?? { ...DEFAULT_HTTP_LIMITS, maxConnections: input.hubMode ? HUB_MAX_CONNECTIONS : DEFAULT_HTTP_LIMITS.maxConnections },
+    ),
     clock: input.clock ?? systemClock,
     logToStderr: input.logToStderr ?? false,
     watchDir: input.watchDir ?? null,

@@ -40,8 +40,21 @@ export function createServer(input: ServerConfigInput): MiaServer {
     config,
     listen(port = 0, host = '127.0.0.1') {
       return new Promise((resolve, reject) => {
-        const server = createHttpServer(app);
-        server.keepAliveTimeout = 5_000;
+        const limits = config.httpLimits;
+        const server = createHttpServer(
+          {
+            headersTimeout: limits.headersTimeoutMs,
+            requestTimeout: limits.requestTimeoutMs,
+            // Node checks both timeouts on this beat (every 30 s by default, which let half-open
+            // sockets stay for half a minute); a socket is now cut at most a second after its time.
+            connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4))),
+          },
+          app,
+        );
+        server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+        // Beyond the cap Node closes new sockets as they arrive: each held one costs a descriptor
+        // and memory, and a flood of them must not starve the process.
+        server.maxConnections = limits.maxConnections;
         server.once('error', reject);
         server.listen(port, host, () => {
           const address = server.address() as AddressInfo;

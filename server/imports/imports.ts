@@ -106,7 +106,7 @@ export async function storeInstances(
   body: { contentType: string; stream: Readable; maxBytes: number },
   createdBy: string,
 ): Promise<StoredInstances> {
-  const upload = await receiveUpload(services.dataDir, body);
+  const upload = await receiveUpload(services.dataDir, body, services.config.httpLimits.maxUploadParts);
   const { job, outcomes } = await importServiceOf(services).importUpload(upload, createdBy);
   const result: StoredInstances = {
     job_id: job.public_id,

@@ -34,8 +34,9 @@ export async function receiveMultipart(
   stream: AsyncIterable<Buffer | string>,
   boundary: string,
   dir: string,
-  maxBytes: number,
+  limits: { maxBytes: number; maxParts: number },
 ): Promise<ReceivedPart[]> {
+  const { maxBytes, maxParts } = limits;
   // A leading CRLF lets the first delimiter (which may open the body) match like the others.
   const delimiter = Buffer.from(`\r\n--${boundary}`);
   const keep = delimiter.length - 1;
@@ -88,6 +89,11 @@ export async function receiveMultipart(
           if (at === -1) {
             if (buffer.length > MAX_HEADER_BYTES) throw new MiaError('invalid', 'Malformed multipart body', 'part headers longer than 16 KB');
             break;
+          }
+          // Refused before the part's file is opened: every part costs a file, a parse and, if
+          // rejected, a row; a body of thousands of empty parts must not cost thousands of each.
+          if (parts.length >= maxParts) {
+            throw new MiaError('too_large', 'Too many parts in one upload', `body: at most ${maxParts} parts per request; send the rest in further requests`);
           }
           const headerBlock = at < 0 ? '' : buffer.subarray(0, at).toString('latin1');
           buffer = buffer.subarray(at < 0 ? 2 : at + HEADER_END.length);

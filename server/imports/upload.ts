@@ -35,13 +35,14 @@ async function receiveSingle(stream: AsyncIterable<Buffer | string>, file: strin
 export async function receiveUpload(
   dataDir: string,
   body: { contentType: string; stream: Readable; maxBytes: number },
+  maxParts: number,
 ): Promise<ReceivedUpload> {
   const dir = join(dataDir, 'tmp', 'uploads', randomBytes(8).toString('hex'));
   await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   const mediaType = body.contentType.split(';')[0]?.trim().toLowerCase();
   try {
     if (mediaType === 'multipart/related') {
-      const parts = await receiveMultipart(body.stream, boundaryOf(body.contentType), dir, body.maxBytes);
+      const parts = await receiveMultipart(body.stream, boundaryOf(body.contentType), dir, { maxBytes: body.maxBytes, maxParts });
       if (parts.length === 0) throw new MiaError('invalid', 'Empty multipart body', 'send at least one application/dicom part');
       return { dir, multipart: true, parts };
     }
