@@ -78,7 +78,8 @@ export const importRoutes: Route[] = [
       'Body: one instance as application/dicom, or several as multipart/related; type="application/dicom". ' +
       'Answers with the outcome of each part (imported, duplicate, conflict, rejected with a reason). A single ' +
       'file that is not a storable DICOM image is 422 with the reason in error.details; a multipart body is 422 ' +
-      'only when no part was stored. Bodies above 2 GiB are 413.',
+      'only when no part was stored. Bodies above 2 GiB, and multipart bodies of more than 1,000 parts (the ' +
+      'default limit), are 413 with the limit in error.details; send more parts in further requests.',
     access: scopes('write:scans'),
     upload: { contentTypes: UPLOAD_TYPES, maxBytes: UPLOAD_LIMIT_BYTES },
     response: api.storeInstancesResult,
