@@ -12,7 +12,7 @@ import { createApp } from '#server/http/app.ts';
 import { startImportService } from '#server/imports/import-service.ts';
 import { createFileLogger } from '#server/log.ts';
 import type { Services } from '#server/services.ts';
-import { openDatabase } from '#server/store/database.ts';
+import { openDataFolder } from '#server/data-folder.ts';
 
 export type MiaServer = {
   app: express.Express;
@@ -26,7 +26,7 @@ export type MiaServer = {
 export function createServer(input: ServerConfigInput): MiaServer {
   const config = resolveConfig(input);
   const log = createFileLogger(config.dataDir, config.logToStderr);
-  const db = openDatabase(config.dataDir);
+  const db = openDataFolder(config.dataDir, { clock: config.clock, log });
   const services: Services = { db, clock: config.clock, dataDir: config.dataDir, config, log };
   const app = createApp(services);
   const imports = startImportService(services);

@@ -14,7 +14,7 @@ import { createFileLogger } from '#server/log.ts';
 import type { Services } from '#server/services.ts';
 import { findFindingsByAnalyses } from '#server/store/analyses.ts';
 import { findActiveAnalysis, listScansToAnalyse, type AnalysisJobRow } from '#server/store/analysis-jobs.ts';
-import { openDatabase } from '#server/store/database.ts';
+import { openDataFolder } from '#server/data-folder.ts';
 import { findScan } from '#server/store/scans.ts';
 
 export type AnalyzeIo = { out(line: string): void; err(line: string): void; stderrIsTty: boolean; writeErr(text: string): void };
@@ -37,8 +37,8 @@ export async function analyzeCommand(dataDir: string, options: AnalyzeOptions, i
   if (!options.all && options.scanIds.length === 0) throw new MiaError('invalid', 'analyze needs --all or at least one SCAN_ID');
   if (options.all && options.scanIds.length > 0) throw new MiaError('invalid', 'give either --all or SCAN_IDs, not both');
   const config = resolveConfig({ ...options.config, dataDir });
-  const db = openDatabase(dataDir);
   const log = createFileLogger(dataDir, false);
+  const db = openDataFolder(dataDir, { log });
   const services: Services = { db, clock: systemClock, dataDir, config, log };
   const queue = new AnalysisQueue(services, { autoRun: false });
   const controller = new AbortController();

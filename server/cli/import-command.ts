@@ -9,7 +9,7 @@ import { systemClock } from '#server/clock.ts';
 import { formatTable } from '#server/cli/table.ts';
 import { MiaError } from '#server/errors.ts';
 import { checkSources, claimAbandonedPathJob, createImportJob, runPathJob, type ImportDeps } from '#server/imports/import-job.ts';
-import { openDatabase } from '#server/store/database.ts';
+import { openDataFolder } from '#server/data-folder.ts';
 import { listImportRejects, type ImportJobRow } from '#server/store/import-jobs.ts';
 
 export type ImportIo = { out(line: string): void; err(line: string): void; stderrIsTty: boolean; writeErr(text: string): void };
@@ -34,7 +34,7 @@ export async function importCommand(paths: readonly string[], dataDir: string, i
   if (paths.length === 0) throw new MiaError('invalid', 'import needs at least one PATH (file, folder or DICOMDIR)');
   const sources = paths.map((p) => resolve(p));
   await checkSources(sources);
-  const db = openDatabase(dataDir);
+  const db = openDataFolder(dataDir);
   const deps: ImportDeps = { db, clock: systemClock, dataDir };
   const controller = new AbortController();
   const stop = (): void => controller.abort();

@@ -21,7 +21,8 @@ import { defaultDataDir } from '#server/cli/data-dir.ts';
 import { DEFAULT_AUDIT_RETENTION_DAYS } from '#server/config.ts';
 import { createServer } from '#server/create-server.ts';
 import { MiaError } from '#server/errors.ts';
-import { openDatabase, type Database } from '#server/store/database.ts';
+import { openDataFolder } from '#server/data-folder.ts';
+import type { Database } from '#server/store/database.ts';
 import { findOrCreateUser, listUsers } from '#server/users/users.ts';
 
 const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR)
@@ -111,7 +112,7 @@ function audit(db: Database, action: string, target: string | null): void {
 }
 
 function withDatabase<T>(dataDir: string, work: (db: Database) => T): T {
-  const db = openDatabase(dataDir);
+  const db = openDataFolder(dataDir);
   try {
     return work(db);
   } finally {

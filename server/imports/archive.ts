@@ -5,6 +5,12 @@
  * commit that makes the instance visible (`flush` is called before each commit), so a crash at
  * any moment leaves at worst an unreferenced file, never an indexed file missing or half written.
  *
+ * Temporary files live in one folder, archive/.staging, named with their writer's pid: what a
+ * killed writer leaves there is whole DICOM files with patient data, and one folder is what
+ * lets every mia start find and remove them (leftovers.ts) without listing the whole archive.
+ * The rename into place is durable once the destination directory is fsynced; should the
+ * staging folder's own entry survive a power cut too, it is a second name the cleanup removes.
+ *
  * Work is done per batch: small writes go straight to the page cache, then the batch's fsyncs run
  * in parallel on the thread pool, where the file system commits them together (one journal
  * commit for many files), which is what makes durable imports fast. `flush` takes what was
@@ -16,6 +22,8 @@ import { promisify } from 'node:util';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
 
 export const ARCHIVE_DIR = 'archive';
+/** Where files are written before they are renamed into the archive (relative to the data folder). */
+export const STAGING_DIR = join(ARCHIVE_DIR, '.staging');
 
 const fsyncAsync = promisify(fsync);
 const closeAsync = promisify(close);
@@ -28,6 +36,12 @@ export function archivePathFor(sha256: string): string {
 /** Temporary files start with a dot and end in .tmp: never a name the index refers to. */
 export function isArchiveTempName(name: string): boolean {
   return name.startsWith('.') && name.endsWith('.tmp');
+}
+
+/** The pid of the process that wrote a temporary file (.<sha256 prefix>.<pid>.<n>.tmp), if the name says. */
+export function tempWriterPid(name: string): number | null {
+  const match = /^\.[0-9a-f]+\.(\d+)\.\d+\.tmp$/.exec(name);
+  return match?.[1] ? Number(match[1]) : null;
 }
 
 export type ArchiveWriter = {
@@ -51,6 +65,7 @@ async function fsyncDir(path: string): Promise<void> {
 let tempCounter = 0;
 
 export function createArchiveWriter(dataDir: string): ArchiveWriter {
+  const staging = join(dataDir, STAGING_DIR);
   const knownDirs = new Set<string>();
   const touchedDirs = new Set<string>();
   let staged: Staged[] = [];
@@ -77,8 +92,10 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
       // import of the same file is writing; renaming identical bytes over it is safe either way.
       const dir = dirname(final);
       ensureDir(dir);
-      // pid + a counter: unique among concurrent importers without asking for random bytes.
-      const temp = join(dir, `.${sha256.slice(0, 16)}.${process.pid}.${(tempCounter += 1)}.tmp`);
+      ensureDir(staging);
+      // pid + a counter: unique among concurrent importers without asking for random bytes, and
+      // the pid tells a later start whether the writer is still alive (leftovers.ts).
+      const temp = join(staging, `.${sha256.slice(0, 16)}.${process.pid}.${(tempCounter += 1)}.tmp`);
       const fd = openSync(temp, 'wx', PRIVATE_FILE_MODE);
       try {
         for (let off = 0; off < bytes.byteLength; ) off += writeSync(fd, bytes, off);

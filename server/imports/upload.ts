@@ -16,6 +16,15 @@ export const UPLOAD_LIMIT_BYTES = 2 * 1024 ** 3;
 
 export type ReceivedUpload = { dir: string; multipart: boolean; parts: ReceivedPart[] };
 
+/** Where request bodies are spooled, one folder per request (relative to the data folder). */
+export const UPLOADS_DIR = join('tmp', 'uploads');
+
+/** The pid of the process that spooled an upload folder (<pid>-<random>), if the name says. */
+export function uploadReceiverPid(name: string): number | null {
+  const match = /^(\d+)-[0-9a-f]+$/.exec(name);
+  return match?.[1] ? Number(match[1]) : null;
+}
+
 async function receiveSingle(stream: AsyncIterable<Buffer | string>, file: string, maxBytes: number): Promise<ReceivedPart> {
   const handle = await open(file, 'wx', PRIVATE_FILE_MODE);
   let bytes = 0;
@@ -37,7 +46,8 @@ export async function receiveUpload(
   body: { contentType: string; stream: Readable; maxBytes: number },
   maxParts: number,
 ): Promise<ReceivedUpload> {
-  const dir = join(dataDir, 'tmp', 'uploads', randomBytes(8).toString('hex'));
+  // The pid first: a later start removes the folders of receivers that died (leftovers.ts).
+  const dir = join(dataDir, UPLOADS_DIR, `${process.pid}-${randomBytes(8).toString('hex')}`);
   await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   const mediaType = body.contentType.split(';')[0]?.trim().toLowerCase();
   try {

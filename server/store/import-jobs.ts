@@ -125,6 +125,41 @@ export function finishImportJob(db: Database, id: number, status: ImportJobStatu
   ).run(status, error, at, at, id);
 }
 
+/**
+ * Ends a job whose owner died, if it is still the job the caller saw. A resumable one keeps
+ * finished_at empty: `interrupted` with no finish is what resumeAbandonedJobs and a re-run of
+ * the same import pick up again (listResumableImportJobs).
+ */
+export function interruptImportJob(
+  db: Database,
+  id: number,
+  seen: { ownerPid: number | null; heartbeatAt: string | null },
+  resumable: boolean,
+  error: string,
+  at: string,
+): boolean {
+  const result = sql(db,
+      `UPDATE import_jobs SET status = 'interrupted', error = ?, owner_pid = NULL, updated_at = ?, finished_at = ?
+       WHERE id = ? AND status = 'running' AND owner_pid IS ? AND heartbeat_at IS ?`,
+    )
+    .run(error, at, resumable ? null : at, id, seen.ownerPid, seen.heartbeatAt);
+  return result.changes === 1;
+}
+
+export function listResumableImportJobs(db: Database): ImportJobRow[] {
+  return sql(db, `SELECT * FROM import_jobs WHERE status = 'interrupted' AND finished_at IS NULL ORDER BY id`).all() as ImportJobRow[];
+}
+
+/** Takes a resumable interrupted job for this process; false if another process took it first. */
+export function reclaimImportJob(db: Database, id: number, pid: number, at: string): boolean {
+  const result = sql(db,
+      `UPDATE import_jobs SET status = 'running', error = NULL, owner_pid = ?, heartbeat_at = ?, updated_at = ?
+       WHERE id = ? AND status = 'interrupted' AND finished_at IS NULL`,
+    )
+    .run(pid, at, at, id);
+  return result.changes === 1;
+}
+
 /** A process stopping cleanly lets go of its jobs; the next start resumes them. */
 export function releaseImportJob(db: Database, id: number, at: string): void {
   sql(db, `UPDATE import_jobs SET owner_pid = NULL, updated_at = ? WHERE id = ? AND status = 'running'`).run(at, id);

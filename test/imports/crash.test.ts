@@ -1,17 +1,18 @@
 /**
- * kill -9 the real `mia import` process at seeded random moments, re-run it each time, and check
- * what a crash may never leave behind: a damaged database, an indexed instance without its file
- * (or with other bytes), or wrong final counts once the import completes.
+ * kill -9 the real `mia import` process at seeded random points of its progress, re-run it each
+ * time, and check what a crash may never leave behind: a damaged database, an indexed instance
+ * without its file (or with other bytes), a committed instance lost, or wrong final counts once
+ * the import completes. Kills are placed by committed instances, not by the clock: a clock
+ * places them all in start-up on a busy machine ("instances after each kill: 0, 0, 0...").
  */
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { basename, join } from 'node:path';
+import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isArchiveTempName } from '#server/imports/archive.ts';
-import { BIN, makePhantoms, runMia } from './helpers.ts';
+import { makePhantoms, runMia } from './helpers.ts';
+import { archiveTempFiles, killWhen, readCount, spawnMia } from '../helpers/kill.ts';
 import { seededRandom } from '../helpers/random.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'mia-crash-'));
@@ -20,18 +21,25 @@ const dataDir = join(work, 'data');
 const SERIES = 12;
 const SLICES = 120;
 const TOTAL = SERIES * SLICES;
+/** Kills stop this far from the end, so the last one still lands mid-import. */
+const LAST_KILL_BEFORE_END = 400;
 
+const instanceCount = (): number => readCount(dataDir, 'SELECT COUNT(*) FROM instances');
 
-/** Starts `mia import`, waits `afterMs` once it has printed its first progress line (or started), then kill -9. */
-async function importAndKill(afterMs: number): Promise<boolean> {
-  const child = spawn(process.execPath, [BIN, 'import', corpus, '--data', dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const timer = new Promise<'timer'>((resolve) => setTimeout(() => resolve('timer'), afterMs));
-  const first = await Promise.race([exited, timer]);
-  if (first !== 'timer') return false;
-  child.kill('SIGKILL');
-  await exited;
-  return true;
+/**
+ * Starts `mia import` and kill -9 once at least `target` instances are committed, and with
+ * `midBatch` while files of the next batch are staged but not yet in the archive. Resolves with
+ * the instances committed at the kill.
+ */
+async function importAndKill(target: number, midBatch: boolean): Promise<number | undefined> {
+  const run = spawnMia(['import', corpus], dataDir);
+  const observed = await killWhen(
+    run.child,
+    () => ({ committed: instanceCount(), staged: midBatch ? archiveTempFiles(dataDir).length : 0 }),
+    (o) => o.committed >= target && (!midBatch || o.staged > 0),
+    `${target} instances committed (output: ${run.output()})`,
+  );
+  return observed?.committed;
 }
 
 function openDb(): BetterSqlite3.Database {
@@ -80,37 +88,28 @@ afterAll(() => {
 describe('crash safety of mia import', () => {
   it('survives kill -9 at random points, resumes, and completes with exact counts', async () => {
     const next = seededRandom(20261122);
-    let kills = 0;
     const progress: number[] = [];
-    let finishedUnkilled = false;
-    for (let round = 0; round < 6; round++) {
-      // tsx start-up takes ~0.5-1 s and the import itself about as long: kills land in both.
-      const killed = await importAndKill(500 + Math.floor(next() * 1200));
-      if (!killed) {
-        finishedUnkilled = true;
-        break;
-      }
-      kills++;
-      if (existsSync(join(dataDir, 'mia.sqlite'))) {
-        checkConsistent();
-        const db = openDb();
-        progress.push((db.prepare('SELECT COUNT(*) AS n FROM instances').get() as { n: number }).n);
-        db.close();
-      }
+    let committed = 0;
+    while (committed < TOTAL - LAST_KILL_BEFORE_END) {
+      // Commits come in batches of 100: every other kill waits for the next batch to be staged.
+      const atKill = await importAndKill(committed + 40 + Math.floor(next() * 200), progress.length % 2 === 1);
+      expect(atKill, `the import ended before its kill (instances after each kill: ${progress.join(', ')})`).toBeDefined();
+      checkConsistent();
+      // Whatever was committed when the process died is still there, and nothing more.
+      expect(instanceCount()).toBe(atKill);
+      committed = atKill ?? TOTAL;
+      progress.push(committed);
     }
-    expect(kills).toBeGreaterThan(0);
-    // At least one kill hit the middle of the import, not only start-up.
-    expect(progress.some((n) => n > 0 && n < TOTAL), `instances after each kill: ${progress.join(', ')}`).toBe(true);
-    if (!finishedUnkilled) {
-      const final = runMia(['import', corpus], dataDir);
-      expect(final.status, final.stdout + final.stderr).toBe(0);
-    }
+    expect(progress.length, `instances after each kill: ${progress.join(', ')}`).toBeGreaterThanOrEqual(4);
+    const final = runMia(['import', corpus], dataDir);
+    expect(final.status, final.stdout + final.stderr).toBe(0);
     checkConsistent();
     const db = openDb();
     try {
       expect((db.prepare('SELECT COUNT(*) AS n FROM instances').get() as { n: number }).n).toBe(TOTAL);
       const jobs = db.prepare('SELECT * FROM import_jobs ORDER BY id').all() as Array<Record<string, number | string>>;
-      // Every re-run resumed the one job rather than starting another (unless killed before it existed).
+      // Every re-run resumed the one job rather than starting another.
+      expect(jobs).toHaveLength(1);
       const completed = jobs.filter((j) => j['status'] === 'completed');
       expect(completed).toHaveLength(1);
       expect(jobs.filter((j) => j['status'] === 'running')).toHaveLength(0);
@@ -124,17 +123,8 @@ describe('crash safety of mia import', () => {
     } finally {
       db.close();
     }
-    // Leftover temporary files are never indexed; any unreferenced archive file is harmless.
-    const tmpFiles: string[] = [];
-    const walk = (dir: string): void => {
-      for (const name of readdirSync(dir)) {
-        const p = join(dir, name);
-        if (statSync(p).isDirectory()) walk(p);
-        else if (name.endsWith('.tmp')) tmpFiles.push(p);
-      }
-    };
-    walk(join(dataDir, 'archive'));
-    for (const file of tmpFiles) expect(isArchiveTempName(basename(file)), file).toBe(true);
+    // Each re-run removed the temporary files of the process killed before it (patient data).
+    expect(archiveTempFiles(dataDir)).toEqual([]);
     const again = runMia(['import', corpus], dataDir);
     expect(again.status).toBe(0);
     expect(again.stdout).toMatch(new RegExp(`completed\\s+${TOTAL}\\s+0\\s+${TOTAL}\\s+0\\s+0`));
