@@ -54,6 +54,7 @@ describe('numeric query parameters take decimal digits only', () => {
     ['/v1/users'],
     ['/v1/auth/keys'],
     ['/v1/imports'],
+    ['/v1/audit'],
     ['/v1/exports'],
     ['/v1/reports'],
     ['/v1/scan/results'],
