@@ -6,7 +6,7 @@
  * against it, and a file that does not match is an error naming it, never a silent gap.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { z } from 'zod';
@@ -24,7 +24,8 @@ export function archiveFileName(firstId: number, lastId: number): string {
   return `audit-${pad(firstId)}-${pad(lastId)}.jsonl.gz`;
 }
 
-export const ARCHIVE_FILE = /^audit-\d{12}-\d{12}\.jsonl\.gz$/;
+/** What retention writes in the folder: archives, sidecars, and either while being written. */
+export const ARCHIVE_FOLDER_ENTRY = /^audit-\d{12}-\d{12}\.(?:jsonl\.gz|json)(?:\.tmp)?$/;
 
 export function sidecarName(file: string): string {
   return file.replace(/\.jsonl\.gz$/, '.json');
@@ -48,7 +49,10 @@ const archivedRow = z
   })
   .strict() satisfies z.ZodType<AuditRow>;
 
-/** Writes a file and its data to disk before it takes its final name. */
+/**
+ * Writes a file and its data to disk before it takes its final name. A link, not a rename:
+ * an archive file, once written, is never replaced (EEXIST instead).
+ */
 function writeDurably(path: string, content: Buffer): void {
   const temporary = `${path}.tmp`;
   const fd = openSync(temporary, 'w', PRIVATE_FILE_MODE);
@@ -58,10 +62,14 @@ function writeDurably(path: string, content: Buffer): void {
   } finally {
     closeSync(fd);
   }
-  renameSync(temporary, path);
+  try {
+    linkSync(temporary, path);
+  } finally {
+    unlinkSync(temporary);
+  }
 }
 
-/** The renames themselves reach the disk only with the folder. */
+/** The new names themselves reach the disk only with the folder. */
 function syncFolder(dir: string): void {
   const fd = openSync(dir, 'r');
   try {

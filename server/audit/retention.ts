@@ -7,7 +7,7 @@
 import { readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { AUDIT_ARCHIVE_DIR, ARCHIVE_FILE, parseArchive, sidecarName, writeAuditArchive } from '#server/audit/archive.ts';
+import { ARCHIVE_FOLDER_ENTRY, AUDIT_ARCHIVE_DIR, parseArchive, sidecarName, writeAuditArchive } from '#server/audit/archive.ts';
 import type { Clock } from '#server/clock.ts';
 import type { Logger } from '#server/log.ts';
 import {
@@ -64,11 +64,20 @@ export function removeUnrecordedArchives(db: Database, dataDir: string): { remov
     return { removed, kept };
   }
   for (const name of names) {
+    // Other files in the folder are not ours to judge.
+    if (!ARCHIVE_FOLDER_ENTRY.test(name)) continue;
     if (name.endsWith('.tmp')) {
       rmSync(join(dir, name), { force: true });
       continue;
     }
-    if (!ARCHIVE_FILE.test(name) || auditArchiveRecorded(db, name)) continue;
+    if (name.endsWith('.json')) {
+      // A sidecar holds no events; one without its archive file, for a batch never recorded,
+      // would only stop the batch that writes that file again.
+      const file = name.replace(/\.json$/, '.jsonl.gz');
+      if (!names.includes(file) && !auditArchiveRecorded(db, file)) rmSync(join(dir, name), { force: true });
+      continue;
+    }
+    if (auditArchiveRecorded(db, name)) continue;
     let ids: number[];
     try {
       ids = parseArchive(name, readFileSync(join(dir, name))).map((row) => row.id);

@@ -134,7 +134,8 @@ describe('audit retention', () => {
     const [record] = archiveExpiredAudit({ db, clock: server.clock, dataDir: server.dataDir, retentionDays: 30 });
     const file = join(server.dataDir, AUDIT_ARCHIVE_DIR, record?.file ?? '');
     const content = readFileSync(file);
-    content[content.length >> 1] ^= 0x01;
+    const middle = content.length >> 1;
+    content.writeUInt8(content.readUInt8(middle) ^ 0x01, middle);
     writeFileSync(file, content);
 
     const refused = await server.request('GET', '/v1/audit');
@@ -212,18 +213,33 @@ describe('audit retention', () => {
     const due = expiredAuditEvents(db, retentionCutoff(server.clock.now(), 30), 100);
     const interrupted = writeAuditArchive(dir, due.slice(0, 2), server.clock.now().toISOString());
     writeFileSync(join(dir, 'audit-000000000001-000000000002.jsonl.gz.tmp'), 'partial');
+    writeFileSync(join(dir, 'audit-000000000003-000000000009.json'), '{}');
+    writeFileSync(join(dir, 'notes.txt'), 'an operator\'s file');
     // A file from elsewhere, whose events this database does not hold.
     const foreign = writeAuditArchive(dir, [{ ...due[0]!, id: 900_001 }, { ...due[1]!, id: 900_002 }], server.clock.now().toISOString());
 
     const before = await everyPage(server, 'until=2026-03-03T00:00:00.000Z');
     const [record] = archiveExpiredAudit({ db, clock: server.clock, dataDir: server.dataDir, retentionDays: 30 });
     expect(record?.rows).toBe(due.length);
-    expect(readdirSync(dir).filter((name) => name.endsWith('.gz')).sort()).toEqual([record?.file, foreign.file].sort());
-    expect(readdirSync(dir)).not.toContain(interrupted.file);
-    expect(readdirSync(dir).some((name) => name.endsWith('.tmp'))).toBe(false);
+    const sidecar = (file: string | undefined): string => (file ?? '').replace('.jsonl.gz', '.json');
+    expect(readdirSync(dir).sort()).toEqual([record?.file, sidecar(record?.file), foreign.file, sidecar(foreign.file), 'notes.txt'].sort());
+    expect(interrupted.file).not.toBe(record?.file);
     // Each event once, from the recorded file only.
     expect(await everyPage(server, 'until=2026-03-03T00:00:00.000Z')).toEqual(before);
     expect(removeUnrecordedArchives(db, server.dataDir)).toEqual({ removed: [], kept: [foreign.file] });
+  });
+
+  it('a run that cannot write its file (here the folder is a file) leaves every event in the database', async () => {
+    const server = await startTestServer({ auditRetentionDays: 30 });
+    t = server;
+    await seedActivity(server);
+    server.clock.set(new Date('2026-04-02T08:00:00.000Z'));
+    const before = await everyPage(server, 'until=2026-03-03T00:00:00.000Z');
+    writeFileSync(join(server.dataDir, AUDIT_ARCHIVE_DIR), 'not a folder');
+    const db = server.server.services.db;
+    expect(() => archiveExpiredAudit({ db, clock: server.clock, dataDir: server.dataDir, retentionDays: 30 })).toThrow();
+    expect(db.prepare('SELECT count(*) AS n FROM audit_archives').get()).toEqual({ n: 0 });
+    expect(await everyPage(server, 'until=2026-03-03T00:00:00.000Z')).toEqual(before);
   });
 
   it('the retention age is validated, 90 days unless configured', () => {
