@@ -6,6 +6,7 @@ import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import type { Clock } from '#server/clock.ts';
 import { systemClock } from '#server/clock.ts';
+import { DEFAULT_LOG_ROTATION, logRotationSchema, type LogRotation } from '#server/log.ts';
 
 const rateLimitSchema = z.object({
   /** Requests a key (or an address without a key) may make per window. */
@@ -48,6 +49,8 @@ export type ServerConfig = {
   clock: Clock;
   /** Where log lines go besides the data folder's log file; tests pass a silent sink. */
   logToStderr: boolean;
+  /** mia.log rotates at maxBytes into mia.log.1 ... mia.log.<keep> (default 10 MiB, 5 kept). */
+  logRotation: LogRotation;
   /** A folder whose new files are imported once stable (workstations); null: no watching. */
   watchDir: string | null;
   /** How long a watched file's size and mtime must stay unchanged before it is imported. */
@@ -106,6 +109,7 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     ),
     clock: input.clock ?? systemClock,
     logToStderr: input.logToStderr ?? false,
+    logRotation: logRotationSchema.parse(input.logRotation ?? DEFAULT_LOG_ROTATION),
     watchDir: input.watchDir ?? null,
     watchStableMs: input.watchStableMs ?? 3000,
     uiDir: input.uiDir ?? null,

@@ -25,7 +25,7 @@ export type MiaServer = {
 
 export function createServer(input: ServerConfigInput): MiaServer {
   const config = resolveConfig(input);
-  const log = createFileLogger(config.dataDir, config.logToStderr);
+  const log = createFileLogger(config.dataDir, config.logToStderr, { rotation: config.logRotation });
   const db = openDataFolder(config.dataDir, { clock: config.clock, log });
   const services: Services = { db, clock: config.clock, dataDir: config.dataDir, config, log };
   const app = createApp(services);

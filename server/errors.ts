@@ -13,7 +13,11 @@ export type ErrorKind =
   | 'unsupported_media_type'
   | 'unprocessable'
   | 'rate_limited'
-  | 'internal';
+  | 'internal'
+  /** The disk holding the data folder is full (or over quota): nothing more fits. */
+  | 'insufficient_storage'
+  /** The disk holding the data folder failed an operation (an I/O error, read-only). */
+  | 'storage_failure';
 
 export class MiaError extends Error {
   readonly kind: ErrorKind;

@@ -64,7 +64,12 @@ export function authenticate(db: Database, clock: Clock, header: string | undefi
   if (user.status !== 'active') return fail('the user of this API key is disabled', key.public_id, user.public_id);
 
   if (!key.last_used_at || now.getTime() - Date.parse(key.last_used_at) > TOUCH_INTERVAL_MS) {
-    touchApiKey(db, key.id, now.toISOString());
+    try {
+      touchApiKey(db, key.id, now.toISOString());
+    } catch {
+      // A full or failing disk refuses the write: the key is still valid and its reads must
+      // still work; last_used_at catches up with a later request.
+    }
   }
   const extra = extraScopesSchema.parse(JSON.parse(key.extra_scopes));
   return {

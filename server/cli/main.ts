@@ -21,6 +21,7 @@ import { defaultDataDir } from '#server/cli/data-dir.ts';
 import { DEFAULT_AUDIT_RETENTION_DAYS } from '#server/config.ts';
 import { createServer } from '#server/create-server.ts';
 import { MiaError } from '#server/errors.ts';
+import { storageErrorOf } from '#server/storage-errors.ts';
 import { openDataFolder } from '#server/data-folder.ts';
 import type { Database } from '#server/store/database.ts';
 import { findOrCreateUser, listUsers } from '#server/users/users.ts';
@@ -282,7 +283,9 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
         io.err(`mia: unknown command ${command}\n\n${USAGE}`);
         return 2;
     }
-  } catch (error) {
+  } catch (thrown) {
+    // A full or failing disk (at start, or under `mia import`) is said as such, not as a trace.
+    const error = storageErrorOf(thrown) ?? thrown;
     if (error instanceof MiaError) {
       io.err(`mia: ${error.message}${error.details ? ` (${error.details})` : ''}`);
       return 1;

@@ -5,7 +5,7 @@
  * is committed, so a listed export always has its complete file.
  */
 import { createHash } from 'node:crypto';
-import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, writeSync } from 'node:fs';
+import { closeSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ExportFormat } from '#common/vocabulary.ts';
 import type { ExportFilters, ExportRecord, ScanResultV11 } from '#server/api/schemas.ts';
@@ -96,11 +96,16 @@ function writeDurably(path: string, content: string): void {
   const temporary = `${path}.partial`;
   const fd = openSync(temporary, 'w', PRIVATE_FILE_MODE);
   try {
-    writeSync(fd, content);
+    const bytes = Buffer.from(content);
+    for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off);
     fsyncSync(fd);
-  } finally {
+  } catch (err) {
+    // A full disk is the likely cause: what was written would only keep holding its space.
     closeSync(fd);
+    rmSync(temporary, { force: true });
+    throw err;
   }
+  closeSync(fd);
   renameSync(temporary, path);
 }
 

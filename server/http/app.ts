@@ -25,6 +25,7 @@ import type { AuditNote, Route, UploadBody, UploadSpec } from '#server/http/rout
 import { ROUTES } from '#server/http/routes/index.ts';
 import { digestKey } from '#server/auth/key-format.ts';
 import type { Services } from '#server/services.ts';
+import { codeOf, storageErrorOf } from '#server/storage-errors.ts';
 
 export const JSON_BODY_LIMIT = '1mb';
 
@@ -303,8 +304,12 @@ export function createApp(services: Services): express.Express {
   });
 
   app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
-    const body = toErrorBody(error);
-    if (body.code === 500) {
+    // A full or failing disk is named (507, 503) wherever the write that met it was made.
+    const storage = storageErrorOf(error);
+    const body = toErrorBody(storage ?? error);
+    if (storage) {
+      log.error('storage.failed', { request_id: contextOf(req).requestId, route: contextOf(req).route ?? 'unmatched', status: body.code, code: codeOf(error) ?? null });
+    } else if (body.code === 500) {
       log.error('unhandled', {
         request_id: contextOf(req).requestId,
         route: contextOf(req).route ?? 'unmatched',

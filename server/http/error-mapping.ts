@@ -13,6 +13,10 @@ export const STATUS_BY_KIND: Record<ErrorKind, number> = {
   unprocessable: 422,
   rate_limited: 429,
   internal: 500,
+  insufficient_storage: 507,
+  // 503, not 500: the server is sound but its disk is not; what it holds stays readable where
+  // the disk allows, and the same request can succeed once the disk is repaired.
+  storage_failure: 503,
 };
 
 export const TITLE_BY_STATUS: Record<number, string> = {
@@ -27,4 +31,6 @@ export const TITLE_BY_STATUS: Record<number, string> = {
   422: 'Unprocessable Entity',
   429: 'Too Many Requests',
   500: 'Internal Server Error',
+  503: 'Service Unavailable',
+  507: 'Insufficient Storage',
 };

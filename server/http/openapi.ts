@@ -93,6 +93,8 @@ const ERROR_STATUSES: Record<string, string> = {
   '422': 'A file that is not valid DICOM (error.details gives the reason)',
   '429': 'Rate limited (see Retry-After)',
   '500': 'Internal error (quote meta.request_id to support)',
+  '503': 'The disk holding the data folder reported an I/O error (error.details names it); the request did not complete',
+  '507': 'The disk holding the data folder is full (error.details names the cause); nothing partial is kept, retry once space is freed',
 };
 
 export function buildOpenApi(routes: readonly Route[]): JsonSchema {

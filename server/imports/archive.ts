@@ -49,7 +49,19 @@ export type ArchiveWriter = {
   stage(bytes: Uint8Array, sha256: string): string;
   /** fsync of staged files, rename into place, fsync of their directories. Then they may be indexed. */
   flush(): Promise<void>;
+  /** Closes and removes what was staged and not flushed, after a failure: a full disk is a
+   * likely one, and the files would hold on to its space until the next start. */
+  discard(): void;
 };
+
+function removeTemp(s: Staged, close: boolean): void {
+  try {
+    if (close) closeSync(s.fd);
+    unlinkSync(s.temp);
+  } catch {
+    // Already gone (or closed): nothing holds the space any more.
+  }
+}
 
 type Staged = { fd: number; temp: string; final: string };
 
@@ -114,9 +126,13 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
       stagedFinals.clear();
       try {
         await Promise.all(batch.map((s) => fsyncAsync(s.fd)));
-      } finally {
-        await Promise.all(batch.map((s) => closeAsync(s.fd)));
+      } catch (err) {
+        // Not durable, so never renamed into place, and not left behind either.
+        await Promise.all(batch.map((s) => closeAsync(s.fd).catch(() => undefined)));
+        for (const s of batch) removeTemp(s, false);
+        throw err;
       }
+      await Promise.all(batch.map((s) => closeAsync(s.fd)));
       for (const s of batch) {
         renameSync(s.temp, s.final);
         touchedDirs.add(dirname(s.final));
@@ -124,6 +140,12 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
       const dirs = [...touchedDirs];
       touchedDirs.clear();
       await Promise.all(dirs.map(fsyncDir));
+    },
+    discard() {
+      const batch = staged;
+      staged = [];
+      stagedFinals.clear();
+      for (const s of batch) removeTemp(s, true);
     },
   };
 }

@@ -10,6 +10,7 @@ import { MiaError } from '#server/errors.ts';
 import { createArchiveWriter } from '#server/imports/archive.ts';
 import { commitBatch, prepareFile, type FileOutcome, type ImportFile, type Prepared } from '#server/imports/ingest.ts';
 import { listSourceFiles } from '#server/imports/sources.ts';
+import { codeOf, failureReason } from '#server/storage-errors.ts';
 import type { Clock } from '#server/clock.ts';
 import type { Logger } from '#server/log.ts';
 import type { Database } from '#server/store/database.ts';
@@ -120,6 +121,7 @@ async function runFiles(deps: ImportDeps, job: ImportJobRow, files: readonly Imp
   } finally {
     // A failure mid-batch: whatever is still flushing is never indexed; its rejection is moot.
     (flushing as { done: Promise<void> } | null)?.done.catch(() => undefined);
+    archive.discard();
   }
 }
 
@@ -139,6 +141,20 @@ function finish(deps: ImportDeps, job: ImportJobRow, status: 'completed' | 'fail
   return row;
 }
 
+/**
+ * Records why a job failed, the cause first ("The disk holding the data folder is full (ENOSPC:
+ * ...)"). When even that cannot be written (the database is on the full disk too), the job's
+ * original error still reaches the caller, and the job stays running until the next start
+ * finds its owner gone.
+ */
+function finishFailed(deps: ImportDeps, job: ImportJobRow, err: unknown): void {
+  try {
+    finish(deps, job, 'failed', failureReason(err, 'import failed'));
+  } catch (recordErr) {
+    deps.log?.error('import.finish_failed', { job_id: job.public_id, error: codeOf(recordErr) ?? 'unknown' });
+  }
+}
+
 /** Runs a job over a known list of files (uploads, watch folder batches). */
 export async function runFileJob(deps: ImportDeps, job: ImportJobRow, files: readonly ImportFile[], options: RunOptions = {}): Promise<ImportJobRow> {
   activeJobs.add(job.id);
@@ -151,7 +167,7 @@ export async function runFileJob(deps: ImportDeps, job: ImportJobRow, files: rea
     }
     return finish(deps, job, 'completed', null);
   } catch (err) {
-    finish(deps, job, 'failed', err instanceof Error ? err.message.slice(0, 300) : 'import failed');
+    finishFailed(deps, job, err);
     throw err;
   } finally {
     activeJobs.delete(job.id);
@@ -176,7 +192,7 @@ export async function runPathJob(deps: ImportDeps, job: ImportJobRow, options: R
     }
     return finish(deps, job, 'completed', null);
   } catch (err) {
-    finish(deps, job, 'failed', err instanceof Error ? err.message.slice(0, 300) : 'import failed');
+    finishFailed(deps, job, err);
     throw err;
   } finally {
     activeJobs.delete(job.id);

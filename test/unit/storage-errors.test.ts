@@ -1,0 +1,46 @@
+/** Which errors are a full or failing disk, on real error objects (a write to /dev/full, SqliteError). */
+import { writeFileSync } from 'node:fs';
+import BetterSqlite3 from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { MiaError } from '#server/errors.ts';
+import { failureReason, storageErrorOf } from '#server/storage-errors.ts';
+
+function thrownBy(work: () => void): unknown {
+  try {
+    work();
+  } catch (error) {
+    return error;
+  }
+  throw new Error('expected a throw');
+}
+
+const systemError = (code: string): NodeJS.ErrnoException => Object.assign(new Error(`${code}: test`), { code });
+
+describe('storage errors', () => {
+  it('a full disk is insufficient_storage, whichever layer reports it', () => {
+    const enospc = thrownBy(() => writeFileSync('/dev/full', 'x'));
+    expect(storageErrorOf(enospc)).toMatchObject({ kind: 'insufficient_storage', details: expect.stringMatching(/^ENOSPC: /) });
+    for (const code of ['EDQUOT', 'SQLITE_FULL', 'SQLITE_IOERR_SHMSIZE']) {
+      const error = code.startsWith('SQLITE') ? new BetterSqlite3.SqliteError('database or disk is full', code) : systemError(code);
+      expect(storageErrorOf(error)?.kind, code).toBe('insufficient_storage');
+    }
+    // Wrapped, as a stream or a library may pass it on.
+    expect(storageErrorOf(new Error('upload failed', { cause: enospc }))?.kind).toBe('insufficient_storage');
+  });
+
+  it('an I/O error is storage_failure; other errors are not storage errors', () => {
+    for (const error of [systemError('EIO'), systemError('EROFS'), new BetterSqlite3.SqliteError('disk I/O error', 'SQLITE_IOERR_READ')]) {
+      expect(storageErrorOf(error)?.kind).toBe('storage_failure');
+    }
+    for (const error of [systemError('EACCES'), systemError('ENOENT'), new BetterSqlite3.SqliteError('constraint', 'SQLITE_CONSTRAINT_UNIQUE'), new Error('x'), 'text', null]) {
+      expect(storageErrorOf(error)).toBeUndefined();
+    }
+    expect(storageErrorOf(new MiaError('conflict', 'no'))).toBeUndefined();
+  });
+
+  it('a job records the cause first', () => {
+    expect(failureReason(systemError('ENOSPC'), 'failed')).toBe('The disk holding the data folder is full (ENOSPC: free space on it or raise the quota, then retry)');
+    expect(failureReason(new Error('source vanished'), 'failed')).toBe('source vanished');
+    expect(failureReason(42, 'failed')).toBe('failed');
+  });
+});
