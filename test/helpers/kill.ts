@@ -57,11 +57,11 @@ async function stopped(pid: number): Promise<boolean> {
 }
 
 /**
- * Polls `observe` until `ready` holds of what it returns, then kill -9 with the process held
- * still (see above). Resolves with the value observed at the kill, or undefined when the process
- * ended by itself first.
+ * Polls `observe` until `ready` holds of what it returns, then stops the process (SIGSTOP) and
+ * checks again while it cannot move. Resolves with the value observed with the process stopped
+ * (the caller kills it or lets it go on with SIGCONT), or undefined when it ended by itself first.
  */
-export async function killWhen<T>(
+export async function stopWhen<T>(
   child: ChildProcess,
   observe: () => T,
   ready: (value: T) => boolean,
@@ -69,27 +69,34 @@ export async function killWhen<T>(
   timeoutMs = 120_000,
 ): Promise<T | undefined> {
   const pid = child.pid;
-  if (pid === undefined) throw new Error('no process to kill');
-  const exited = ended(child) ? Promise.resolve() : new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  if (pid === undefined) throw new Error('no process to stop');
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (ended(child)) return undefined;
     if (ready(observe())) {
-      if (!child.kill('SIGSTOP') || !(await stopped(pid))) {
-        await exited;
-        return undefined;
-      }
+      if (!child.kill('SIGSTOP') || !(await stopped(pid))) return undefined;
       const value = observe();
-      if (ready(value)) {
-        child.kill('SIGKILL');
-        await exited;
-        return value;
-      }
+      if (ready(value)) return value;
       child.kill('SIGCONT');
     }
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }
+}
+
+/** kill -9 once `ready` holds (see stopWhen); resolves with the value observed at the kill. */
+export async function killWhen<T>(
+  child: ChildProcess,
+  observe: () => T,
+  ready: (value: T) => boolean,
+  what: string,
+  timeoutMs = 120_000,
+): Promise<T | undefined> {
+  const exited = ended(child) ? Promise.resolve() : new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const value = await stopWhen(child, observe, ready, what, timeoutMs);
+  if (value !== undefined) child.kill('SIGKILL');
+  await exited;
+  return value;
 }
 
 /** One number from the data folder's database, read-only; 0 while the database or table does not exist yet. */
