@@ -28,7 +28,12 @@ export const importJob = z.object({
   id: z.string(),
   kind: z.enum(['path', 'upload', 'watch']),
   sources: z.array(z.string()),
-  status: z.enum(IMPORT_STATUSES),
+  status: z
+    .enum(IMPORT_STATUSES)
+    .describe(
+      'interrupted: the process running it stopped (crash, kill, shutdown). A path job with finished_at null ' +
+        'resumes from its checkpoint when the same import runs again or the server next starts; an upload is sent again',
+    ),
   counts: importCounts,
   rejects: z.array(importReject).describe('Rejected and conflicting files, oldest first, at most 500'),
   rejects_total: z.number().int(),
