@@ -128,5 +128,5 @@ describe('crash safety of mia import', () => {
     const again = runMia(['import', corpus], dataDir);
     expect(again.status).toBe(0);
     expect(again.stdout).toMatch(new RegExp(`completed\\s+${TOTAL}\\s+0\\s+${TOTAL}\\s+0\\s+0`));
-  }, 120_000);
+  }, 300_000);
 });
