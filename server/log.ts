@@ -212,6 +212,11 @@ export function createFileLogger(dataDir: string, alsoStderr: boolean, options: 
     async close() {
       closed = true;
       while (draining) await draining;
+      // Lines lost and nothing logged since: one last try to say so before the file closes.
+      if (gap) {
+        retryAt = 0;
+        await writeBatch([]).catch(() => undefined);
+      }
       await closeFile();
     },
   };

@@ -10,9 +10,9 @@
  *   507 Insufficient Storage (RFC 4918, 11.5). Nothing partly written becomes visible (archive
  *   files and exports are renamed into place, database writes roll back), and the same request
  *   succeeds once space is freed, without a restart.
- * - Any other I/O error (EIO, EROFS, SQLITE_IOERR_*): 503, named, not a bare 500. It is not a
- *   fault of the request nor a bug of mia, and a write failure is no more "insufficient
- *   storage" than a read failure is: the disk needs an operator.
+ * - Any other I/O error (EIO, EROFS, SQLITE_IOERR_*, ENOENT from mkdir): 503, named, not a
+ *   bare 500. It is not a fault of the request nor a bug of mia, and a write failure is no more
+ *   "insufficient storage" than a read failure is: the disk needs an operator.
  */
 import { MiaError } from '#server/errors.ts';
 
@@ -35,7 +35,11 @@ export function storageErrorOf(error: unknown): MiaError | undefined {
   if (NO_SPACE.has(code)) {
     return new MiaError('insufficient_storage', 'The disk holding the data folder is full', `${code}: free space on it or raise the quota, then retry`);
   }
-  if (FILE_SYSTEM_FAILURE.has(code) || code.startsWith('SQLITE_IOERR')) {
+  // mkdir -p only fails with ENOENT when the file system cannot find its own folders: Node
+  // reports the first error of the walk up, and a failing disk answers the lookups with ENOENT
+  // before the mkdir that says EIO. (A data folder on a disk that is gone looks the same.)
+  const mkdirLost = code === 'ENOENT' && typeof error === 'object' && error !== null && 'syscall' in error && error.syscall === 'mkdir';
+  if (FILE_SYSTEM_FAILURE.has(code) || code.startsWith('SQLITE_IOERR') || mkdirLost) {
     return new MiaError('storage_failure', 'The disk holding the data folder reported an I/O error', `${code}: the request did not complete; the disk needs checking`);
   }
   return undefined;

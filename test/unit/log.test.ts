@@ -86,6 +86,19 @@ describe('operational log', () => {
     expect(lines.slice(1).map((line) => line['seq'])).toEqual([6]);
   });
 
+  it('notes a gap at close when nothing was logged after it', async () => {
+    const dataDir = dataFolder();
+    mkdirSync(join(dataDir, 'logs'), { recursive: true });
+    const file = join(dataDir, 'logs', LOG_FILE);
+    symlinkSync('/dev/full', file);
+    const log = createFileLogger(dataDir, false);
+    for (let i = 0; i < 3; i += 1) log.info('request', { seq: i });
+    await log.flush();
+    unlinkSync(file);
+    await log.close();
+    expect(linesOf(file)).toEqual([expect.objectContaining({ event: 'log.gap', dropped: 3, error: 'ENOSPC' })]);
+  });
+
   it('does not need its folder to start: lines wait for a later retry, counted', async () => {
     const dataDir = dataFolder();
     mkdirSync(dataDir);

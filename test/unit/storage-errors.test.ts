@@ -32,6 +32,10 @@ describe('storage errors', () => {
     for (const error of [systemError('EIO'), systemError('EROFS'), new BetterSqlite3.SqliteError('disk I/O error', 'SQLITE_IOERR_READ')]) {
       expect(storageErrorOf(error)?.kind).toBe('storage_failure');
     }
+    // A folder mkdir -p cannot make: the disk under the data folder fails or is gone.
+    // (As Node reports it: a real one needs a failing disk, test/faults/io-error.test.ts.)
+    const lost = Object.assign(systemError('ENOENT'), { syscall: 'mkdir', path: '/data/exports' });
+    expect(storageErrorOf(lost)).toMatchObject({ kind: 'storage_failure', details: expect.stringMatching(/^ENOENT: /) });
     for (const error of [systemError('EACCES'), systemError('ENOENT'), new BetterSqlite3.SqliteError('constraint', 'SQLITE_CONSTRAINT_UNIQUE'), new Error('x'), 'text', null]) {
       expect(storageErrorOf(error)).toBeUndefined();
     }
