@@ -104,7 +104,10 @@ export function mutants(count: number, seed: number): HostileFile[] {
     const src = sources[pick(sources.length)] ?? new Uint8Array(0);
     if (i % 2 === 0) return { name: `truncated-${i}`, bytes: src.slice(0, pick(src.length)), expect: 'either' };
     const out = src.slice();
-    for (let n = 0, flips = 1 + pick(16); n < flips; n++) out[pick(out.length)] ^= 1 << pick(8);
+    for (let n = 0, flips = 1 + pick(16); n < flips; n++) {
+      const at = pick(out.length);
+      out[at] = (out[at] ?? 0) ^ (1 << pick(8));
+    }
     return { name: `bitflip-${i}`, bytes: out, expect: 'either' };
   });
 }

@@ -71,7 +71,7 @@ export function encapsulated(fragments: readonly Uint8Array[]): El {
 
 /** A sequence nested `depth` deep, each item holding the next (undefined lengths throughout). */
 export function deepSequence(tag: number, depth: number): El {
-  let inner = new Uint8Array(0);
+  let inner: Uint8Array = new Uint8Array(0);
   for (let i = 0; i < depth; i++) {
     const item = concat([tagOnly(ITEM, 0xffffffff), header(tag, 'SQ', 0xffffffff), inner, tagOnly(SEQUENCE_DELIMITER, 0), tagOnly(ITEM_DELIMITER, 0)]);
     inner = item;
