@@ -10,7 +10,7 @@ import { readDicom, type DicomInstance } from '#server/dicom/parse.ts';
 import { describeTransferSyntax, findTransferSyntax } from '#server/dicom/transfer-syntax.ts';
 import type { ArchiveWriter } from '#server/imports/archive.ts';
 import { insertInstance, upsertPatient, upsertScan, upsertStudy } from '#server/store/archive-index.ts';
-import { inTransaction, type Database } from '#server/store/database.ts';
+import { inDurableTransaction, type Database } from '#server/store/database.ts';
 import { addImportJobProgress, insertImportReject, type JobCountsDelta } from '#server/store/import-jobs.ts';
 import { findStoredDigest, setInstanceImaging } from '#server/store/instances.ts';
 
@@ -181,7 +181,7 @@ function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, re
  * transaction. The archive files of the batch must already be durable (flushDirectories).
  */
 export function commitBatch(db: Database, jobRef: number, batch: readonly Prepared[], at: string): FileOutcome[] {
-  return inTransaction(db, () => {
+  return inDurableTransaction(db, () => {
     const refs: RefCache = new Map();
     const delta: JobCountsDelta = { filesSeen: 0, imported: 0, duplicates: 0, conflicts: 0, rejected: 0, bytes: 0 };
     const outcomes = batch.map((p): FileOutcome => {

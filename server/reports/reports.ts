@@ -9,7 +9,7 @@ import { findingV11 } from '#server/api/schemas.ts';
 import type { Clock } from '#server/clock.ts';
 import { conflict, MiaError, notFound } from '#server/errors.ts';
 import type { Database } from '#server/store/database.ts';
-import { inTransaction } from '#server/store/database.ts';
+import { inDurableTransaction } from '#server/store/database.ts';
 import type { Page, PageRequest } from '#server/store/page.ts';
 import type { ReportFilter, ReportRow } from '#server/store/reports.ts';
 import { findReport, insertReport, listReports as listReportRows, updateDraftReport } from '#server/store/reports.ts';
@@ -60,7 +60,7 @@ export function draftReport(
   authorRef: number,
   input: { scanId: string; impression?: string | undefined },
 ): Report {
-  const reportId = inTransaction(deps.db, () => {
+  const reportId = inDurableTransaction(deps.db, () => {
     const scan = getScanRow(deps, input.scanId);
     if (scan.latest_analysis_ref === null) {
       throw conflict('This scan has no analysis to draft a report from', `scan status is ${scan.status}; analyse it first`);
@@ -87,7 +87,7 @@ export function updateReport(
   reportId: string,
   patch: { impression?: string | undefined; recommendation?: string | undefined; status?: 'final' | undefined },
 ): Report {
-  inTransaction(deps.db, () => {
+  inDurableTransaction(deps.db, () => {
     const row = findReport(deps.db, reportId);
     if (!row) throw notFound('Report', reportId);
     const at = deps.clock.now().toISOString();

@@ -6,7 +6,7 @@ import type { FindingReview } from '#common/vocabulary.ts';
 import type { ScanResultV11 } from '#server/api/schemas.ts';
 import { notFound } from '#server/errors.ts';
 import { setFindingReview } from '#server/store/analyses.ts';
-import { inTransaction } from '#server/store/database.ts';
+import { inDurableTransaction } from '#server/store/database.ts';
 import { findFindingWithScan } from '#server/store/finding-reviews.ts';
 import { advanceAfterReview } from '#server/scans/review-progress.ts';
 import type { ScanDeps } from '#server/scans/scans.ts';
@@ -15,7 +15,7 @@ import { toFinding } from '#server/scans/scan-views.ts';
 export type ReviewedFinding = { finding: ScanResultV11['findings'][number]; scanId: string; patientId: string };
 
 export function reviewFinding(deps: ScanDeps, userRef: number, findingId: string, review: FindingReview | null): ReviewedFinding {
-  return inTransaction(deps.db, () => {
+  return inDurableTransaction(deps.db, () => {
     const row = findFindingWithScan(deps.db, findingId);
     if (!row) throw notFound('Finding', findingId);
     const at = review === null ? null : deps.clock.now().toISOString();

@@ -33,9 +33,7 @@ const acknowledged = new Set<string>();
 /**
  * FS_IOC_SHUTDOWN (_IOR('X', 125, __u32)) with FS_GOING_FLAGS_DEFAULT: what mia handed to the
  * kernel is written out first, then every operation fails with EIO. That is the I/O error alone.
- * With FS_GOING_FLAGS_NOLOGFLUSH (a power cut, in effect) the database loses its commits since
- * the last checkpoint: synchronous=NORMAL does not sync the write-ahead log at commit
- * (store/database.ts), a decision about power cuts, not about I/O errors. Node has no ioctl.
+ * FS_GOING_FLAGS_NOLOGFLUSH (a power cut, in effect) is power-cut.test.ts. Node has no ioctl.
  */
 const SHUTDOWN = `
 import fcntl, os, struct, sys
