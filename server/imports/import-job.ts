@@ -15,10 +15,10 @@ import type { Clock } from '#server/clock.ts';
 import type { Logger } from '#server/log.ts';
 import type { Database } from '#server/store/database.ts';
 import {
-  claimImportJob,
   finishImportJob,
   findImportJobById,
   insertImportJob,
+  failAbandonedImportJob,
   interruptImportJob,
   listResumableImportJobs,
   listRunningImportJobs,
@@ -209,13 +209,16 @@ export async function checkSources(sources: readonly string[]): Promise<void> {
 
 /** Takes over a job whose owner died; false if another process was quicker or it is alive. */
 export function claimIfAbandoned(deps: ImportDeps, job: ImportJobRow): ImportJobRow | undefined {
-  if (job.status === 'interrupted') {
-    if (job.finished_at !== null || !reclaimImportJob(deps.db, job.id, process.pid, now(deps))) return undefined;
-    return findImportJobById(deps.db, job.id);
+  let seen: ImportJobRow | undefined = job;
+  if (seen.status === 'running') {
+    if (!isAbandoned(seen, deps.clock.now().getTime())) return undefined;
+    // Through the same door as the clean-up at open, so each death is counted once.
+    endAbandonedJob(deps, seen);
+    seen = findImportJobById(deps.db, job.id);
   }
-  if (!isAbandoned(job, deps.clock.now().getTime())) return undefined;
-  if (!claimImportJob(deps.db, job.id, job.owner_pid, job.heartbeat_at, process.pid, now(deps))) return undefined;
-  return findImportJobById(deps.db, job.id);
+  if (seen?.status !== 'interrupted' || seen.finished_at !== null) return undefined;
+  if (!reclaimImportJob(deps.db, seen.id, process.pid, now(deps))) return undefined;
+  return findImportJobById(deps.db, seen.id);
 }
 
 /** Jobs another process may take over: left running by a dead owner, or interrupted and resumable. */
@@ -247,17 +250,34 @@ export function interruptAbandonedJobs(deps: ImportDeps): number {
   let count = 0;
   const nowMs = deps.clock.now().getTime();
   for (const job of listRunningImportJobs(deps.db)) {
-    if (!isAbandoned(job, nowMs)) continue;
-    const resumable = job.kind === 'path';
-    const reason = resumable
-      ? `the process importing this stopped after ${job.files_seen} files; it resumes when the same import runs again or the server next starts`
-      : NOT_REPLAYABLE;
-    if (interruptImportJob(deps.db, job.id, { ownerPid: job.owner_pid, heartbeatAt: job.heartbeat_at }, resumable, reason, now(deps))) {
-      count += 1;
-      deps.log?.info('import.interrupted', { job_id: job.public_id, kind: job.kind, resumable });
-    }
+    if (isAbandoned(job, nowMs) && endAbandonedJob(deps, job)) count += 1;
   }
   return count;
+}
+
+/**
+ * A path job becomes resumable-interrupted, unless its process already died at this same
+ * checkpoint: then a file of the batch after it takes the process down, and resuming would
+ * only do so again at every start, so the job fails with the files it did not reach named.
+ */
+function endAbandonedJob(deps: ImportDeps, job: ImportJobRow): boolean {
+  const seen = { ownerPid: job.owner_pid, heartbeatAt: job.heartbeat_at };
+  const resumable = job.kind === 'path';
+  if (resumable && job.interrupted_at_checkpoint === job.checkpoint) {
+    const reason =
+      `the process importing this stopped twice at file ${job.checkpoint + 1}` +
+      `${job.files_total !== null ? ` of ${job.files_total}` : ''} without getting further; not resumed again ` +
+      `(files from there on were not imported: import them again, or in smaller folders, to find the one at fault)`;
+    if (!failAbandonedImportJob(deps.db, job.id, seen, reason, now(deps))) return false;
+    deps.log?.error('import.given_up', { job_id: job.public_id, checkpoint: job.checkpoint });
+    return true;
+  }
+  const reason = resumable
+    ? `the process importing this stopped after ${job.files_seen} files; it resumes when the same import runs again or the server next starts`
+    : NOT_REPLAYABLE;
+  if (!interruptImportJob(deps.db, job.id, seen, resumable, reason, now(deps))) return false;
+  deps.log?.info('import.interrupted', { job_id: job.public_id, kind: job.kind, resumable });
+  return true;
 }
 
 /**

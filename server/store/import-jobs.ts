@@ -30,6 +30,8 @@ export type ImportJobRow = {
   created_at: string;
   updated_at: string;
   finished_at: string | null;
+  /** The checkpoint at the last death of the process running it (migration 7). */
+  interrupted_at_checkpoint: number | null;
 };
 
 export type ImportRejectRow = { id: number; outcome: 'rejected' | 'conflict'; path: string; reason: string; sop_instance_uid: string | null };
@@ -75,16 +77,6 @@ export function listImportJobs(db: Database, filter: { status?: ImportJobStatus 
 
 export function listRunningImportJobs(db: Database): ImportJobRow[] {
   return sql(db, `SELECT * FROM import_jobs WHERE status = 'running' ORDER BY id`).all() as ImportJobRow[];
-}
-
-/** Takes a job over for this process, only if it is still the abandoned job the caller saw. */
-export function claimImportJob(db: Database, id: number, expectedPid: number | null, expectedHeartbeat: string | null, pid: number, at: string): boolean {
-  const result = sql(db,
-      `UPDATE import_jobs SET owner_pid = ?, heartbeat_at = ?, updated_at = ?
-       WHERE id = ? AND status = 'running' AND owner_pid IS ? AND heartbeat_at IS ?`,
-    )
-    .run(pid, at, at, id, expectedPid, expectedHeartbeat);
-  return result.changes === 1;
 }
 
 export function setImportJobTotal(db: Database, id: number, total: number, at: string): void {
@@ -139,10 +131,21 @@ export function interruptImportJob(
   at: string,
 ): boolean {
   const result = sql(db,
-      `UPDATE import_jobs SET status = 'interrupted', error = ?, owner_pid = NULL, updated_at = ?, finished_at = ?
+      `UPDATE import_jobs SET status = 'interrupted', error = ?, owner_pid = NULL, updated_at = ?, finished_at = ?,
+         interrupted_at_checkpoint = checkpoint
        WHERE id = ? AND status = 'running' AND owner_pid IS ? AND heartbeat_at IS ?`,
     )
     .run(error, at, resumable ? null : at, id, seen.ownerPid, seen.heartbeatAt);
+  return result.changes === 1;
+}
+
+/** Ends a job whose owner died, for good: it failed the same way before (see migration 7). */
+export function failAbandonedImportJob(db: Database, id: number, seen: { ownerPid: number | null; heartbeatAt: string | null }, error: string, at: string): boolean {
+  const result = sql(db,
+      `UPDATE import_jobs SET status = 'failed', error = ?, owner_pid = NULL, updated_at = ?, finished_at = ?
+       WHERE id = ? AND status = 'running' AND owner_pid IS ? AND heartbeat_at IS ?`,
+    )
+    .run(error, at, at, id, seen.ownerPid, seen.heartbeatAt);
   return result.changes === 1;
 }
 

@@ -330,6 +330,16 @@ const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX audit_archives_first_id ON audit_archives (first_id);
     `,
   },
+  {
+    version: 7,
+    name: 'import jobs: where the last interruption happened',
+    sql: `
+      -- The checkpoint a path job stood at when its process last died under it. Dying again at
+      -- the same checkpoint means a file of that batch takes the process down: the job is then
+      -- failed, not resumed into the same death at every start (issue 10).
+      ALTER TABLE import_jobs ADD COLUMN interrupted_at_checkpoint INTEGER;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

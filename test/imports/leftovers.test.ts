@@ -96,6 +96,42 @@ describe('what a killed import leaves behind', () => {
     expect(archiveTempFiles(dataDir).map((file) => basename(file))).toEqual([tempName(livePid, 1)]);
   }, 120_000);
 
+  it('a job whose process dies twice at the same file is failed, not resumed into it again', async () => {
+    const dataDir = join(work, 'dies-twice');
+    const run = spawnMia(['import', corpus], dataDir);
+    const atKill = await killWhen(
+      run.child,
+      () => readCount(dataDir, 'SELECT COUNT(*) FROM instances'),
+      (committed) => committed >= 100,
+      `a committed batch (output: ${run.output()})`,
+    );
+    expect(atKill, run.output()).toBeDefined();
+    expect(runMia(['users', 'list'], dataDir).status).toBe(0);
+    const [first] = jobs(dataDir);
+    expect(first).toMatchObject({ status: 'interrupted', finished_at: null });
+
+    // The resumed run dies again before committing anything more, as it would on a file that
+    // takes the process down: the row as such a death leaves it.
+    const dead = spawnMia(['--help'], dataDir);
+    await dead.exited;
+    const db = new BetterSqlite3(join(dataDir, 'mia.sqlite'));
+    db.prepare(`UPDATE import_jobs SET status = 'running', owner_pid = ?, heartbeat_at = ?, error = NULL`).run(dead.pid, new Date().toISOString());
+    db.close();
+
+    expect(runMia(['users', 'list'], dataDir).status).toBe(0);
+    const [given] = jobs(dataDir);
+    expect(given).toMatchObject({ status: 'failed', owner_pid: null, imported: atKill });
+    expect(given?.finished_at).not.toBeNull();
+    expect(given?.error).toMatch(new RegExp(`stopped twice at file ${(atKill ?? 0) + 1} of ${TOTAL} without getting further; not resumed again`));
+
+    // Importing again is a new job; what the first stored counts as duplicates.
+    const again = runMia(['import', corpus], dataDir);
+    expect(again.status, again.stderr).toBe(0);
+    expect(again.stderr).not.toContain('resuming import');
+    expect(jobs(dataDir).map((j) => j.status)).toEqual(['failed', 'completed']);
+    expect(readCount(dataDir, 'SELECT COUNT(*) FROM instances')).toBe(TOTAL);
+  }, 120_000);
+
   it('sweeps temporary files an older mia left beside the stored ones, once', async () => {
     const dataDir = join(work, 'older');
     const created = runMia(['users', 'list'], dataDir);
