@@ -92,8 +92,16 @@ function render(format: ExportFormat, header: Record<string, string | boolean | 
   }
 }
 
+/** A partial export is named with its writer's pid, so the clean-up at open knows a dead one's. */
+export function exportPartialWriterPid(name: string): number | null {
+  const match = /\.(\d+)\.partial$/.exec(name);
+  return match?.[1] ? Number(match[1]) : null;
+}
+
+export const isExportPartialName = (name: string): boolean => name.endsWith('.partial');
+
 function writeDurably(path: string, content: string): void {
-  const temporary = `${path}.partial`;
+  const temporary = `${path}.${process.pid}.partial`;
   const fd = openSync(temporary, 'w', PRIVATE_FILE_MODE);
   try {
     const bytes = Buffer.from(content);

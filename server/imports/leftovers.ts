@@ -15,6 +15,7 @@
  */
 import { lstatSync, mkdirSync, readdirSync, rmSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
+import { exportPartialWriterPid, exportsDir, isExportPartialName } from '#server/exports/exports.ts';
 import { ARCHIVE_DIR, STAGING_DIR, isArchiveTempName, tempWriterPid } from '#server/imports/archive.ts';
 import { interruptAbandonedJobs, pidAlive, type ImportDeps } from '#server/imports/import-job.ts';
 import { UPLOADS_DIR, uploadReceiverPid } from '#server/imports/upload.ts';
@@ -115,12 +116,23 @@ function clearUploads(dataDir: string, tally: Leftovers): void {
   }
 }
 
+/** An export being written is patient data too, until it is renamed into place. */
+function clearExportPartials(dataDir: string, tally: Leftovers): void {
+  const dir = exportsDir(dataDir);
+  for (const name of entries(dir)) {
+    if (!isExportPartialName(name)) continue;
+    const found = statOf(join(dir, name));
+    if (found && isStale(exportPartialWriterPid(name), found.stat.mtimeMs)) remove(found, found.stat.size, tally);
+  }
+}
+
 /** Removes what dead processes left; never throws for a file it could not remove (counted in `failed`). */
 export function clearCrashLeftovers(deps: ImportDeps): Leftovers {
   const tally: Leftovers = { files: 0, bytes: 0, jobs: 0, failed: 0 };
   sweepArchiveOnce(deps.dataDir, tally);
   clearStaging(deps.dataDir, tally);
   clearUploads(deps.dataDir, tally);
+  clearExportPartials(deps.dataDir, tally);
   tally.jobs = interruptAbandonedJobs(deps);
   if (tally.files + tally.jobs + tally.failed > 0) deps.log?.info('leftovers.cleared', { ...tally });
   return tally;

@@ -77,6 +77,10 @@ describe('what a killed import leaves behind', () => {
       mkdirSync(join(uploads, `${pid}-00ff00ff00ff00ff`), { recursive: true });
       writeFileSync(join(uploads, `${pid}-00ff00ff00ff00ff`, 'part-1'), 'DICM spooled');
     }
+    // And an export being written (patient rows) by the dead process and by a live one.
+    const exportsFolder = join(dataDir, 'exports');
+    mkdirSync(exportsFolder, { recursive: true });
+    for (const pid of [run.pid, livePid]) writeFileSync(join(exportsFolder, `exp_partial.csv.${pid}.partial`), 'patient_id,...');
 
     // A command that has nothing to do with imports, in a fresh process, and no server.
     const users = runMia(['users', 'list'], dataDir);
@@ -84,6 +88,7 @@ describe('what a killed import leaves behind', () => {
 
     expect(archiveTempFiles(dataDir).map((file) => basename(file))).toEqual([tempName(livePid, 1)]);
     expect(readdirSync(uploads)).toEqual([`${livePid}-00ff00ff00ff00ff`]);
+    expect(readdirSync(exportsFolder)).toEqual([`exp_partial.csv.${livePid}.partial`]);
     const [job] = jobs(dataDir);
     expect(job).toMatchObject({ status: 'interrupted', owner_pid: null, finished_at: null, imported: atKill?.committed });
     expect(job?.error).toMatch(/resumes when the same import runs again/);
