@@ -340,6 +340,35 @@ const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE import_jobs ADD COLUMN interrupted_at_checkpoint INTEGER;
     `,
   },
+  {
+    version: 8,
+    name: 'reports: recommendation basis and addenda',
+    sql: `
+      -- What the report's recommendation was built from (issue 11): the model's own suggestion
+      -- (no verdict yet), the reader's verdicts (accepted findings, per modality), or the
+      -- reader's own words. Only 'reader' text is kept when verdicts change on a draft.
+      ALTER TABLE reports ADD COLUMN recommendation_basis TEXT NOT NULL DEFAULT 'model'
+        CHECK (recommendation_basis IN ('model', 'verdicts', 'reader'));
+
+      -- Signed sections added to a final report: the report itself never changes, so a later
+      -- change of mind (text, finding verdicts) is a new dated section with its author.
+      CREATE TABLE report_addenda (
+        id INTEGER PRIMARY KEY,
+        public_id TEXT NOT NULL UNIQUE,
+        report_ref INTEGER NOT NULL REFERENCES reports (id),
+        author_ref INTEGER NOT NULL REFERENCES users (id),
+        text TEXT NOT NULL,
+        finding_changes TEXT NOT NULL DEFAULT '[]',
+        created_at TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX report_addenda_report ON report_addenda (report_ref, id);
+      -- Append-only: a signed addendum is a medico-legal record like the report it extends.
+      CREATE TRIGGER report_addenda_no_update BEFORE UPDATE ON report_addenda
+        BEGIN SELECT RAISE(ABORT, 'report addenda are append-only'); END;
+      CREATE TRIGGER report_addenda_no_delete BEFORE DELETE ON report_addenda
+        BEGIN SELECT RAISE(ABORT, 'report addenda are append-only'); END;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
