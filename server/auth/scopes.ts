@@ -1,8 +1,14 @@
-/** Default scopes per role (PRODUCT.md, Access) and the scope check. */
+/**
+ * Default scopes per role (PRODUCT.md, Access) and the scope check. Scopes are computed from
+ * the role at every authentication (authenticate.ts), never stored with a key, so a change here
+ * reaches existing keys at once.
+ */
 import type { GrantableScope, Role, Scope } from '#common/vocabulary.ts';
 
 export const ROLE_SCOPES: Record<Role, readonly Scope[]> = {
-  radiologist: ['read:scans', 'read:reports'],
+  // The spec's example lists only the reads, but the role exists for "scan analysis and
+  // diagnostic reports": reviewing findings and writing reports is its work (issue 11).
+  radiologist: ['read:scans', 'read:reports', 'write:reports'],
   data_engineer: ['read:scans', 'write:exports'],
   admin: ['*'],
 };

@@ -95,6 +95,12 @@ describe('auth matrix over the route table', () => {
     });
   });
 
+  it('gives each role the default scopes of PRODUCT.md (Access): the radiologist reviews and reports', () => {
+    // Pinned here because the matrix above derives its expectations from ROLE_SCOPES itself.
+    expect(ROLE_SCOPES).toEqual({ radiologist: ['read:scans', 'read:reports', 'write:reports'], data_engineer: ['read:scans', 'write:exports'], admin: ['*'] });
+    expect(callers.radiologist!.auth.scopes).toEqual(['read:scans', 'read:reports', 'write:reports']);
+  });
+
   it('checks the scope before looking up the target: 403 even for a scan that does not exist', async () => {
     const reply = await t.request('POST', '/v1/scans/1.2.3.4', { key: callers.radiologist!.key, body: { status: 'archived' } });
     expect(reply.status).toBe(403);

@@ -64,13 +64,28 @@ describe('PATCH /v1/findings/{id}', () => {
     expect(await status()).toBe('reported');
   });
 
+  it('a radiologist key with only the role\'s default scopes reviews findings and writes and finalizes the report', async () => {
+    // Issue 11: reviewing and reporting is the radiologist's work, no extra grant needed.
+    const { scanId, ids } = await analysedFindings();
+    const radiologist = t.keyFor('radiologist', { email: 'default-scopes@hospital.test' }).key;
+    const me = await t.request('GET', '/v1/auth/me', { key: radiologist });
+    expect(me.json.data.user.scopes).toEqual(['read:scans', 'read:reports', 'write:reports']);
+    expect((await t.request('PATCH', `/v1/findings/${ids[0]}`, { key: radiologist, body: { review: 'accepted' } })).status).toBe(200);
+    expect((await t.request('PATCH', `/v1/findings/${ids[1]}`, { key: radiologist, body: { review: 'rejected' } })).status).toBe(200);
+    const draft = await t.request('POST', '/v1/reports', { key: radiologist, body: { scan_id: scanId } });
+    expect(draft.status).toBe(201);
+    const final = await t.request('PATCH', `/v1/reports/${draft.json.data.id}`, { key: radiologist, body: { status: 'final' } });
+    expect(final.status).toBe(200);
+    expect(final.json.data.status).toBe('final');
+  });
+
   it('404 for an unknown finding, 400 for an unknown verdict, 403 without write:reports', async () => {
     const { ids } = await analysedFindings();
     expect((await t.request('PATCH', '/v1/findings/fnd_nope', { key: reviewer, body: { review: 'accepted' } })).status).toBe(404);
     const bad = await t.request('PATCH', `/v1/findings/${ids[0]}`, { key: reviewer, body: { review: 'maybe' } });
     expect(bad.status).toBe(400);
     expect(bad.json.error.details).toContain('review');
-    const plain = t.keyFor('radiologist', { email: 'plain@hospital.test' }).key;
+    const plain = t.keyFor('data_engineer', { email: 'plain@hospital.test' }).key;
     const denied = await t.request('PATCH', `/v1/findings/${ids[0]}`, { key: plain, body: { review: 'accepted' } });
     expect(denied.status).toBe(403);
     expect(denied.json.error.details).toBe('required scope: write:reports');
