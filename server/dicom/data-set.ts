@@ -1,8 +1,8 @@
 /**
  * Walks the top-level elements of a data set with dicom-parser's element readers, one element
  * at a time, so that a failure can be reported with the byte offset and tag where it happened
- * (dicom-parser's own parseDicom only says "buffer overrun"). Nested sequences are skipped by
- * dicom-parser; we only need top-level attributes.
+ * (dicom-parser's own parseDicom only says "buffer overrun"). Sequence elements carry their
+ * items as nested data sets (element.items[].dataSet), read by functional-groups.ts.
  */
 import dicomParser from 'dicom-parser';
 import type { ByteArrayParser, Element } from 'dicom-parser';

@@ -4,6 +4,7 @@
  * walk folders and discs full of files that are not DICOM, are truncated, or are odd.
  */
 import { walkElements, type Element, type Elements } from '#server/dicom/data-set.ts';
+import { readFunctionalGroups, type FrameValues } from '#server/dicom/functional-groups.ts';
 import { inflateDataSet, inflateDataSetSync } from '#server/dicom/inflate.ts';
 import { nativeFrameLength } from '#server/dicom/native.ts';
 import { valueReader, type ValueReader } from '#server/dicom/values.ts';
@@ -17,7 +18,7 @@ import {
   type TransferSyntax,
 } from '#server/dicom/transfer-syntax.ts';
 
-export type { Uid };
+export type { FrameValues, Uid };
 
 /** Where the pixel data sits. Offsets index the data set bytes (see `datasetBytes`). */
 export type PixelDataLocation =
@@ -75,7 +76,31 @@ export type DicomInstance = {
   bigEndian: boolean;
   deflated: boolean;
   pixelData: PixelDataLocation | null;
+  /**
+   * Per-frame values from the Multi-frame Functional Groups (PS3.3 C.7.6.16), one per frame;
+   * empty for images without them (classic ones). Read through `frameValues`. The top-level
+   * fields above then hold frame 0's values where the file has no top-level attribute.
+   */
+  frames: readonly FrameValues[];
+  /** Why functional groups could not be read frame by frame (frames then hold shared values). */
+  functionalGroupsProblem: string | null;
 };
+
+/** The rescale, geometry and windows of one frame: its functional groups', else the instance's. */
+export function frameValues(instance: DicomInstance, frame: number): FrameValues {
+  return (
+    instance.frames[frame] ?? {
+      rescaleSlope: instance.rescaleSlope,
+      rescaleIntercept: instance.rescaleIntercept,
+      imagePositionPatient: instance.imagePositionPatient,
+      imageOrientationPatient: instance.imageOrientationPatient,
+      pixelSpacing: instance.pixelSpacing,
+      sliceThickness: instance.sliceThickness,
+      windowCenter: instance.windowCenter,
+      windowWidth: instance.windowWidth,
+    }
+  );
+}
 
 export type ParseResult = { ok: true; instance: DicomInstance } | { ok: false; reason: string };
 
@@ -393,8 +418,21 @@ function parseUnsafe(bytes: Uint8Array): ParseResult {
     bigEndian: syntax.bigEndian,
     deflated: syntax.deflated,
     pixelData: hasPixelData && pixelElement ? pixelLocation(pixelElement) : null,
+    frames: [],
+    functionalGroupsProblem: null,
   };
   const pixelReason = pixelDataReason(instance);
   if (pixelReason) return fail(pixelReason);
+  if (hasPixelData) {
+    // Only with Pixel Data: its length has just bounded Number of Frames, which sizes the list.
+    const groups = readFunctionalGroups(l.bytes, elements, syntax.bigEndian, charset, numberOfFrames, frameValues(instance, 0));
+    if (groups.frames.length > 0) {
+      const first = groups.frames[0] as FrameValues;
+      return {
+        ok: true,
+        instance: { ...instance, ...first, frames: groups.frames, functionalGroupsProblem: groups.problem },
+      };
+    }
+  }
   return { ok: true, instance };
 }
