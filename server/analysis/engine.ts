@@ -16,7 +16,7 @@ import { preprocessSlice, type InputBatch, type SliceValues } from '#server/anal
 import { recommend } from '#server/analysis/recommend.ts';
 import { thresholdsOf } from '#server/analysis/registry.ts';
 import type { InferenceSession } from '#server/analysis/worker-session.ts';
-import { readDicom, type DicomInstance } from '#server/dicom/parse.ts';
+import { frameValues, readDicom, type DicomInstance } from '#server/dicom/parse.ts';
 import { decodeFrame, type PixelArray } from '#server/dicom/pixels.ts';
 import { MiaError } from '#server/errors.ts';
 import type { FindingInput } from '#server/store/analyses.ts';
@@ -89,6 +89,11 @@ class StoredFileReader {
   }
 }
 
+function frameRescale(instance: DicomInstance, frame: number): { slope: number; intercept: number } {
+  const v = frameValues(instance, frame);
+  return { slope: v.rescaleSlope, intercept: v.rescaleIntercept };
+}
+
 type PreparedBatch = { input: InputBatch; sizes: ImageSize[] };
 
 /** Stored files of one batch -> its model input; a file the model cannot take ends the run. */
@@ -135,6 +140,10 @@ class BatchLoader {
         if (!result.ok) throw fileError(slice, 'stored file no longer parses', result.reason);
         const typeReason = imageTypeReason(this.#manifest, result.instance.imageType);
         if (typeReason) return { notApplicable: typeReason };
+        const groupsProblem = result.instance.functionalGroupsProblem;
+        // Without each frame's own functional groups its rescale (and place) is unknown; a guess
+        // would feed the model wrong units and report "no findings" that mean nothing.
+        if (groupsProblem) return { notApplicable: `instance ${slice.instanceUid}: ${groupsProblem}, so each frame's rescale and position are unknown` };
         loaded = { path: slice.path, bytes, instance: result.instance };
         this.#parsed = loaded;
       }
@@ -151,7 +160,8 @@ class BatchLoader {
           rows: frame.rows,
           columns: frame.columns,
           modality: this.#modality,
-          rescale: { slope: loaded.instance.rescaleSlope, intercept: loaded.instance.rescaleIntercept },
+          // Each frame's own rescale: Enhanced images may vary it per frame (PS3.3 C.7.6.16.2.9).
+          rescale: frameRescale(loaded.instance, slice.frame),
         },
         this.#manifest.input,
         data.subarray(i * plane, (i + 1) * plane),

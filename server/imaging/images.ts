@@ -6,7 +6,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Instance } from '#server/api/import-schemas.ts';
-import { readDicom, type DicomInstance } from '#server/dicom/parse.ts';
+import { frameValues, readDicom, type FrameValues } from '#server/dicom/parse.ts';
 import { decodeFrame } from '#server/dicom/pixels.ts';
 import type { DecodedFrame } from '#server/dicom/pixel-types.ts';
 import type { Window } from '#server/dicom/modality.ts';
@@ -21,6 +21,13 @@ import { findScan } from '#server/store/scans.ts';
 export const THUMBNAIL_SIDE = 128;
 
 const caches = new WeakMap<Services, FrameCache>();
+
+/**
+ * Each decoded frame's own rescale and windows (Enhanced multi-frame images keep them per frame
+ * in functional groups, PS3.3 C.7.6.16), kept beside the cached frame: a cache hit does not parse
+ * the file again, and the index holds one value per instance.
+ */
+const valuesOfFrame = new WeakMap<DecodedFrame, FrameValues>();
 
 function cacheOf(services: Services): FrameCache {
   let cache = caches.get(services);
@@ -80,26 +87,29 @@ async function loadFrame(services: Services, row: InstanceRow, frameIndex: numbe
   if (frameIndex >= row.frames) {
     throw new MiaError('not_found', 'Frame not found', `instance ${row.sop_instance_uid} has ${row.frames} frame(s), numbered from 0`);
   }
-  let parsed: DicomInstance | undefined;
   const frame = await cacheOf(services).get(`${row.sop_instance_uid}#${frameIndex}`, async () => {
     const bytes = new Uint8Array(await readFile(join(services.dataDir, row.file_path)));
     const result = await readDicom(bytes);
     if (!result.ok) throw new MiaError('unprocessable', 'Stored file no longer parses', result.reason);
-    parsed = result.instance;
     try {
-      return await decodeFrame(bytes, result.instance, frameIndex);
+      const decoded = await decodeFrame(bytes, result.instance, frameIndex);
+      valuesOfFrame.set(decoded, frameValues(result.instance, frameIndex));
+      return decoded;
     } catch (err) {
       throw new MiaError('unprocessable', 'Cannot decode this frame', err instanceof Error ? err.message : 'decoder failure');
     }
   });
-  // Windows from the index (first value pair) suffice: the rendered default is the file's first.
-  const settings: DisplaySettings = {
-    modality: row.modality,
-    rescaleSlope: parsed?.rescaleSlope ?? row.rescale_slope,
-    rescaleIntercept: parsed?.rescaleIntercept ?? row.rescale_intercept,
-    windowCenter: row.window_center !== null ? [row.window_center] : [],
-    windowWidth: row.window_width !== null ? [row.window_width] : [],
-  };
+  const own = valuesOfFrame.get(frame);
+  const settings: DisplaySettings = own
+    ? { modality: row.modality, ...own }
+    : {
+        // Not reached while frames are decoded only here; the index's values are the fallback.
+        modality: row.modality,
+        rescaleSlope: row.rescale_slope,
+        rescaleIntercept: row.rescale_intercept,
+        windowCenter: row.window_center !== null ? [row.window_center] : [],
+        windowWidth: row.window_width !== null ? [row.window_width] : [],
+      };
   return { row, frame, settings };
 }
 

@@ -1,0 +1,118 @@
+/**
+ * Enhanced CT multi-frame (issue 11, item 1): the same phantom pixels as a classic series and as
+ * one Enhanced CT file whose rescale, spacing, position, orientation and windows live only in the
+ * functional groups (PS3.3 C.7.6.16). Imported, listed, rendered and analysed over HTTP, the
+ * Enhanced form must give what the classic form gives: intercept -1024 and the spacing, the same
+ * pictures, and the same lesion found on the same slice.
+ */
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { enhancedCt, type EnhancedCt } from '../helpers/enhanced.ts';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { importFolder, matches, phantomDicom, waitForJob, type ResultFinding, type TruthSeries } from './analysis-helpers.ts';
+import { SEED_TEST_BASE } from './helpers.ts';
+
+const SEED = SEED_TEST_BASE + 6500;
+
+let t: TestServer;
+let dir: string;
+let truth: TruthSeries;
+let shared: EnhancedCt;
+let perFrame: EnhancedCt;
+let short: EnhancedCt;
+
+async function bytesOf(path: string): Promise<{ status: number; body: Buffer; headers: Headers }> {
+  const res = await fetch(t.url + path, { headers: { Authorization: `Bearer ${t.adminKey}` } });
+  return { status: res.status, body: Buffer.from(await res.arrayBuffer()), headers: res.headers };
+}
+
+async function analyse(scanId: string): Promise<{ status: string; reason: string | null; findings: ResultFinding[] }> {
+  const reply = await t.request('POST', `/v1/scans/${scanId}/analyses`, { body: {} });
+  expect(reply.status, reply.text).toBe(202);
+  const job = await waitForJob(t, reply.json.data.id, 120_000);
+  const results = await t.request('GET', `/v1/scans/${scanId}/results`);
+  return { status: job.status, reason: job.reason ?? null, findings: results.json.data?.findings ?? [] };
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'mia-enhanced-ct-'));
+  [truth] = (await phantomDicom(dir, 'series/classic', { seed: SEED, series: 1, modality: 'CT', kinds: 'infarct' })) as [TruthSeries];
+  const classicDir = join(dir, 'series', 'classic', `series-${SEED}-CT`);
+  mkdirSync(join(dir, 'series', 'enhanced'));
+  shared = enhancedCt(classicDir, join(dir, 'series', 'enhanced', 'shared.dcm'));
+  perFrame = enhancedCt(classicDir, join(dir, 'series', 'enhanced', 'per-frame.dcm'), { perFrameIntercept: true });
+  short = enhancedCt(classicDir, join(dir, 'series', 'enhanced', 'short.dcm'), { dropLastItem: true });
+  t = await startTestServer();
+  await importFolder(t, join(dir, 'series'));
+}, 120_000);
+
+afterAll(async () => {
+  await t?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('Enhanced CT (functional groups) against its classic form', () => {
+  it('the instance API reports the shared group rescale and spacing, not 0 and null', async () => {
+    const classic = (await t.request('GET', `/v1/scans/${truth.scan_uid}/instances`)).json.data.items[0];
+    const list = await t.request('GET', `/v1/scans/${shared.series_uid}/instances`);
+    expect(list.status, list.text).toBe(200);
+    const [item] = list.json.data.items;
+    expect(item).toMatchObject({ frames: truth.slices, rescale_slope: 1, rescale_intercept: -1024, pixel_spacing: classic.pixel_spacing });
+    expect(item.pixel_spacing).not.toBeNull();
+    expect(item.window_center).toBe(classic.window_center);
+    expect(item.window_width).toBe(classic.window_width);
+    expect(item.position).toBeCloseTo(classic.position, 3);
+  });
+
+  it('renders each frame as the classic slice is rendered, with the frame\'s own rescale', async () => {
+    for (const k of [0, 1, Math.floor(truth.slices / 2)]) {
+      const classic = await bytesOf(`/v1/instances/${shared.classic[k]}/frames/0/rendered`);
+      expect(classic.status).toBe(200);
+      for (const enhanced of [shared, perFrame]) {
+        const png = await bytesOf(`/v1/instances/${enhanced.instance_uid}/frames/${k}/rendered`);
+        expect(png.status).toBe(200);
+        expect(png.body.equals(classic.body), `${enhanced.instance_uid} frame ${k}`).toBe(true);
+        // Twice: the second is served from the frame cache and must keep the frame's values.
+        expect((await bytesOf(`/v1/instances/${enhanced.instance_uid}/frames/${k}/rendered`)).body.equals(classic.body)).toBe(true);
+      }
+    }
+  });
+
+  it('raw frames carry the frame\'s own rescale and window', async () => {
+    const even = await bytesOf(`/v1/instances/${perFrame.instance_uid}/frames/0/raw`);
+    const odd = await bytesOf(`/v1/instances/${perFrame.instance_uid}/frames/1/raw`);
+    const classic = await bytesOf(`/v1/instances/${perFrame.classic[1]}/frames/0/raw`);
+    expect(even.headers.get('X-Rescale-Intercept')).toBe('-1024');
+    expect(odd.headers.get('X-Rescale-Intercept')).toBe('-1048');
+    expect(odd.headers.get('X-Window-Center')).toBe(classic.headers.get('X-Window-Center'));
+    expect(odd.headers.get('X-Window-Width')).toBe(classic.headers.get('X-Window-Width'));
+  });
+
+  it('finds the lesion exactly as in the classic form: same label, slice, box and confidence', async () => {
+    const classic = await analyse(truth.scan_uid);
+    expect(classic.status).toBe('succeeded');
+    const lesion = truth.lesions[0]!;
+    expect(classic.findings.some((f) => matches(f, lesion)), JSON.stringify(classic.findings)).toBe(true);
+    for (const enhanced of [shared, perFrame]) {
+      const result = await analyse(enhanced.series_uid);
+      expect(result.status, result.reason ?? '').toBe('succeeded');
+      expect(result.findings).toHaveLength(classic.findings.length);
+      for (const [i, c] of classic.findings.entries()) {
+        const e = result.findings[i]!;
+        expect(e.label).toBe(c.label);
+        expect(e.instance_uid).toBe(enhanced.instance_uid);
+        expect(e.frame).toBe(enhanced.classic.indexOf(c.instance_uid));
+        for (const side of ['x', 'y', 'width', 'height'] as const) expect(Math.abs(e.location[side] - c.location[side])).toBeLessThanOrEqual(3);
+        expect(Math.abs(e.confidence - c.confidence)).toBeLessThanOrEqual(0.02);
+      }
+    }
+  }, 240_000);
+
+  it('a file whose Per-frame sequence lacks a frame\'s item is not applicable, with the reason, never "0 findings"', async () => {
+    const result = await analyse(short.series_uid);
+    expect(result.status).toBe('not_applicable');
+    expect(result.reason).toContain('Per-frame Functional Groups Sequence (5200,9230) has');
+  }, 120_000);
+});
