@@ -157,6 +157,8 @@ describe('workstation UI', () => {
     const before = await t.request('GET', `/v1/scans/${scanId}/results`, { headers: { 'API-Version': '1.1' } });
     const [first, second] = before.json.data.findings as Finding[];
     await ui.page.locator(`[data-finding-id="${first!.id}"]`).getByTestId('reject-finding').click();
+    // The buttons act only on a finding on screen: go to the second one's slice first.
+    await ui.page.locator(`[data-finding-id="${second!.id}"]`).click();
     await ui.page.locator(`[data-finding-id="${second!.id}"]`).getByTestId('accept-finding').click();
     await expect.poll(() => ui.page.locator(`[data-finding-id="${second!.id}"]`).getAttribute('data-review')).toBe('accepted');
     await expect.poll(() => ui.page.locator(`[data-finding-id="${first!.id}"]`).getAttribute('data-review')).toBe('rejected');

@@ -9,7 +9,9 @@
  *
  * a/r/u act only on a finding the reader can see - on the displayed slice and at or above the
  * threshold - so a key press never records a verdict on a box that is not on screen; otherwise
- * a status line says why nothing happened.
+ * a status line says why nothing happened. The Accept/Reject buttons of the findings list follow
+ * the same rule (issue 11): a finding that is not on screen has its buttons disabled, with the
+ * reason as their tooltip and, for the selected finding, under them.
  */
 import { useCallback, useEffect, useMemo, useRef, useState, type PointerEvent as ReactPointerEvent } from 'react';
 import { ApiError } from '../api/client.ts';
@@ -262,6 +264,17 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
     if (below.length > 0) return { why: `The finding on this slice is below the ${percent(threshold)} threshold: lower it to review the finding.` };
     return { why: 'No finding on this slice: press n to go to the next finding.' };
   }, [findings, onSlice, currentId, slice, threshold, result]);
+
+  /** Why a finding's Accept/Reject buttons are disabled, or null when its box is on screen. */
+  const notOnScreen = useCallback(
+    (finding: Finding, at: number): string | null => {
+      if (at < 0) return 'Its image is not in this series, so its box cannot be shown: it cannot be reviewed here.';
+      if (finding.confidence < threshold) return `Below the ${percent(threshold)} threshold, so its box is hidden: lower the threshold to review it.`;
+      if (at !== index) return `On slice ${at + 1}, not the slice shown (${index + 1}): click the finding to go to its slice first.`;
+      return null;
+    },
+    [threshold, index],
+  );
 
   const step = useCallback((delta: number) => setIndex((i) => Math.max(0, Math.min(slices.length - 1, i + delta))), [slices.length]);
 
@@ -564,6 +577,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
             {findings.map((finding) => {
               const at = sliceOf(finding);
               const below = finding.confidence < threshold;
+              const blocked = notOnScreen(finding, at);
               return (
                 <div
                   key={finding.id}
@@ -582,16 +596,18 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
                     {finding.review ? <span className={`review-${finding.review}`}>{finding.review}</span> : <span>not reviewed</span>}
                   </div>
                   {canReview ? (
-                    <div className="row">
+                    // The row's title carries the reason too: a disabled button may not show its own.
+                    <div className="row" title={blocked ?? undefined}>
                       <button
                         type="button"
                         onClick={(e) => {
                           e.stopPropagation();
                           void review(finding, finding.review === 'accepted' ? null : 'accepted');
                         }}
+                        disabled={blocked !== null}
                         data-testid="accept-finding"
                         className={finding.review === 'accepted' ? 'primary' : ''}
-                        title="Accept (a)"
+                        title={blocked ?? 'Accept (a)'}
                       >
                         ✓ Accept
                       </button>
@@ -601,25 +617,43 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
                           e.stopPropagation();
                           void review(finding, finding.review === 'rejected' ? null : 'rejected');
                         }}
+                        disabled={blocked !== null}
                         data-testid="reject-finding"
                         className={finding.review === 'rejected' ? 'danger' : ''}
-                        title="Reject (r)"
+                        title={blocked ?? 'Reject (r)'}
                       >
                         ✗ Reject
                       </button>
                     </div>
                   ) : null}
+                  {canReview && blocked !== null && finding.id === currentId ? (
+                    <div className="muted review-blocked" data-testid="review-blocked">
+                      {blocked}
+                    </div>
+                  ) : null}
                 </div>
               );
             })}
-            {!canReview && findings.length > 0 ? <p className="muted">Reviewing findings needs the write:reports scope.</p> : null}
+            {!canReview && findings.length > 0 ? <p className="muted">Reviewing findings needs the write:reports scope; ask an admin.</p> : null}
             <InlineError error={reviewError} />
           </div>
         ) : null}
-        <div className="kbd-help">
+        {/* Only what this key can do (issue 11): a key without write:reports is not told to press a. */}
+        <div className="kbd-help" data-testid="kbd-help">
           <kbd>wheel</kbd> <kbd>↑</kbd>
           <kbd>↓</kbd> slices · <kbd>drag</kbd> window · <kbd>shift</kbd>+drag pan · <kbd>ctrl</kbd>+wheel zoom · {presets.map((p) => p.key).join('/')} presets ·{' '}
-          <kbd>n</kbd>/<kbd>p</kbd> findings · <kbd>a</kbd> accept · <kbd>r</kbd> reject · <kbd>shift</kbd>+<kbd>A</kbd> analyse · <kbd>[</kbd>/<kbd>]</kbd> scans · <kbd>Esc</kbd> worklist
+          <kbd>n</kbd>/<kbd>p</kbd> findings ·{' '}
+          {canReview ? (
+            <>
+              <kbd>a</kbd> accept · <kbd>r</kbd> reject · <kbd>u</kbd> undo ·{' '}
+            </>
+          ) : null}
+          {canAnalyse ? (
+            <>
+              <kbd>shift</kbd>+<kbd>A</kbd> analyse ·{' '}
+            </>
+          ) : null}
+          <kbd>[</kbd>/<kbd>]</kbd> scans · <kbd>Esc</kbd> worklist
         </div>
       </aside>
     </section>

@@ -1,0 +1,176 @@
+/**
+ * Reading that a radiologist can trust (issue 11), in Debian's Chromium against the real server
+ * and the built renderer, on real DICOM files derived from pydicom's corpus and put into the
+ * archive through the importer's commit code:
+ * - a radiologist key with only the role's default scopes reviews, and the help lists only
+ *   what the key can do;
+ * - Accept/Reject act only on a finding whose box is on screen (not below the threshold, not on
+ *   another slice), as the review keys do.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR, type Ui } from '../helpers/browser.ts';
+import { PYDICOM_CORPUS, seedImportedInstance } from '../helpers/image-fixture.ts';
+import { seedAnalysis, type SeededScan } from '../helpers/seed.ts';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
+
+type Finding = { id: string; confidence: number; instance_uid: string; frame: number; review: string | null };
+
+const WAIT = { timeout: 10_000 };
+
+/**
+ * Writes `count` slices of one new series from a corpus file with pydicom (new UIDs, instance
+ * numbers and positions along z), each edited by `assignments` (Python statements on `ds`).
+ */
+function writeSeries(dir: string, source: string, count: number, assignments = ''): string[] {
+  const script = `
+import sys, pydicom
+from pydicom.uid import generate_uid
+src, out, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+series = generate_uid()
+for i in range(count):
+    ds = pydicom.dcmread(src)
+    ds.SeriesInstanceUID = series
+    ds.SOPInstanceUID = generate_uid()
+    ds.file_meta.MediaStorageSOPInstanceUID = ds.SOPInstanceUID
+    ds.InstanceNumber = i + 1
+    ds.ImagePositionPatient = [0, 0, float(i * 5)]
+    ds.SliceLocation = float(i * 5)
+${assignments
+  .split('\n')
+  .filter((line) => line.trim() !== '')
+  .map((line) => `    ${line.trim()}`)
+  .join('\n')}
+    ds.save_as(f"{out}/{i:03d}.dcm", write_like_original=False)
+`;
+  execFileSync('/usr/bin/python3', ['-c', script, source, dir, String(count)], { stdio: ['ignore', 'ignore', 'inherit'] });
+  return readdirSync(dir)
+    .filter((name) => name.endsWith('.dcm'))
+    .sort()
+    .map((name) => join(dir, name));
+}
+
+/** Imports the files and returns the scan with its slices in the viewer's order. */
+async function importSeries(t: TestServer, files: readonly string[]): Promise<{ scan: SeededScan; instanceUids: string[] }> {
+  let scanId = '';
+  for (const file of files) scanId = seedImportedInstance(t, file).scanId;
+  const row = t.server.services.db.prepare('SELECT s.id AS scanRef, p.patient_id AS patientId, st.study_uid AS studyUid FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?').get(scanId) as { scanRef: number; patientId: string; studyUid: string };
+  const instances = (await t.request('GET', `/v1/scans/${scanId}/instances?limit=500`)).json.data.items as { instance_uid: string }[];
+  return { scan: { scanId, ...row }, instanceUids: instances.map((i) => i.instance_uid) };
+}
+
+/** Sets a range input the way a drag does, so React sees the change. */
+async function setRange(ui: Ui, testId: string, value: number): Promise<void> {
+  // A string expression: the test project has no DOM types.
+  await ui.page.evaluate(`(() => {
+    const input = document.querySelector('[data-testid="${testId}"]');
+    const setter = Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set;
+    setter.call(input, '${value}');
+    input.dispatchEvent(new Event('input', { bubbles: true }));
+  })()`);
+}
+
+let t: TestServer;
+let browser: Browser;
+let work: string;
+
+beforeAll(async () => {
+  ensureRendererBuilt();
+  t = await startTestServer({ uiDir: UI_DIR });
+  work = mkdtempSync(join(tmpdir(), 'mia-reading-trust-'));
+  browser = await launchBrowser();
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await t?.close();
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+describe('review only what is on screen', () => {
+  let ui: Ui;
+  let scanId = '';
+  let onSix: Finding;
+  let onNineteen: Finding;
+  const resultOf = async () => (await t.request('GET', `/v1/scans/${scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data.findings as Finding[];
+  const row = (finding: Finding) => ui.page.locator(`[data-finding-id="${finding.id}"]`);
+
+  beforeAll(async () => {
+    const dir = join(work, 'stack');
+    execFileSync('mkdir', ['-p', dir]);
+    const { scan, instanceUids } = await importSeries(t, writeSeries(dir, join(PYDICOM_CORPUS, 'MR_small.dcm'), 20));
+    scanId = scan.scanId;
+    seedAnalysis(t.server.services.db, scan, [
+      { confidence: 0.9, instanceUid: instanceUids[5]!, x: 10, y: 12, width: 20, height: 16 },
+      { confidence: 0.49, instanceUid: instanceUids[18]!, x: 30, y: 30, width: 14, height: 12 },
+    ]);
+    const findings = await resultOf();
+    onSix = findings.find((f) => f.confidence === 0.9)!;
+    onNineteen = findings.find((f) => f.confidence === 0.49)!;
+  });
+
+  it('a radiologist key with the default scopes may review; the help names review keys but not analyse', async () => {
+    ui = await openUi(browser, t.url);
+    await ui.signIn(t.keyFor('radiologist', { email: 'reader@hospital.test' }).key);
+    await ui.openScan(scanId);
+    await expect.poll(() => ui.page.getByTestId('viewport-canvas').getAttribute('data-slice-index'), WAIT).toBe('5');
+    const help = (await ui.page.getByTestId('kbd-help').textContent()) ?? '';
+    expect(help).toContain('a accept');
+    expect(help).toContain('r reject');
+    // Analysing needs write:scans, which the role does not hold by default.
+    expect(help).not.toContain('analyse');
+    expect(await ui.page.getByText('needs the write:reports scope').count()).toBe(0);
+    await expect.poll(() => row(onSix).getByTestId('accept-finding').isEnabled()).toBe(true);
+  });
+
+  it('a finding on another slice cannot be accepted from its button; the tooltip says why', async () => {
+    const accept = row(onNineteen).getByTestId('accept-finding');
+    expect(await accept.isDisabled()).toBe(true);
+    expect(await accept.getAttribute('title')).toBe('On slice 19, not the slice shown (6): click the finding to go to its slice first.');
+    await accept.click({ force: true });
+    await row(onNineteen).getByTestId('reject-finding').click({ force: true });
+    await ui.screenshot('review-guard-other-slice');
+    // Let any request the click might have sent land before asking the server.
+    await ui.page.waitForTimeout(300);
+    expect((await resultOf()).find((f) => f.id === onNineteen.id)!.review).toBeNull();
+  });
+
+  it('a finding below the threshold cannot be reviewed on its own slice either, until the threshold is lowered', async () => {
+    await setRange(ui, 'threshold', 0.5);
+    await row(onNineteen).click();
+    await expect.poll(() => ui.page.getByTestId('viewport-canvas').getAttribute('data-slice-index'), WAIT).toBe('18');
+    const accept = row(onNineteen).getByTestId('accept-finding');
+    expect(await accept.isDisabled()).toBe(true);
+    expect(await row(onNineteen).getByTestId('review-blocked').textContent()).toBe('Below the 50% threshold, so its box is hidden: lower the threshold to review it.');
+    // The finding on slice 6 is visible but on another slice now.
+    expect(await row(onSix).getByTestId('accept-finding').isDisabled()).toBe(true);
+    await ui.screenshot('review-guard-below-threshold');
+    await accept.click({ force: true });
+    await ui.page.waitForTimeout(300);
+    expect((await resultOf()).find((f) => f.id === onNineteen.id)!.review).toBeNull();
+
+    await setRange(ui, 'threshold', 0.4);
+    await expect.poll(() => accept.isEnabled()).toBe(true);
+    expect(await row(onNineteen).getByTestId('review-blocked').count()).toBe(0);
+    await accept.click();
+    await expect.poll(() => row(onNineteen).getAttribute('data-review'), WAIT).toBe('accepted');
+    expect((await resultOf()).find((f) => f.id === onNineteen.id)!.review).toBe('accepted');
+    await ui.screenshot('review-guard-accepted');
+  });
+
+  it('a key without write:reports sees no review keys in the help', async () => {
+    const engineer = await openUi(browser, t.url);
+    await engineer.signIn(t.keyFor('data_engineer', { email: 'engineer@hospital.test' }).key);
+    await engineer.openScan(scanId);
+    await engineer.page.getByTestId('kbd-help').waitFor();
+    const help = (await engineer.page.getByTestId('kbd-help').textContent()) ?? '';
+    expect(help).not.toContain('accept');
+    expect(help).not.toContain('analyse');
+    expect(await engineer.page.getByTestId('accept-finding').count()).toBe(0);
+    await engineer.page.context().close();
+  });
+});
