@@ -19,6 +19,7 @@ import type { InferenceSession } from '#server/analysis/worker-session.ts';
 import { frameValues, readDicom, type DicomInstance } from '#server/dicom/parse.ts';
 import { decodeFrame, type PixelArray } from '#server/dicom/pixels.ts';
 import { MiaError } from '#server/errors.ts';
+import { slicePosition } from '#server/imports/ingest.ts';
 import type { FindingInput } from '#server/store/analyses.ts';
 
 /** One slice of the scan in slice order: a frame of a stored instance. */
@@ -172,6 +173,50 @@ class BatchLoader {
   }
 }
 
+/** Direction cosines equal within this: the same plane as written with rounding. */
+const ORIENTATION_TOLERANCE = 1e-4;
+
+/**
+ * The frames of each Enhanced multi-frame instance in the order of their Plane Position along
+ * the slice normal (PS3.3 C.7.6.16.2.3): frame numbers need not follow space, and findings on
+ * neighbouring slices are joined into one (aggregate.ts), so the model must see a stack in order.
+ * Frames with different Plane Orientations are not one stack of parallel slices: not applicable.
+ * Classic single-frame instances are ordered by the index already (by position).
+ */
+async function spatialOrder(slices: readonly EngineSlice[], reader: StoredFileReader): Promise<EngineSlice[] | { notApplicable: string }> {
+  const out: EngineSlice[] = [];
+  for (let start = 0; start < slices.length; ) {
+    const first = slices[start] as EngineSlice;
+    let end = start + 1;
+    while (end < slices.length && slices[end]?.path === first.path) end += 1;
+    const group = slices.slice(start, end);
+    start = end;
+    if (group.length < 2) {
+      out.push(...group);
+      continue;
+    }
+    const result = await readDicom(reader.read(first));
+    // A file that no longer parses fails in the batch loader, with its reason.
+    if (!result.ok || result.instance.frames.length === 0) {
+      out.push(...group);
+      continue;
+    }
+    const instance = result.instance;
+    const o0 = frameValues(instance, 0).imageOrientationPatient;
+    const keyed = group.map((slice) => {
+      const v = frameValues(instance, slice.frame);
+      return { slice, orientation: v.imageOrientationPatient, position: slicePosition(v) };
+    });
+    const turned = keyed.find((k) => !k.orientation !== !o0 || (k.orientation && o0 && k.orientation.some((c, i) => Math.abs(c - (o0[i] ?? 0)) > ORIENTATION_TOLERANCE)));
+    if (turned) {
+      return { notApplicable: `instance ${first.instanceUid}: frame ${turned.slice.frame} has another Plane Orientation (0020,9116) than frame 0, so the frames are not one stack of slices` };
+    }
+    if (keyed.every((k) => k.position !== null)) keyed.sort((a, b) => (a.position as number) - (b.position as number));
+    out.push(...keyed.map((k) => k.slice));
+  }
+  return out;
+}
+
 const FIRST_BATCH = 2;
 const MAX_IN_FLIGHT = 3;
 
@@ -188,7 +233,9 @@ export async function runAnalysis(
   const reason = notApplicableReason(manifest, scan);
   if (reason) return { kind: 'not_applicable', reason };
 
-  const slices = scan.sliceList;
+  const ordered = await spatialOrder(scan.sliceList, new StoredFileReader());
+  if ('notApplicable' in ordered) return { kind: 'not_applicable', reason: ordered.notApplicable };
+  const slices = ordered;
   const total = slices.length;
   const batchSize = Math.max(1, options.batchSize);
   const timings: EngineTimings = { readMs: 0, preprocessMs: 0, inferenceMs: 0, decodeMs: 0 };

@@ -10,9 +10,14 @@ export const ENHANCED_CT_SCRIPT = join(import.meta.dirname, 'enhanced_ct.py');
 
 export type EnhancedCt = { series_uid: string; instance_uid: string; frames: number; classic: string[] };
 
-export function enhancedCt(classicDir: string, out: string, options: { perFrameIntercept?: boolean; dropLastItem?: boolean } = {}): EnhancedCt {
+export type EnhancedOptions = { perFrameIntercept?: boolean; dropLastItem?: boolean; interleave?: boolean; tiltFrame?: boolean };
+
+/** `classic` in the result names the classic slice each frame was made from, in frame order. */
+export function enhancedCt(classicDir: string, out: string, options: EnhancedOptions = {}): EnhancedCt {
   const args = [ENHANCED_CT_SCRIPT, classicDir, out];
   if (options.perFrameIntercept) args.push('--per-frame-intercept');
   if (options.dropLastItem) args.push('--drop-last-item');
+  if (options.interleave) args.push('--interleave');
+  if (options.tiltFrame) args.push('--tilt-frame');
   return JSON.parse(execFileSync('/usr/bin/python3', args, { encoding: 'utf8', timeout: 120_000 })) as EnhancedCt;
 }

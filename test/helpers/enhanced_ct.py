@@ -3,10 +3,13 @@ one-file-per-slice CT series (phantoms.py's), with the rescale, pixel spacing, p
 orientation and window values only in the functional groups (PS3.3 C.7.6.16, C.8.15), so a
 reader that looks at top-level attributes alone sees none of them.
 
-usage: enhanced_ct.py CLASSIC_DIR OUT_FILE [--per-frame-intercept] [--drop-last-item]
+usage: enhanced_ct.py CLASSIC_DIR OUT_FILE [--per-frame-intercept] [--drop-last-item] [--interleave] [--tilt-frame]
   --per-frame-intercept  odd frames store values 24 higher with intercept 24 lower, in their
                          own Pixel Value Transformation items (same modality values as classic)
   --drop-last-item       the Per-frame Functional Groups Sequence misses its last item
+  --interleave           frames stored as an interleaved acquisition: even slices, then odd ones
+                         (each frame keeps its own Plane Position)
+  --tilt-frame           frame 1 has its own Plane Orientation, tilted from the shared one
 Prints JSON: {series_uid, instance_uid, frames, classic: [sop uid per frame, in order]}.
 """
 import glob
@@ -34,14 +37,22 @@ def main(argv):
     src, out = argv[0], argv[1]
     per_frame_intercept = '--per-frame-intercept' in argv
     drop_last = '--drop-last-item' in argv
+    interleave = '--interleave' in argv
+    tilt = '--tilt-frame' in argv
     slices = [pydicom.dcmread(p) for p in glob.glob(os.path.join(src, '*.dcm'))]
     slices.sort(key=lambda d: float(d.ImagePositionPatient[2]))
+    if interleave:
+        slices = slices[0::2] + slices[1::2]
     first = slices[0]
     n = len(slices)
     # New UIDs derived from the classic ones, so both forms can live in one archive.
     suffix = '.9' if not per_frame_intercept else '.8'
     if drop_last:
         suffix += '1'
+    if interleave:
+        suffix += '2'
+    if tilt:
+        suffix += '3'
     series_uid = (first.SeriesInstanceUID + suffix)[:64]
     instance_uid = (first.SOPInstanceUID + suffix + '1')[:64]
 
@@ -98,6 +109,8 @@ def main(argv):
         frames.append(group)
     if drop_last:
         frames = frames[:-1]
+    if tilt:
+        frames[1].PlaneOrientationSequence = Sequence([item(ImageOrientationPatient=['1', '0', '0', '0', '0.8', '0.6'])])
     ds.PerFrameFunctionalGroupsSequence = Sequence(frames)
     ds.PixelData = np.ascontiguousarray(np.stack(pixels)).tobytes()
     ds.save_as(out, write_like_original=False)
