@@ -30,6 +30,7 @@ export const AUDIT_ACTIONS = [
   'keys.rotate',
   'models.list',
   'models.select',
+  'reports.addendum',
   'reports.create',
   'reports.list',
   'reports.read',

@@ -314,7 +314,7 @@ export async function runAnalysis(
   return {
     kind: 'succeeded',
     findings,
-    recommendation: recommend(findings, manifest.recommendations),
+    recommendation: recommend(findings, manifest.recommendations, scan.modality),
     thresholds: thresholdsOf(manifest),
     slices: total,
     timings,

@@ -97,7 +97,18 @@ const label = z.object({
 export type ManifestLabel = z.infer<typeof label>;
 
 const recommendations = z.object({
-  rules: z.array(z.object({ label: nonEmpty(), min_confidence: unitInterval(), text: nonEmpty() })),
+  rules: z.array(
+    z.object({
+      label: nonEmpty(),
+      min_confidence: unitInterval(),
+      /** The model's suggestion when it finds the label ("possible ..."). */
+      text: nonEmpty(),
+      /** The next step once a reader accepted a finding of the label; reports use it. */
+      advice: nonEmpty().optional(),
+      /** Only for these modalities (an MR study is not told to get an MR); all when absent. */
+      modalities: z.array(z.enum(['CT', 'MR'])).min(1).optional(),
+    }),
+  ),
   none_found: nonEmpty(),
 });
 export type Recommendations = z.infer<typeof recommendations>;

@@ -244,6 +244,22 @@ export const resultsQuery = pageQuery
 
 // ---- reports ----------------------------------------------------------------------------
 
+export const findingChange = z.object({
+  finding_id: z.string(),
+  label: z.string(),
+  from: z.enum(FINDING_REVIEWS).nullable(),
+  to: z.enum(FINDING_REVIEWS).nullable(),
+});
+
+export const addendum = z.object({
+  id: z.string(),
+  author: z.object({ id: z.string(), email: z.string() }),
+  created_at: isoTime,
+  text: z.string(),
+  finding_changes: z.array(findingChange).describe('Finding verdicts this addendum changed (the signed snapshot keeps the old ones)'),
+});
+export type Addendum = z.infer<typeof addendum>;
+
 export const report = z.object({
   id: z.string(),
   scan_id: z.string(),
@@ -252,13 +268,19 @@ export const report = z.object({
   status: z.enum(REPORT_STATUSES),
   impression: z.string(),
   recommendation: z.string(),
-  findings: z.array(findingV11).describe('Snapshot of the analysis findings when the draft was made'),
+  recommendation_basis: z
+    .enum(['model', 'verdicts', 'reader'])
+    .describe(
+      "model: the AI's own suggestion (no finding reviewed yet); verdicts: built from the accepted findings, per modality (rejected ones never count); reader: written by the reader",
+    ),
+  findings: z.array(findingV11).describe('Snapshot of the analysis findings with their verdicts, as of the last verdict while a draft; a final report locks them'),
   analysis: z.object({ id: z.string(), model_name: z.string(), model_version: z.string() }).nullable(),
   author: z.object({ id: z.string(), email: z.string() }),
   created_at: isoTime,
   updated_at: isoTime,
   finalized_at: isoTime.nullable(),
   finalized_by: z.string().nullable(),
+  addenda: z.array(addendum).describe('Signed sections added after finalizing, oldest first; append-only'),
 });
 export type Report = z.infer<typeof report>;
 
@@ -276,6 +298,17 @@ export const updateReportBody = z
   })
   .strict()
   .refine((body) => Object.keys(body).length > 0, { message: 'give at least one of impression, recommendation, status' });
+
+export const createAddendumBody = z
+  .object({
+    text: text(20_000).refine((value) => value.trim() !== '', { message: 'write the addendum text' }),
+    findings: z
+      .array(z.object({ id: text(64), review: z.enum(FINDING_REVIEWS).nullable() }).strict())
+      .max(200)
+      .optional()
+      .describe("Verdict changes on the report's findings (accepted, rejected, or null to clear) that the addendum records"),
+  })
+  .strict();
 
 // ---- exports ----------------------------------------------------------------------------
 

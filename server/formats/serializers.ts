@@ -20,7 +20,19 @@ const XML_ITEM_NAMES = {
   scopes: 'scope',
   extra_scopes: 'scope',
   items: 'item',
+  addenda: 'addendum',
+  finding_changes: 'finding_change',
 };
+
+/** A report's addenda as one CSV cell: each "time author: text" plus its verdict changes, a blank line apart. */
+function addendaCell(report: Report): string {
+  return report.addenda
+    .map((a) => {
+      const changes = a.finding_changes.map((c) => `${c.label} ${c.finding_id}: ${c.from ?? 'not reviewed'} -> ${c.to ?? 'not reviewed'}`);
+      return `${a.created_at} ${a.author.email}: ${a.text}${changes.length === 0 ? '' : ` [verdicts: ${changes.join('; ')}]`}`;
+    })
+    .join('\n\n');
+}
 
 /** One row per finding; a scan without findings still gets one row, with empty finding cells,
  * so "analysed, nothing found" is distinguishable from "not analysed" in the file. */
@@ -103,6 +115,8 @@ export const reportSerializer: ResourceSerializer<Report> = {
     'analysis_id',
     'model_name',
     'model_version',
+    'recommendation_basis',
+    'addenda',
   ],
   csvRows(report) {
     return [
@@ -125,6 +139,8 @@ export const reportSerializer: ResourceSerializer<Report> = {
         analysis_id: report.analysis?.id ?? null,
         model_name: report.analysis?.model_name ?? null,
         model_version: report.analysis?.model_version ?? null,
+        recommendation_basis: report.recommendation_basis,
+        addenda: addendaCell(report),
       },
     ];
   },

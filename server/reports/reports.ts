@@ -1,18 +1,33 @@
 /**
  * Radiology reports: a draft starts from the scan's latest analysis (a snapshot of its findings
  * and its recommendation), the radiologist edits impression and recommendation, and finalizing
- * makes it immutable: a signed report is a medico-legal record.
+ * makes it immutable: a signed report is a medico-legal record. While a draft, the snapshot
+ * follows the reader's verdicts and so does the recommendation (unless the reader wrote it);
+ * a final report locks the verdicts it was built on, and a later change of mind is an addendum,
+ * a signed, dated section appended to it (issue 11).
  */
 import { z } from 'zod';
-import type { Report } from '#server/api/schemas.ts';
+import type { Addendum, Report } from '#server/api/schemas.ts';
 import { findingV11 } from '#server/api/schemas.ts';
 import type { Clock } from '#server/clock.ts';
-import { conflict, MiaError, notFound } from '#server/errors.ts';
+import { conflict, invalid, MiaError, notFound } from '#server/errors.ts';
+import type { FindingReview } from '#common/vocabulary.ts';
+import { findFindingsByAnalyses, setFindingReview } from '#server/store/analyses.ts';
+import { findFindingWithScan } from '#server/store/finding-reviews.ts';
+import { reportRecommendation, type ModelVocabularies } from '#server/reports/recommendation.ts';
 import type { Database } from '#server/store/database.ts';
 import { inDurableTransaction } from '#server/store/database.ts';
 import type { Page, PageRequest } from '#server/store/page.ts';
-import type { ReportFilter, ReportRow } from '#server/store/reports.ts';
-import { findReport, insertReport, listReports as listReportRows, updateDraftReport } from '#server/store/reports.ts';
+import type { AddendumRow, ReportFilter, ReportRow } from '#server/store/reports.ts';
+import {
+  findAddenda,
+  findReport,
+  findReportsByAnalysis,
+  insertAddendum,
+  insertReport,
+  listReports as listReportRows,
+  updateDraftReport,
+} from '#server/store/reports.ts';
 import { markReported } from '#server/scans/review-progress.ts';
 import { getScanRow } from '#server/scans/scans.ts';
 import { loadLatestAnalyses, toFinding } from '#server/scans/scan-views.ts';
@@ -20,8 +35,19 @@ import { loadLatestAnalyses, toFinding } from '#server/scans/scan-views.ts';
 export type ReportDeps = { db: Database; clock: Clock };
 
 const findingsSnapshot = z.array(findingV11);
+const findingChanges = z.array(z.object({ finding_id: z.string(), label: z.string(), from: z.enum(['accepted', 'rejected']).nullable(), to: z.enum(['accepted', 'rejected']).nullable() }));
 
-export function toReport(row: ReportRow): Report {
+function toAddendum(row: AddendumRow): Addendum {
+  return {
+    id: row.public_id,
+    author: { id: row.author_public_id, email: row.author_email },
+    created_at: row.created_at,
+    text: row.text,
+    finding_changes: findingChanges.parse(JSON.parse(row.finding_changes)),
+  };
+}
+
+export function toReport(row: ReportRow, addenda: readonly AddendumRow[] = []): Report {
   return {
     id: row.public_id,
     scan_id: row.scan_id,
@@ -30,6 +56,7 @@ export function toReport(row: ReportRow): Report {
     status: row.status,
     impression: row.impression,
     recommendation: row.recommendation,
+    recommendation_basis: row.recommendation_basis,
     findings: findingsSnapshot.parse(JSON.parse(row.findings)),
     analysis:
       row.analysis_public_id && row.model_name && row.model_version
@@ -40,23 +67,72 @@ export function toReport(row: ReportRow): Report {
     updated_at: row.updated_at,
     finalized_at: row.finalized_at,
     finalized_by: row.finalized_by_public_id,
+    addenda: addenda.map(toAddendum),
   };
 }
 
 export function getReport(deps: ReportDeps, reportId: string): Report {
   const row = findReport(deps.db, reportId);
   if (!row) throw notFound('Report', reportId);
-  return toReport(row);
+  return toReport(row, findAddenda(deps.db, [row.id]).get(row.id));
 }
 
 export function listReports(deps: ReportDeps, filter: ReportFilter, page: PageRequest): Page<Report> {
   const rows = listReportRows(deps.db, filter, page);
-  return { items: rows.items.map(toReport), nextAfterId: rows.nextAfterId };
+  const addenda = findAddenda(deps.db, rows.items.map((r) => r.id));
+  return { items: rows.items.map((r) => toReport(r, addenda.get(r.id))), nextAfterId: rows.nextAfterId };
+}
+
+/** The findings of a report's analysis as they are now, and the recommendation they make. */
+function currentBasis(deps: ReportDeps, vocabularies: ModelVocabularies, row: ReportRow) {
+  const findings = row.analysis_ref === null ? [] : (findFindingsByAnalyses(deps.db, [row.analysis_ref]).get(row.analysis_ref) ?? []);
+  const recommendation = reportRecommendation(vocabularies, {
+    modelId: row.model_id ?? '',
+    modality: row.modality,
+    findings,
+    modelSuggestion: row.analysis_recommendation ?? '',
+  });
+  return { findings: JSON.stringify(findings.map(toFinding)), recommendation };
+}
+
+/**
+ * Brings a draft's snapshot up to its analysis's verdicts, and its recommendation unless the
+ * reader wrote it; call inside the transaction that changed them.
+ */
+function refreshDraft(deps: ReportDeps, vocabularies: ModelVocabularies, row: ReportRow, at: string): void {
+  if (row.status !== 'draft') return;
+  const current = currentBasis(deps, vocabularies, row);
+  const ownText = row.recommendation_basis === 'reader';
+  updateDraftReport(deps.db, row.id, {
+    findings: current.findings,
+    recommendation: ownText ? undefined : current.recommendation.text,
+    recommendationBasis: ownText ? undefined : current.recommendation.basis,
+    at,
+  });
+}
+
+/**
+ * Verdicts on findings that a final report was built on are locked (409 naming the report);
+ * otherwise the drafts on them follow. Call inside the verdict's transaction, before it.
+ */
+export function beforeVerdict(deps: ReportDeps, analysisRef: number): (vocabularies: ModelVocabularies, at: string) => void {
+  const reports = findReportsByAnalysis(deps.db, analysisRef);
+  const final = reports.find((r) => r.status === 'final');
+  if (final) {
+    throw conflict(
+      'This finding is part of a final report; its verdict is locked',
+      `report ${final.public_id} was finalized at ${final.finalized_at ?? 'unknown time'}; add an addendum to change a verdict: POST /v1/reports/${final.public_id}/addenda`,
+    );
+  }
+  return (vocabularies, at) => {
+    for (const row of reports) refreshDraft(deps, vocabularies, row, at);
+  };
 }
 
 /** Rejected findings stay in the snapshot, marked, so the report shows what the AI proposed. */
 export function draftReport(
   deps: ReportDeps,
+  vocabularies: ModelVocabularies,
   authorRef: number,
   input: { scanId: string; impression?: string | undefined },
 ): Report {
@@ -68,12 +144,20 @@ export function draftReport(
     const { analyses, findings } = loadLatestAnalyses(deps.db, [scan]);
     const analysis = analyses.get(scan.latest_analysis_ref);
     if (!analysis) throw new MiaError('internal', 'latest analysis missing');
+    const rows = findings.get(analysis.id) ?? [];
+    const recommendation = reportRecommendation(vocabularies, {
+      modelId: analysis.model_id,
+      modality: scan.modality,
+      findings: rows,
+      modelSuggestion: analysis.recommendation ?? '',
+    });
     return insertReport(deps.db, {
       scanRef: scan.id,
       analysisRef: analysis.id,
       impression: input.impression ?? '',
-      recommendation: analysis.recommendation ?? '',
-      findings: JSON.stringify((findings.get(analysis.id) ?? []).map(toFinding)),
+      recommendation: recommendation.text,
+      recommendationBasis: recommendation.basis,
+      findings: JSON.stringify(rows.map(toFinding)),
       authorRef,
       at: deps.clock.now().toISOString(),
     });
@@ -83,6 +167,7 @@ export function draftReport(
 
 export function updateReport(
   deps: ReportDeps,
+  vocabularies: ModelVocabularies,
   userRef: number,
   reportId: string,
   patch: { impression?: string | undefined; recommendation?: string | undefined; status?: 'final' | undefined },
@@ -90,17 +175,58 @@ export function updateReport(
   inDurableTransaction(deps.db, () => {
     const row = findReport(deps.db, reportId);
     if (!row) throw notFound('Report', reportId);
+    if (row.status !== 'draft') {
+      throw conflict('This report is final and cannot be changed', `finalized at ${row.finalized_at ?? 'unknown time'}; add an addendum: POST /v1/reports/${reportId}/addenda`);
+    }
     const at = deps.clock.now().toISOString();
+    // A client that sends back the text it was shown has not written a recommendation of its
+    // own (the renderer always sends both fields); only a different text is the reader's.
+    const ownText = patch.recommendation !== undefined && patch.recommendation !== row.recommendation;
+    // What is signed is built on the verdicts as they are at signing.
+    if (patch.status === 'final') refreshDraft(deps, vocabularies, row, at);
     const updated = updateDraftReport(deps.db, row.id, {
       impression: patch.impression,
-      recommendation: patch.recommendation,
+      recommendation: ownText ? patch.recommendation : undefined,
+      recommendationBasis: ownText ? 'reader' : undefined,
       finalizeBy: patch.status === 'final' ? userRef : undefined,
       at,
     });
-    if (!updated) {
-      throw conflict('This report is final and cannot be changed', `finalized at ${row.finalized_at ?? 'unknown time'}; write an addendum as a new report`);
-    }
+    if (!updated) throw new MiaError('internal', 'draft report changed under its transaction');
     if (patch.status === 'final') markReported(deps.db, { ref: row.scan_ref, status: row.scan_status }, reportId, at);
+  });
+  return getReport(deps, reportId);
+}
+
+export type VerdictChange = { id: string; review: FindingReview | null };
+
+/**
+ * Appends a signed section to a final report. Verdict changes it records are applied to the
+ * findings (so the scan's result shows the reader's current view) while the report's signed
+ * snapshot keeps the verdicts it was built on; the addendum says what changed.
+ */
+export function addAddendum(
+  deps: ReportDeps,
+  userRef: number,
+  reportId: string,
+  input: { text: string; findings?: readonly VerdictChange[] | undefined },
+): Report {
+  inDurableTransaction(deps.db, () => {
+    const row = findReport(deps.db, reportId);
+    if (!row) throw notFound('Report', reportId);
+    if (row.status !== 'final') {
+      throw conflict('This report is a draft; edit it instead of adding an addendum', 'addenda are added to final reports only');
+    }
+    const at = deps.clock.now().toISOString();
+    const changes = (input.findings ?? []).map((change, index, all) => {
+      if (all.findIndex((c) => c.id === change.id) !== index) throw invalid('A finding is listed twice', `finding ${change.id} appears more than once in findings`);
+      const finding = findFindingWithScan(deps.db, change.id);
+      if (!finding || finding.analysis_ref !== row.analysis_ref) {
+        throw invalid('A finding is not part of this report', `finding ${change.id} is not a finding of report ${reportId}`);
+      }
+      setFindingReview(deps.db, finding.id, change.review, change.review === null ? null : userRef, change.review === null ? null : at);
+      return { finding_id: change.id, label: finding.label, from: finding.review, to: change.review };
+    });
+    insertAddendum(deps.db, { reportRef: row.id, authorRef: userRef, text: input.text, findingChanges: JSON.stringify(changes), at });
   });
   return getReport(deps, reportId);
 }

@@ -1,6 +1,8 @@
 /**
  * A reviewer's verdict on one AI finding: accepted, rejected, or cleared (null). Recorded with
- * who and when; the route audits it as findings.review with the patient and scan.
+ * who and when; the route audits it as findings.review with the patient and scan. A finding a
+ * final report was built on is locked (409: change it through an addendum); drafts built on it
+ * follow the verdict (server/reports/reports.ts).
  */
 import type { FindingReview } from '#common/vocabulary.ts';
 import type { ScanResultV11 } from '#server/api/schemas.ts';
@@ -8,18 +10,28 @@ import { notFound } from '#server/errors.ts';
 import { setFindingReview } from '#server/store/analyses.ts';
 import { inDurableTransaction } from '#server/store/database.ts';
 import { findFindingWithScan } from '#server/store/finding-reviews.ts';
+import type { ModelVocabularies } from '#server/reports/recommendation.ts';
+import { beforeVerdict } from '#server/reports/reports.ts';
 import { advanceAfterReview } from '#server/scans/review-progress.ts';
 import type { ScanDeps } from '#server/scans/scans.ts';
 import { toFinding } from '#server/scans/scan-views.ts';
 
 export type ReviewedFinding = { finding: ScanResultV11['findings'][number]; scanId: string; patientId: string };
 
-export function reviewFinding(deps: ScanDeps, userRef: number, findingId: string, review: FindingReview | null): ReviewedFinding {
+export function reviewFinding(
+  deps: ScanDeps,
+  vocabularies: ModelVocabularies,
+  userRef: number,
+  findingId: string,
+  review: FindingReview | null,
+): ReviewedFinding {
   return inDurableTransaction(deps.db, () => {
     const row = findFindingWithScan(deps.db, findingId);
     if (!row) throw notFound('Finding', findingId);
+    const followDrafts = beforeVerdict(deps, row.analysis_ref);
     const at = review === null ? null : deps.clock.now().toISOString();
     setFindingReview(deps.db, row.id, review, review === null ? null : userRef, at);
+    followDrafts(vocabularies, deps.clock.now().toISOString());
     // Verdicts on an older analysis's findings do not move the scan: its result is another.
     if (row.is_latest) advanceAfterReview(deps.db, { ref: row.scan_ref, status: row.scan_status }, deps.clock.now().toISOString());
     return {

@@ -12,6 +12,8 @@ export type ReportRow = {
   status: ReportStatus;
   impression: string;
   recommendation: string;
+  /** What the recommendation was built from (migration 8; server/reports/recommendation.ts). */
+  recommendation_basis: 'model' | 'verdicts' | 'reader';
   findings: string;
   author_ref: number;
   created_at: string;
@@ -27,6 +29,9 @@ export type ReportRow = {
   author_email: string;
   finalized_by_public_id: string | null;
   analysis_public_id: string | null;
+  model_id: string | null;
+  /** The analysis's own (model) recommendation, the report's while no finding has a verdict. */
+  analysis_recommendation: string | null;
   model_name: string | null;
   model_version: string | null;
 };
@@ -34,7 +39,7 @@ export type ReportRow = {
 const REPORT_SELECT = `
   SELECT r.*, s.scan_id, s.status AS scan_status, p.patient_id, s.modality, au.public_id AS author_public_id, au.email AS author_email,
          fu.public_id AS finalized_by_public_id, a.public_id AS analysis_public_id,
-         a.model_name, a.model_version
+         a.model_id, a.recommendation AS analysis_recommendation, a.model_name, a.model_version
   FROM reports r
   JOIN scans s ON s.id = r.scan_ref
   JOIN studies st ON st.id = s.study_ref
@@ -56,6 +61,7 @@ export function insertReport(
     analysisRef: number | null;
     impression: string;
     recommendation: string;
+    recommendationBasis: 'model' | 'verdicts';
     findings: string;
     authorRef: number;
     at: string;
@@ -63,14 +69,19 @@ export function insertReport(
 ): string {
   const publicId = newPublicId('rpt');
   sql(db,
-    `INSERT INTO reports (public_id, scan_ref, analysis_ref, status, impression, recommendation, findings, author_ref,
-       created_at, updated_at) VALUES (?, ?, ?, 'draft', ?, ?, ?, ?, ?, ?)`,
-  ).run(publicId, input.scanRef, input.analysisRef, input.impression, input.recommendation, input.findings, input.authorRef, input.at, input.at);
+    `INSERT INTO reports (public_id, scan_ref, analysis_ref, status, impression, recommendation, recommendation_basis, findings,
+       author_ref, created_at, updated_at) VALUES (?, ?, ?, 'draft', ?, ?, ?, ?, ?, ?, ?)`,
+  ).run(publicId, input.scanRef, input.analysisRef, input.impression, input.recommendation, input.recommendationBasis, input.findings, input.authorRef, input.at, input.at);
   return publicId;
 }
 
 export function findReport(db: Database, publicId: string): ReportRow | undefined {
   return sql(db, `${REPORT_SELECT} WHERE r.public_id = ?`).get(publicId) as ReportRow | undefined;
+}
+
+/** Reports built on one analysis: drafts to refresh after a verdict, finals that lock it. */
+export function findReportsByAnalysis(db: Database, analysisRef: number): ReportRow[] {
+  return sql(db, `${REPORT_SELECT} WHERE r.analysis_ref = ? ORDER BY r.id`).all(analysisRef) as ReportRow[];
 }
 
 export function listReports(db: Database, filter: ReportFilter, page: PageRequest): Page<ReportRow> {
@@ -95,12 +106,21 @@ export function listReports(db: Database, filter: ReportFilter, page: PageReques
 export function updateDraftReport(
   db: Database,
   id: number,
-  patch: { impression?: string | undefined; recommendation?: string | undefined; finalizeBy?: number | undefined; at: string },
+  patch: {
+    impression?: string | undefined;
+    recommendation?: string | undefined;
+    recommendationBasis?: ReportRow['recommendation_basis'] | undefined;
+    findings?: string | undefined;
+    finalizeBy?: number | undefined;
+    at: string;
+  },
 ): boolean {
   const result = sql(db,
       `UPDATE reports SET
          impression = COALESCE(@impression, impression),
          recommendation = COALESCE(@recommendation, recommendation),
+         recommendation_basis = COALESCE(@basis, recommendation_basis),
+         findings = COALESCE(@findings, findings),
          status = CASE WHEN @finalizeBy IS NULL THEN status ELSE 'final' END,
          finalized_by = COALESCE(@finalizeBy, finalized_by),
          finalized_at = CASE WHEN @finalizeBy IS NULL THEN finalized_at ELSE @at END,
@@ -111,8 +131,51 @@ export function updateDraftReport(
       id,
       impression: patch.impression ?? null,
       recommendation: patch.recommendation ?? null,
+      basis: patch.recommendationBasis ?? null,
+      findings: patch.findings ?? null,
       finalizeBy: patch.finalizeBy ?? null,
       at: patch.at,
     });
   return result.changes === 1;
+}
+
+export type AddendumRow = {
+  id: number;
+  public_id: string;
+  report_ref: number;
+  text: string;
+  finding_changes: string;
+  created_at: string;
+  author_public_id: string;
+  author_email: string;
+};
+
+/** Appends a signed section to a report (the table refuses updates and deletes). */
+export function insertAddendum(
+  db: Database,
+  input: { reportRef: number; authorRef: number; text: string; findingChanges: string; at: string },
+): string {
+  const publicId = newPublicId('add');
+  sql(db, 'INSERT INTO report_addenda (public_id, report_ref, author_ref, text, finding_changes, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(
+    publicId,
+    input.reportRef,
+    input.authorRef,
+    input.text,
+    input.findingChanges,
+    input.at,
+  );
+  return publicId;
+}
+
+/** The addenda of many reports with one query, each report's in the order they were added. */
+export function findAddenda(db: Database, reportRefs: readonly number[]): Map<number, AddendumRow[]> {
+  const byReport = new Map<number, AddendumRow[]>();
+  if (reportRefs.length === 0) return byReport;
+  const rows = sql(db,
+    `SELECT ad.*, u.public_id AS author_public_id, u.email AS author_email
+       FROM report_addenda ad JOIN users u ON u.id = ad.author_ref
+      WHERE ad.report_ref IN (SELECT value FROM json_each(?)) ORDER BY ad.id`,
+  ).all(JSON.stringify(reportRefs)) as AddendumRow[];
+  for (const row of rows) byReport.set(row.report_ref, [...(byReport.get(row.report_ref) ?? []), row]);
+  return byReport;
 }

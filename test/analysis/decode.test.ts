@@ -3,7 +3,7 @@ import { aggregateFindings } from '#server/analysis/aggregate.ts';
 import { clampBox, decodeOutputs, type Tensor } from '#server/analysis/decode.ts';
 import type { Manifest } from '#server/analysis/manifest.ts';
 import { iou, nmsPerLabel, type Detection } from '#server/analysis/nms.ts';
-import { recommend } from '#server/analysis/recommend.ts';
+import { recommend, recommendFromVerdicts } from '#server/analysis/recommend.ts';
 
 // A miniature manifest: input 16x16, stride 4 -> 4x4 output cells, two labels.
 const manifest: Pick<Manifest, 'input' | 'output' | 'labels'> = {
@@ -196,13 +196,33 @@ describe('recommend', () => {
   const recommendations = {
     rules: [
       { label: 'hemorrhage_detected', min_confidence: 0.5, text: 'urgent' },
+      { label: 'infarct_detected', min_confidence: 0.5, text: 'dwi', advice: 'confirm with dwi', modalities: ['CT' as const] },
+      { label: 'infarct_detected', min_confidence: 0.5, text: 'adc', modalities: ['MR' as const] },
       { label: 'tumor_detected', min_confidence: 0.5, text: 'mr' },
     ],
     none_found: 'routine',
   };
-  it('first matching rule in priority order wins', () => {
-    expect(recommend([{ label: 'tumor_detected', confidence: 0.9 }, { label: 'hemorrhage_detected', confidence: 0.6 }], recommendations)).toBe('urgent');
-    expect(recommend([{ label: 'hemorrhage_detected', confidence: 0.4 }, { label: 'tumor_detected', confidence: 0.5 }], recommendations)).toBe('mr');
-    expect(recommend([], recommendations)).toBe('routine');
+  it('the model suggestion names every label found above its rule, the most urgent first, for the modality', () => {
+    expect(recommend([{ label: 'tumor_detected', confidence: 0.9 }, { label: 'hemorrhage_detected', confidence: 0.6 }], recommendations, 'CT')).toBe('urgent mr');
+    expect(recommend([{ label: 'hemorrhage_detected', confidence: 0.4 }, { label: 'tumor_detected', confidence: 0.5 }], recommendations, 'CT')).toBe('mr');
+    expect(recommend([{ label: 'infarct_detected', confidence: 0.8 }], recommendations, 'CT')).toBe('dwi');
+    expect(recommend([{ label: 'infarct_detected', confidence: 0.8 }], recommendations, 'MR')).toBe('adc');
+    expect(recommend([], recommendations, 'CT')).toBe('routine');
+  });
+
+  it('the reader\'s recommendation follows verdicts: every accepted label, never a rejected one', () => {
+    const name = (label: string): string => label.replace('_detected', '');
+    expect(recommendFromVerdicts([{ label: 'infarct_detected', review: null }], recommendations, 'CT', name)).toBeNull();
+    const verdicts = [
+      { label: 'infarct_detected', review: 'rejected' as const },
+      { label: 'tumor_detected', review: 'accepted' as const },
+      { label: 'hemorrhage_detected', review: 'accepted' as const },
+    ];
+    expect(recommendFromVerdicts(verdicts, recommendations, 'CT', name)).toBe('hemorrhage (accepted on review): urgent tumor (accepted on review): mr');
+    expect(recommendFromVerdicts([{ label: 'infarct_detected', review: 'accepted' }], recommendations, 'CT', name)).toBe('infarct (accepted on review): confirm with dwi');
+    expect(recommendFromVerdicts([{ label: 'infarct_detected', review: 'accepted' }], recommendations, 'MR', name)).toBe('infarct (accepted on review): adc');
+    expect(recommendFromVerdicts([{ label: 'infarct_detected', review: 'rejected' }, { label: 'tumor_detected', review: null }], recommendations, 'CT', name)).toMatch(
+      /^No AI finding was accepted on review.* 1 AI finding is not reviewed yet\.$/,
+    );
   });
 });

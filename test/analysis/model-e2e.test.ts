@@ -79,7 +79,7 @@ describe('committed model on held-out phantoms', () => {
       for (const s of series) {
         const findings = await analyse(s);
         expect(findings, `${s.modality} seed ${s.seed}`).toEqual([]);
-        expect(recommend(findings, manifest.recommendations)).toBe(manifest.recommendations.none_found);
+        expect(recommend(findings, manifest.recommendations, s.modality)).toBe(manifest.recommendations.none_found);
       }
     });
   });

@@ -2,7 +2,8 @@
 import type { Role } from '#common/vocabulary.ts';
 import type { AuthContext } from '#server/auth/authenticate.ts';
 import { createExport } from '#server/exports/exports.ts';
-import { draftReport } from '#server/reports/reports.ts';
+import type { ModelVocabularies } from '#server/reports/recommendation.ts';
+import { draftReport, updateReport } from '#server/reports/reports.ts';
 import { readFileSync } from 'node:fs';
 import { CT_SMALL, fixtureFolder, seedImportedInstance } from './image-fixture.ts';
 import type { TestServer } from './server.ts';
@@ -32,6 +33,11 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
     const row = t.server.services.db.prepare('SELECT public_id FROM analyses WHERE scan_ref = ?').get(scan.scanRef) as { public_id: string };
     return row.public_id;
   };
+  // No rules needed: these reports exist only to be requested.
+  const vocabularies: ModelVocabularies = () => ({ recommendations: null, displayName: (label) => label });
+  const newReport = (caller: Caller): string => draftReport(t.server.services, vocabularies, caller.auth.userRef, { scanId: analysedScan() }).id;
+  const finalReport = (caller: Caller): string =>
+    updateReport(t.server.services, vocabularies, caller.auth.userRef, newReport(caller), { status: 'final' }).id;
   const importFolder = fixtureFolder();
   const imported = seedImportedInstance(t);
   const ownKey = (caller: Caller): string => t.keyFor(caller.role, { email: caller.auth.email }).keyId;
@@ -55,12 +61,13 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
     'PATCH /v1/findings/{id}': () => ({ path: `/v1/findings/${analysedFindingId()}`, body: { review: 'accepted' } }),
     'GET /v1/reports': () => ({ path: '/v1/reports' }),
     'GET /reports': () => ({ path: '/reports' }),
-    'GET /v1/reports/{id}': (caller) => ({ path: `/v1/reports/${draftReport(t.server.services, caller.auth.userRef, { scanId: analysedScan() }).id}` }),
+    'GET /v1/reports/{id}': (caller) => ({ path: `/v1/reports/${newReport(caller)}` }),
     'POST /v1/reports': () => ({ path: '/v1/reports', body: { scan_id: analysedScan() } }),
     'PATCH /v1/reports/{id}': (caller) => ({
-      path: `/v1/reports/${draftReport(t.server.services, caller.auth.userRef, { scanId: analysedScan() }).id}`,
+      path: `/v1/reports/${newReport(caller)}`,
       body: { impression: 'No change.' },
     }),
+    'POST /v1/reports/{id}/addenda': (caller) => ({ path: `/v1/reports/${finalReport(caller)}/addenda`, body: { text: 'Addendum.' } }),
     'POST /v1/exports': () => ({ path: '/v1/exports', body: { format: 'csv' } }),
     'GET /v1/exports': () => ({ path: '/v1/exports' }),
     'GET /v1/exports/{id}/download': (caller) => ({

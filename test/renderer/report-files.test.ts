@@ -31,6 +31,7 @@ function report(id: string, impression: string, findings: Finding[] = []): Repor
     status: 'draft',
     impression,
     recommendation: 'Follow-up',
+    recommendation_basis: 'model',
     findings,
     analysis: { id: 'ana_1', model_name: 'mia phantom detector', model_version: '1.0.0' },
     author: { id: 'usr_1', email: 'r@hospital.test' },
@@ -38,6 +39,7 @@ function report(id: string, impression: string, findings: Finding[] = []): Repor
     updated_at: '2026-01-01T00:00:00.000Z',
     finalized_at: null,
     finalized_by: null,
+    addenda: [],
   };
 }
 

@@ -103,6 +103,8 @@ export type Report = {
   status: ReportStatus;
   impression: string;
   recommendation: string;
+  /** model: the AI's suggestion (nothing reviewed yet); verdicts: from the accepted findings; reader: written by the reader. */
+  recommendation_basis: 'model' | 'verdicts' | 'reader';
   findings: Finding[];
   analysis: { id: string; model_name: string; model_version: string } | null;
   author: { id: string; email: string };
@@ -110,6 +112,16 @@ export type Report = {
   updated_at: string;
   finalized_at: string | null;
   finalized_by: string | null;
+  addenda: Addendum[];
+};
+
+/** A signed section added to a final report; append-only. */
+export type Addendum = {
+  id: string;
+  author: { id: string; email: string };
+  created_at: string;
+  text: string;
+  finding_changes: Array<{ finding_id: string; label: string; from: FindingReview | null; to: FindingReview | null }>;
 };
 
 export type ExportFilters = {

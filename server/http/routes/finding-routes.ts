@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { FINDING_REVIEWS } from '#common/vocabulary.ts';
 import * as api from '#server/api/schemas.ts';
 import { defineRoute, scopes, type Route } from '#server/http/route.ts';
+import { loadModelVocabularies } from '#server/reports/recommendation.ts';
 import { reviewFinding } from '#server/scans/finding-review.ts';
 
 const reviewBody = z
@@ -14,15 +15,19 @@ export const findingRoutes: Route[] = [
     method: 'patch',
     path: '/v1/findings/{id}',
     summary: 'Accept or reject an AI finding (null clears the review)',
-    description: 'Recorded with the reviewer and time, and audited; results with API-Version 1.1 show the review.',
+    description:
+      'Recorded with the reviewer and time, and audited; results with API-Version 1.1 show the review. Draft reports on the ' +
+      'finding follow the verdict (findings snapshot and recommendation). A finding of a final report is locked: 409, change ' +
+      'it with POST /v1/reports/{id}/addenda.',
     access: scopes('write:reports'),
     params: api.idParam,
     body: reviewBody,
     response: api.findingV11,
     audit: 'findings.review',
-    handle: ({ services, auth, params, body, audit }) => {
+    handle: async ({ services, auth, params, body, audit }) => {
       audit({ target: `finding:${params.id}` });
-      const reviewed = reviewFinding(services, auth.userRef, params.id, body.review);
+      const vocabularies = await loadModelVocabularies(services.config);
+      const reviewed = reviewFinding(services, vocabularies, auth.userRef, params.id, body.review);
       audit({ target: `finding:${params.id} scan:${reviewed.scanId} review:${body.review ?? 'cleared'}`, patientId: reviewed.patientId });
       return { kind: 'data', data: reviewed.finding };
     },

@@ -3,7 +3,8 @@ import * as api from '#server/api/schemas.ts';
 import { reportSerializer } from '#server/formats/serializers.ts';
 import { pageRequest } from '#server/http/pagination.ts';
 import { defineRoute, scopes, type Route } from '#server/http/route.ts';
-import { draftReport, getReport, listReports, updateReport } from '#server/reports/reports.ts';
+import { loadModelVocabularies } from '#server/reports/recommendation.ts';
+import { addAddendum, draftReport, getReport, listReports, updateReport } from '#server/reports/reports.ts';
 
 export const reportRoutes: Route[] = [
   defineRoute({
@@ -53,9 +54,13 @@ export const reportRoutes: Route[] = [
     response: api.report,
     successStatus: 201,
     audit: 'reports.create',
-    handle: ({ services, auth, body, audit }) => {
+    description:
+      'The recommendation is the model\'s suggestion (recommendation_basis model) until a finding has a verdict; then it is built from ' +
+      'the accepted findings, each label with its rule for the scan\'s modality (basis verdicts); rejected findings never drive it.',
+    handle: async ({ services, auth, body, audit }) => {
       audit({ target: `scan:${body.scan_id}` });
-      const report = draftReport(services, auth.userRef, { scanId: body.scan_id, impression: body.impression });
+      const vocabularies = await loadModelVocabularies(services.config);
+      const report = draftReport(services, vocabularies, auth.userRef, { scanId: body.scan_id, impression: body.impression });
       audit({ target: `report:${report.id}`, patientId: report.patient_id });
       return { kind: 'data', status: 201, data: report };
     },
@@ -64,17 +69,43 @@ export const reportRoutes: Route[] = [
     method: 'patch',
     path: '/v1/reports/{id}',
     summary: 'Edit a draft report, or finalize it with status final',
-    description: 'A final report is immutable: any change is 409.',
+    description:
+      'A final report is immutable: any change is 409 (add an addendum instead). While a draft, its findings snapshot and ' +
+      'recommendation follow the verdicts; a recommendation text different from the stored one is the reader\'s own ' +
+      '(basis reader) and is kept. Finalizing signs the verdicts as they are then.',
     access: scopes('write:reports'),
     params: api.idParam,
     body: api.updateReportBody,
     response: api.report,
     audit: 'reports.update',
-    handle: ({ services, auth, params, body, audit }) => {
+    handle: async ({ services, auth, params, body, audit }) => {
       audit({ target: `report:${params.id}` });
-      const report = updateReport(services, auth.userRef, params.id, body);
+      const vocabularies = await loadModelVocabularies(services.config);
+      const report = updateReport(services, vocabularies, auth.userRef, params.id, body);
       audit({ patientId: report.patient_id });
       return { kind: 'data', data: report };
+    },
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/v1/reports/{id}/addenda',
+    summary: 'Add a signed addendum to a final report',
+    description:
+      'Appends a section (author = the key\'s user, time, text) to a final report; addenda cannot be changed or removed. ' +
+      'Verdict changes listed in findings are applied to the report\'s findings and recorded in the addendum; the signed ' +
+      'snapshot keeps the verdicts it was built on. 409 on a draft (edit it instead).',
+    access: scopes('write:reports'),
+    params: api.idParam,
+    body: api.createAddendumBody,
+    response: api.report,
+    successStatus: 201,
+    audit: 'reports.addendum',
+    handle: ({ services, auth, params, body, audit }) => {
+      const changes = (body.findings ?? []).map((f) => `${f.id}:${f.review ?? 'cleared'}`).join(',');
+      audit({ target: `report:${params.id}${changes === '' ? '' : ` findings:${changes}`}` });
+      const report = addAddendum(services, auth.userRef, params.id, { text: body.text, findings: body.findings });
+      audit({ patientId: report.patient_id });
+      return { kind: 'data', status: 201, data: report };
     },
   }),
 ];
