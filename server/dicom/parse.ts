@@ -53,7 +53,7 @@ export type DicomInstance = {
   instanceNumber: number | null;
   imagePositionPatient: [number, number, number] | null;
   imageOrientationPatient: [number, number, number, number, number, number] | null;
-  /** Row spacing then column spacing, in mm (PS3.3 10.7.1.3). */
+  /** Row spacing then column spacing, in mm (PS3.3 10.7.1.3); Imager Pixel Spacing when absent. */
   pixelSpacing: [number, number] | null;
   sliceThickness: number | null;
   imageType: string[];
@@ -138,6 +138,7 @@ const T = {
   rows: 'x00280010',
   columns: 'x00280011',
   spacing: 'x00280030',
+  imagerSpacing: 'x00181164',
   bitsAllocated: 'x00280100',
   bitsStored: 'x00280101',
   highBit: 'x00280102',
@@ -373,7 +374,10 @@ function parseUnsafe(bytes: Uint8Array): ParseResult {
   const slope = v.number(T.slope);
   const position = fixed(v.numbers(T.position), 3);
   const orientation = fixed(v.numbers(T.orientation), 6);
-  const spacing = fixed(v.numbers(T.spacing), 2);
+  // A CR/DX radiograph often has only Imager Pixel Spacing (0018,1164), same row\column order:
+  // without it its non-square pixels would be drawn square. It is spacing at the detector plane
+  // (PS3.3 10.7.1.1), so sizes from it include the geometric magnification, as in Cornerstone.
+  const spacing = fixed(v.numbers(T.spacing), 2) ?? fixed(v.numbers(T.imagerSpacing), 2);
 
   const instance: DicomInstance = {
     patientId: v.text(T.patientId),

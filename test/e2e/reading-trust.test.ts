@@ -5,7 +5,9 @@
  * - a radiologist key with only the role's default scopes reviews, and the help lists only
  *   what the key can do;
  * - Accept/Reject act only on a finding whose box is on screen (not below the threshold, not on
- *   another slice), as the review keys do.
+ *   another slice), as the review keys do;
+ * - non-square pixels (Pixel Spacing 0.94\0.47, or Imager Pixel Spacing on a radiograph) are
+ *   drawn by physical aspect, and finding boxes follow (checked in screenshot pixels).
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -14,6 +16,7 @@ import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR, type Ui } from '../helpers/browser.ts';
+import { pixelAt, readPng, type Png } from '../helpers/png.ts';
 import { PYDICOM_CORPUS, seedImportedInstance } from '../helpers/image-fixture.ts';
 import { seedAnalysis, type SeededScan } from '../helpers/seed.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
@@ -172,5 +175,105 @@ describe('review only what is on screen', () => {
     expect(help).not.toContain('analyse');
     expect(await engineer.page.getByTestId('accept-finding').count()).toBe(0);
     await engineer.page.context().close();
+  });
+});
+
+/** Lengths of the runs of pixels matching `hit` along a line of the screenshot, in order. */
+function runs(png: Png, from: { x: number; y: number }, step: { x: number; y: number }, count: number, hit: (rgb: number[]) => boolean): { start: number; length: number }[] {
+  const found: { start: number; length: number }[] = [];
+  let current: { start: number; length: number } | null = null;
+  for (let i = 0; i < count; i += 1) {
+    const rgb = pixelAt(png, Math.round(from.x + step.x * i), Math.round(from.y + step.y * i));
+    if (hit(rgb)) {
+      current ??= { start: i, length: 0 };
+      current.length += 1;
+    } else if (current) {
+      found.push(current);
+      current = null;
+    }
+  }
+  if (current) found.push(current);
+  return found;
+}
+
+const isBoxColour = ([r, g, b]: number[]) => (r! > 200 && g! > 170 && b! < 90) || (r! < 90 && g! > 180 && b! > 200);
+
+describe('non-square pixels are drawn by physical aspect', () => {
+  let ui: Ui;
+
+  /**
+   * CT_small (128 x 128) made uniformly bright (one black pixel in the corner sets the window),
+   * with pixel spacing 0.94 mm between rows and 0.47 mm between columns: a 60 x 120 mm image, to
+   * be drawn twice as tall as wide. `tag` names the spacing attribute: Pixel Spacing, or only
+   * Imager Pixel Spacing on a DX radiograph.
+   */
+  async function nonSquare(name: string, tag: 'PixelSpacing' | 'ImagerPixelSpacing'): Promise<{ scanId: string; finding: Finding & { location: { x: number; y: number; width: number; height: number } } }> {
+    const dir = join(work, name);
+    execFileSync('mkdir', ['-p', dir]);
+    const edits = [
+      'import struct',
+      'del ds.PixelSpacing',
+      `ds.${tag} = [0.94, 0.47]`,
+      ...(tag === 'ImagerPixelSpacing' ? ['ds.Modality = "DX"'] : []),
+      // 1074 - 1024 = 50 HU: bright in the CT default window (W 80 / L 40).
+      'ds.PixelData = struct.pack("<h", 0) + struct.pack("<h", 1074) * (128 * 128 - 1)',
+    ].join('\n');
+    const { scan, instanceUids } = await importSeries(t, writeSeries(dir, join(PYDICOM_CORPUS, 'CT_small.dcm'), 1, edits));
+    // A square box in image pixels: 15 mm wide, 30 mm tall.
+    seedAnalysis(t.server.services.db, scan, [{ confidence: 0.9, instanceUid: instanceUids[0]!, x: 48, y: 40, width: 32, height: 32 }]);
+    const findings = (await t.request('GET', `/v1/scans/${scan.scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data.findings;
+    return { scanId: scan.scanId, finding: findings[0] };
+  }
+
+  it.each([
+    ['Pixel Spacing 0.94\\0.47', 'ps', 'PixelSpacing'],
+    ['only Imager Pixel Spacing 0.94\\0.47 (DX)', 'ips', 'ImagerPixelSpacing'],
+  ] as const)('%s: the instance API gives the spacing, the image and its box are drawn twice as tall as wide', async (_title, name, tag) => {
+    const { scanId, finding } = await nonSquare(name, tag);
+    const instances = (await t.request('GET', `/v1/scans/${scanId}/instances`)).json.data.items as { pixel_spacing: number[] | null }[];
+    expect(instances[0]!.pixel_spacing).toEqual([0.94, 0.47]);
+
+    ui ??= await openUi(browser, t.url);
+    if (!(await ui.page.getByTestId('nav-worklist').count())) await ui.signIn(t.keyFor('radiologist', { email: 'aspect@hospital.test' }).key);
+    await ui.openScan(scanId);
+    const canvas = ui.page.getByTestId('viewport-canvas');
+    await expect.poll(() => canvas.getAttribute('data-rendered-slice'), WAIT).toBe('0');
+    const box = (await canvas.boundingBox())!;
+    const png = readPng(await ui.screenshot(`aspect-${name}`));
+
+    const scale = Number(await canvas.getAttribute('data-scale'));
+    const scaleY = Number(await canvas.getAttribute('data-scale-y'));
+    const offsetX = Number(await canvas.getAttribute('data-offset-x'));
+    const offsetY = Number(await canvas.getAttribute('data-offset-y'));
+    expect(scaleY / scale).toBeCloseTo(2, 5);
+
+    // The drawn image: the bright run along image row 100 (below the box) and down image
+    // column 20 (left of it), measured in screenshot pixels over the whole canvas.
+    const bright = ([r, g, b]: number[]) => r! > 100 && g! > 100 && b! > 100;
+    const longest = (found: { length: number }[]) => Math.max(0, ...found.map((r) => r.length));
+    const width = longest(runs(png, { x: box.x, y: box.y + offsetY + 100 * scaleY }, { x: 1, y: 0 }, Math.floor(box.width), bright));
+    const height = longest(runs(png, { x: box.x + offsetX + 20 * scale, y: box.y }, { x: 0, y: 1 }, Math.floor(box.height), bright));
+    expect(width).toBeGreaterThan(100);
+    // The whole image is in the canvas (fit), not cropped.
+    expect(height).toBeLessThanOrEqual(Math.ceil(box.height));
+    expect(height / width, `drawn ${width} x ${height} px`).toBeGreaterThan(1.96);
+    expect(height / width).toBeLessThan(2.04);
+
+    // The box (32 x 32 image pixels) follows: its edges are twice as far apart down as across.
+    const { location } = finding;
+    const midX = box.x + offsetX + (location.x + location.width / 2) * scale;
+    const midY = box.y + offsetY + (location.y + location.height / 2) * scaleY;
+    const across = runs(png, { x: midX - 200, y: midY }, { x: 1, y: 0 }, 400, isBoxColour);
+    // Down from just above the top edge: the label above the box is drawn in the box's colour.
+    const halfHeight = (location.height / 2) * scaleY;
+    const down = runs(png, { x: midX, y: midY - halfHeight - 2 }, { x: 0, y: 1 }, Math.round(2 * halfHeight + 8), isBoxColour);
+    // Two edges each way; the distance between them is the box's drawn size.
+    expect(across.length, JSON.stringify(across)).toBe(2);
+    expect(down.length, JSON.stringify(down)).toBe(2);
+    const drawnWidth = across[1]!.start - across[0]!.start;
+    const drawnHeight = down[1]!.start - down[0]!.start;
+    expect(Math.abs(drawnWidth - 32 * scale)).toBeLessThan(3);
+    expect(drawnHeight / drawnWidth, `box ${drawnWidth} x ${drawnHeight} px`).toBeGreaterThan(1.9);
+    expect(drawnHeight / drawnWidth).toBeLessThan(2.1);
   });
 });

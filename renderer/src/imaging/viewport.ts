@@ -7,23 +7,42 @@ import type { Finding } from '../api/types.ts';
 import { labelText, percent } from '../format.ts';
 
 export type View = { zoom: number; panX: number; panY: number };
-export type Transform = { scale: number; offsetX: number; offsetY: number };
+/** Screen pixels per image column (scale) and per image row (scaleY): they differ for non-square pixels. */
+export type Transform = { scale: number; scaleY: number; offsetX: number; offsetY: number };
 
 export const BOX_COLOURS = { pending: '#ffcc00', accepted: '#3fb950', rejected: '#f85149', current: '#00e5ff' } as const;
 
-/** Fits the image in the canvas (CSS pixels), then applies zoom about the centre and pan. */
-export function imageTransform(canvasWidth: number, canvasHeight: number, columns: number, rows: number, view: View): Transform {
-  const fit = Math.min(canvasWidth / columns, canvasHeight / rows);
+/**
+ * The height of one pixel over its width, from Pixel Spacing [row spacing, column spacing] in mm
+ * (PS3.3 10.7.1.3): 0.94\0.47 is a pixel twice as tall as wide, so the image is drawn by its
+ * physical aspect, not square (issue 11). 1 when the spacing is missing or not believable.
+ */
+export function pixelAspect(spacing: readonly number[] | null | undefined): number {
+  const [row, column] = spacing ?? [];
+  if (row === undefined || column === undefined || !(row > 0) || !(column > 0)) return 1;
+  const aspect = row / column;
+  // A ratio beyond 1:10 is a broken header, not a pixel shape: drawing by it would hide the image.
+  return aspect >= 0.1 && aspect <= 10 ? aspect : 1;
+}
+
+/**
+ * Fits the image in the canvas (CSS pixels) at its physical aspect (rows are `aspect` times as
+ * tall as columns are wide), then applies zoom about the centre and pan.
+ */
+export function imageTransform(canvasWidth: number, canvasHeight: number, columns: number, rows: number, view: View, aspect = 1): Transform {
+  const fit = Math.min(canvasWidth / columns, canvasHeight / (rows * aspect));
   const scale = fit * view.zoom;
+  const scaleY = scale * aspect;
   return {
     scale,
+    scaleY,
     offsetX: (canvasWidth - columns * scale) / 2 + view.panX,
-    offsetY: (canvasHeight - rows * scale) / 2 + view.panY,
+    offsetY: (canvasHeight - rows * scaleY) / 2 + view.panY,
   };
 }
 
 export function toScreen(t: Transform, x: number, y: number): { x: number; y: number } {
-  return { x: t.offsetX + x * t.scale, y: t.offsetY + y * t.scale };
+  return { x: t.offsetX + x * t.scale, y: t.offsetY + y * t.scaleY };
 }
 
 export type DrawOptions = {
@@ -42,7 +61,7 @@ export function drawSlice(ctx: CanvasRenderingContext2D, width: number, height: 
   if (options.image) {
     // Interpolated display, as reading workstations do; boxes are drawn crisp on top.
     ctx.imageSmoothingEnabled = true;
-    ctx.drawImage(options.image, t.offsetX, t.offsetY, options.columns * t.scale, options.rows * t.scale);
+    ctx.drawImage(options.image, t.offsetX, t.offsetY, options.columns * t.scale, options.rows * t.scaleY);
   }
   if (options.showBoxes) {
     ctx.font = '600 13px system-ui, sans-serif';
@@ -52,7 +71,7 @@ export function drawSlice(ctx: CanvasRenderingContext2D, width: number, height: 
       const colour = finding.review ? BOX_COLOURS[finding.review] : current ? BOX_COLOURS.current : BOX_COLOURS.pending;
       const topLeft = toScreen(t, finding.location.x, finding.location.y);
       const w = finding.location.width * t.scale;
-      const h = finding.location.height * t.scale;
+      const h = finding.location.height * t.scaleY;
       ctx.strokeStyle = colour;
       ctx.lineWidth = current ? 3 : 2;
       ctx.setLineDash(finding.review === 'rejected' ? [6, 4] : []);

@@ -23,7 +23,7 @@ import { ModelTag } from '../components/ClinicalBanner.tsx';
 import { ErrorState, InlineError, Loading } from '../components/StateMessage.tsx';
 import { dateTime, dicomDate, labelText, percent } from '../format.ts';
 import { autoWindow, dragWindow, parseRawFrame, presetsFor, renderFrame, type Preset, type RawFrame, type Window } from '../imaging/frame.ts';
-import { drawSlice, imageTransform, type View } from '../imaging/viewport.ts';
+import { drawSlice, imageTransform, pixelAspect, type View } from '../imaging/viewport.ts';
 import { navigate } from '../route.ts';
 import { hasScope, useSession } from '../session.ts';
 import { useLoad } from '../use-load.ts';
@@ -46,6 +46,9 @@ async function orNull<T>(promise: Promise<T>): Promise<T | null> {
     throw error;
   }
 }
+
+/** Why a reported scan's findings offer no Accept/Reject (issue 11: the final report locks them). */
+const REPORTED_LOCK = 'This scan is reported: its final report locks these verdicts. To change one, add an addendum to the report.';
 
 export function Viewer({ scanId }: { scanId: string }) {
   const session = useSession();
@@ -211,7 +214,9 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
   const transform = useMemo(() => {
     const columns = frame?.columns ?? slice?.instance.columns ?? 1;
     const rows = frame?.rows ?? slice?.instance.rows ?? 1;
-    return imageTransform(size.width || 1, size.height || 1, columns, rows, view);
+    // Drawn by physical aspect: non-square pixels (Pixel Spacing, or Imager Pixel Spacing on a
+    // radiograph) must not be drawn square, and the boxes go through the same transform.
+    return imageTransform(size.width || 1, size.height || 1, columns, rows, view, pixelAspect(slice?.instance.pixel_spacing));
   }, [frame, slice, size, view]);
 
   // Draw: window the frame into a scratch canvas, then draw it and the boxes through the transform.
@@ -350,7 +355,10 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
       else if (event.key === 'b') setShowBoxes((s) => !s);
       else if ((event.key === 'a' || event.key === 'r' || event.key === 'u') && canReview) {
         const target = reviewTarget();
-        if ('why' in target) {
+        if (scan.status === 'reported') {
+          // The server refuses it too (409): a final report locks the verdicts it was built on.
+          setKeyNote(REPORTED_LOCK);
+        } else if ('why' in target) {
           setKeyNote(target.why);
         } else {
           const { finding } = target;
@@ -450,6 +458,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
             data-testid="viewport-canvas"
             data-slice-index={index}
             data-scale={transform.scale}
+            data-scale-y={transform.scaleY}
             data-offset-x={transform.offsetX}
             data-offset-y={transform.offsetY}
             onPointerDown={onPointerDown}
@@ -595,7 +604,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
                     <span className="grow">{at >= 0 ? `slice ${at + 1}` : 'image not in this series'}</span>
                     {finding.review ? <span className={`review-${finding.review}`}>{finding.review}</span> : <span>not reviewed</span>}
                   </div>
-                  {canReview ? (
+                  {canReview && scan.status !== 'reported' ? (
                     // The row's title carries the reason too: a disabled button may not show its own.
                     <div className="row" title={blocked ?? undefined}>
                       <button
@@ -635,6 +644,14 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
               );
             })}
             {!canReview && findings.length > 0 ? <p className="muted">Reviewing findings needs the write:reports scope; ask an admin.</p> : null}
+            {canReview && scan.status === 'reported' && findings.length > 0 ? (
+              <p className="muted" data-testid="review-locked">
+                {REPORTED_LOCK}{' '}
+                <button type="button" onClick={() => navigate({ name: 'report', scanId: scan.scan_id })} data-testid="open-addendum">
+                  Add an addendum
+                </button>
+              </p>
+            ) : null}
             <InlineError error={reviewError} />
           </div>
         ) : null}
