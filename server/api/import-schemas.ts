@@ -93,6 +93,17 @@ export const instancesQuery = z
   })
   .strict();
 
+export const frameValue = z.object({
+  position: z.number().nullable().describe("The frame's Image Position (Patient) projected on its slice normal, mm"),
+  image_position: z.tuple([z.number(), z.number(), z.number()]).nullable().describe('Image Position (Patient) of the frame, mm'),
+  pixel_spacing: z.tuple([z.number(), z.number()]).nullable().describe('[row spacing, column spacing] in mm'),
+  rescale_slope: z.number(),
+  rescale_intercept: z.number(),
+  window_center: z.number().nullable(),
+  window_width: z.number().nullable(),
+});
+export type FrameValue = z.infer<typeof frameValue>;
+
 export const instance = z.object({
   instance_uid: z.string(),
   instance_number: z.number().int().nullable(),
@@ -107,6 +118,14 @@ export const instance = z.object({
   rescale_intercept: z.number(),
   window_center: z.number().nullable(),
   window_width: z.number().nullable(),
+  frame_values: z
+    .array(frameValue)
+    .nullable()
+    .describe(
+      'Each frame\'s own values, in frame order, for Enhanced multi-frame images, which keep them per frame in ' +
+        'functional groups (PS3.3 C.7.6.16); the instance fields above are frame 0\'s. Null when every frame has ' +
+        'the instance\'s values (classic images) or for files imported before mia read functional groups.',
+    ),
 });
 export type Instance = z.infer<typeof instance>;
 

@@ -5,7 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Instance } from '#server/api/import-schemas.ts';
+import type { FrameValue, Instance } from '#server/api/import-schemas.ts';
 import { frameValues, readDicom, type FrameValues } from '#server/dicom/parse.ts';
 import { decodeFrame } from '#server/dicom/pixels.ts';
 import type { DecodedFrame } from '#server/dicom/pixel-types.ts';
@@ -54,6 +54,7 @@ function toInstance(row: InstanceRow): Instance {
     rescale_intercept: row.rescale_intercept,
     window_center: row.window_center,
     window_width: row.window_width,
+    frame_values: row.frame_values ? (JSON.parse(row.frame_values) as FrameValue[]) : null,
   };
 }
 

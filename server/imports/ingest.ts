@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import type { FrameValue } from '#server/api/import-schemas.ts';
 import { readDicom, type DicomInstance } from '#server/dicom/parse.ts';
 import { describeTransferSyntax, findTransferSyntax } from '#server/dicom/transfer-syntax.ts';
 import type { ArchiveWriter } from '#server/imports/archive.ts';
@@ -93,6 +94,22 @@ export function slicePosition(instance: Pick<DicomInstance, 'imagePositionPatien
   return p[0] * n[0] + p[1] * n[1] + p[2] * n[2];
 }
 
+/** Each frame's own values of an Enhanced multi-frame image (functional groups), as the API lists them. */
+function frameValuesJson(i: DicomInstance): string | null {
+  if (i.frames.length < 2) return null;
+  return JSON.stringify(
+    i.frames.map((f) => ({
+      position: slicePosition(f),
+      image_position: f.imagePositionPatient,
+      pixel_spacing: f.pixelSpacing,
+      rescale_slope: f.rescaleSlope,
+      rescale_intercept: f.rescaleIntercept,
+      window_center: f.windowCenter[0] ?? null,
+      window_width: f.windowWidth[0] ?? null,
+    }) satisfies FrameValue),
+  );
+}
+
 type RefCache = Map<string, number>;
 
 function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, refs: RefCache, at: string): boolean {
@@ -172,6 +189,7 @@ function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, re
     windowWidth: i.windowWidth[0] ?? null,
     imagePosition: i.imagePositionPatient ? JSON.stringify(i.imagePositionPatient) : null,
     imageOrientation: i.imageOrientationPatient ? JSON.stringify(i.imageOrientationPatient) : null,
+    frameValues: frameValuesJson(i),
   });
   return true;
 }

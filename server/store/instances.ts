@@ -17,6 +17,8 @@ export type InstanceImagingInput = {
   windowWidth: number | null;
   imagePosition: string | null;
   imageOrientation: string | null;
+  /** JSON of the API's frame_values (import-schemas.ts), or null. */
+  frameValues: string | null;
 };
 
 export type InstanceRow = {
@@ -46,6 +48,7 @@ export type InstanceRow = {
   rescale_intercept: number;
   window_center: number | null;
   window_width: number | null;
+  frame_values: string | null;
 };
 
 const INSTANCE_SELECT = `
@@ -58,7 +61,7 @@ export function setInstanceImaging(db: Database, sopInstanceUid: string, input: 
     `UPDATE instances SET samples_per_pixel = @samplesPerPixel, photometric = @photometric, bits_allocated = @bitsAllocated,
        bits_stored = @bitsStored, pixel_representation = @pixelRepresentation, rescale_slope = @rescaleSlope,
        rescale_intercept = @rescaleIntercept, window_center = @windowCenter, window_width = @windowWidth,
-       image_position = @imagePosition, image_orientation = @imageOrientation
+       image_position = @imagePosition, image_orientation = @imageOrientation, frame_values = @frameValues
      WHERE sop_instance_uid = @sopInstanceUid`,
   ).run({ ...input, sopInstanceUid });
 }

@@ -369,6 +369,16 @@ const MIGRATIONS: readonly Migration[] = [
         BEGIN SELECT RAISE(ABORT, 'report addenda are append-only'); END;
     `,
   },
+  {
+    version: 9,
+    name: 'instances: per-frame values of Enhanced multi-frame images',
+    sql: `
+      -- Enhanced multi-frame images keep rescale, spacing, position and windows per frame in
+      -- functional groups (PS3.3 C.7.6.16): JSON, one entry per frame, NULL when every frame
+      -- has the instance's values (classic images). Files imported earlier keep NULL.
+      ALTER TABLE instances ADD COLUMN frame_values TEXT;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

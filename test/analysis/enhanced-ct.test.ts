@@ -68,6 +68,20 @@ describe('Enhanced CT (functional groups) against its classic form', () => {
     expect(item.window_center).toBe(classic.window_center);
     expect(item.window_width).toBe(classic.window_width);
     expect(item.position).toBeCloseTo(classic.position, 3);
+    expect(classic.frame_values).toBeNull();
+  });
+
+  it('the instance API lists each frame\'s own position, spacing, rescale and window', async () => {
+    const classic = (await t.request('GET', `/v1/scans/${truth.scan_uid}/instances`)).json.data.items;
+    const byUid = new Map(classic.map((c: any) => [c.instance_uid, c]));
+    const [item] = (await t.request('GET', `/v1/scans/${perFrame.series_uid}/instances`)).json.data.items;
+    expect(item.frame_values).toHaveLength(truth.slices);
+    item.frame_values.forEach((f: any, k: number) => {
+      const c: any = byUid.get(perFrame.classic[k]);
+      expect(f.position).toBeCloseTo(c.position, 3);
+      expect(f).toMatchObject({ pixel_spacing: c.pixel_spacing, rescale_slope: 1, rescale_intercept: k % 2 === 1 ? -1048 : -1024, window_center: c.window_center, window_width: c.window_width });
+      expect(f.image_position).toHaveLength(3);
+    });
   });
 
   it('renders each frame as the classic slice is rendered, with the frame\'s own rescale', async () => {

@@ -70,6 +70,7 @@ describe('CT_small.dcm', () => {
           rescale_intercept: -1024,
           window_center: null,
           window_width: null,
+          frame_values: null,
         },
       ],
       next_cursor: null,
