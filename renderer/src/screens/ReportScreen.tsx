@@ -2,11 +2,14 @@
  * The report for one scan: drafted from the AI result, impression and recommendation edited,
  * finalized (then read-only), downloaded as JSON, CSV or XML - this report only. A draft with
  * an empty impression starts with the findings accepted in the viewer (report-text.ts), marked
- * as a suggestion to edit.
+ * as a suggestion to edit. The recommendation says what it was built from (the model's
+ * suggestion, the reader's verdicts, the reader's words). A final report takes addenda: signed,
+ * dated sections, which may also change finding verdicts (the viewer sends readers here).
  */
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { ApiError, type Client } from '../api/client.ts';
-import type { Finding, Instance, Label, Page, Report, Scan, ScanResult } from '../api/types.ts';
+import type { FindingReview } from '../../../common/vocabulary.ts';
+import type { Addendum, Finding, Instance, Label, Page, Report, Scan, ScanResult } from '../api/types.ts';
 import { ModelTag } from '../components/ClinicalBanner.tsx';
 import { Empty, ErrorState, InlineError, Loading } from '../components/StateMessage.tsx';
 import { dateTime, labelText, percent, saveBlob } from '../format.ts';
@@ -101,15 +104,18 @@ export function ReportScreen({ scanId }: { scanId: string }) {
   if (loaded.state === 'error') return <ErrorState error={loaded.error} retry={loaded.reload} />;
   const { scan } = loaded.value;
 
-  const run = async (work: () => Promise<Report>, message: string) => {
+  /** True when the work was done; a failure is shown, not thrown. */
+  const run = async (work: () => Promise<Report>, message: string): Promise<boolean> => {
     setBusy(true);
     setError(null);
     try {
       const next = await work();
       loaded.set({ scan, report: next });
       setSaved(message);
+      return true;
     } catch (caught) {
       setError(caught);
+      return false;
     } finally {
       setBusy(false);
     }
@@ -123,6 +129,16 @@ export function ReportScreen({ scanId }: { scanId: string }) {
       // Save the edits and finalize in one request, so what is signed is what is on screen.
       return client.patch<Report>(`/v1/reports/${current.id}`, { body: { impression, recommendation, status: 'final' } });
     }, 'Report finalized. It can no longer be changed.');
+
+  const addAddendum = (current: Report, text: string, findings: Array<{ id: string; review: FindingReview | null }>) =>
+    run(
+      () => client.post<Report>(`/v1/reports/${encodeURIComponent(current.id)}/addenda`, { body: findings.length === 0 ? { text } : { text, findings } }),
+      'Addendum added and signed.',
+    ).then((done) => {
+      // The findings' current verdicts, which the addendum may have changed.
+      if (done) context.reload();
+      return done;
+    });
 
   const download = async (current: Report, format: 'json' | 'csv' | 'xml') => {
     setError(null);
@@ -183,10 +199,119 @@ export function ReportScreen({ scanId }: { scanId: string }) {
           onDownload={(format) => void download(report, format)}
         />
       )}
+      {report && report.status === 'final' ? (
+        <Addenda
+          report={report}
+          current={contextValue?.result ?? null}
+          canWrite={canWrite}
+          busy={busy}
+          onAdd={(text, findings) => addAddendum(report, text, findings)}
+        />
+      ) : null}
       {saved ? <p className="muted" data-testid="report-saved">{saved}</p> : null}
       <InlineError error={error} />
       {error instanceof ApiError && error.info.status === 409 ? <p className="muted">Reload to see the report as it is now.</p> : null}
     </section>
+  );
+}
+
+const BASIS_NOTES: Record<Report['recommendation_basis'], string> = {
+  model: "The AI model's suggestion: no finding reviewed yet. It follows your verdicts once you accept or reject findings.",
+  verdicts: 'From the findings accepted on review, each with its rule for this modality; rejected findings are left out.',
+  reader: "Written by the reader; verdicts no longer change it.",
+};
+
+const VERDICT_TEXT = (review: FindingReview | null): string => review ?? 'not reviewed';
+
+/** The signed addenda of a final report, and a form to add one (text, optional verdict changes). */
+function Addenda(props: {
+  report: Report;
+  /** The scan's result now, for the findings' current verdicts (addenda may have changed them). */
+  current: ScanResult | null;
+  canWrite: boolean;
+  busy: boolean;
+  onAdd(text: string, findings: Array<{ id: string; review: FindingReview | null }>): Promise<boolean>;
+}) {
+  const { report } = props;
+  const [text, setText] = useState('');
+  const [changes, setChanges] = useState<Record<string, FindingReview | 'clear'>>({});
+  const now = new Map((props.current?.findings ?? []).map((f) => [f.id, f.review]));
+  const verdictNow = (finding: Finding): FindingReview | null => (now.has(finding.id) ? (now.get(finding.id) ?? null) : finding.review);
+  const submit = async () => {
+    const findings = Object.entries(changes).map(([id, to]) => ({ id, review: to === 'clear' ? null : to }));
+    if (!(await props.onAdd(text.trim(), findings))) return;
+    setText('');
+    setChanges({});
+  };
+  return (
+    <div className="panel addenda" data-testid="addenda">
+      <h3>Addenda ({report.addenda.length})</h3>
+      {report.addenda.length === 0 ? <p className="muted">None. The signed report above is unchanged; later findings or changed verdicts go here.</p> : null}
+      {report.addenda.map((addendum: Addendum, i) => (
+        <div className="addendum" key={addendum.id} data-testid="addendum">
+          <div className="report-meta">
+            <b>Addendum {i + 1}</b>
+            <span data-testid="addendum-author">{addendum.author.email}</span>
+            <span data-testid="addendum-time">{dateTime(addendum.created_at)}</span>
+          </div>
+          <p className="addendum-text" data-testid="addendum-text">
+            {addendum.text}
+          </p>
+          {addendum.finding_changes.map((c) => (
+            <p className="muted" key={c.finding_id} data-testid="addendum-change">
+              {labelText(c.label)}: {VERDICT_TEXT(c.from)} → {VERDICT_TEXT(c.to)}
+            </p>
+          ))}
+        </div>
+      ))}
+      {props.canWrite ? (
+        <>
+          <label>
+            New addendum (signed with your name and the time; cannot be changed afterwards)
+            <textarea value={text} onChange={(e) => setText(e.target.value)} rows={4} data-testid="addendum-input" />
+          </label>
+          {report.findings.length > 0 ? (
+            <table className="grid">
+              <tbody>
+                {report.findings.map((f) => (
+                  <tr key={f.id}>
+                    <td>{labelText(f.label)}</td>
+                    <td>{percent(f.confidence)}</td>
+                    <td>now {VERDICT_TEXT(verdictNow(f))}</td>
+                    <td>
+                      <select
+                        value={changes[f.id] ?? ''}
+                        aria-label={`Verdict change for ${labelText(f.label)}`}
+                        data-testid="addendum-verdict"
+                        onChange={(e) => {
+                          const value = e.target.value;
+                          setChanges((all) => {
+                            const next = { ...all };
+                            if (value === 'accepted' || value === 'rejected' || value === 'clear') next[f.id] = value;
+                            else delete next[f.id];
+                            return next;
+                          });
+                        }}
+                      >
+                        <option value="">keep verdict</option>
+                        <option value="accepted">change to accepted</option>
+                        <option value="rejected">change to rejected</option>
+                        <option value="clear">clear verdict</option>
+                      </select>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          ) : null}
+          <div className="form-row">
+            <button type="button" className="primary" disabled={props.busy || text.trim() === ''} onClick={() => void submit()} data-testid="add-addendum">
+              Add addendum
+            </button>
+          </div>
+        </>
+      ) : null}
+    </div>
   );
 }
 
@@ -216,10 +341,10 @@ function ReportBody(props: {
       </div>
       {report.status === 'final' ? (
         <p className="final-note" data-testid="report-final">
-          Final report — read-only.
+          Final report — read-only. A later change (text or verdicts) is an addendum, below.
         </p>
       ) : null}
-      <h3>AI findings at drafting</h3>
+      <h3>{report.status === 'final' ? 'AI findings and verdicts as signed' : 'AI findings and your verdicts'}</h3>
       {report.findings.length === 0 ? <p className="muted">None.</p> : null}
       <table className="grid">
         <tbody>
@@ -253,6 +378,9 @@ function ReportBody(props: {
       </label>
       <label>
         Recommendation
+        <span className="suggested-note" data-testid="recommendation-basis" data-basis={report.recommendation_basis}>
+          {BASIS_NOTES[report.recommendation_basis]}
+        </span>
         <textarea value={props.recommendation} readOnly={!editable} onChange={(e) => props.setRecommendation(e.target.value)} data-testid="recommendation" />
       </label>
       <div className="form-row">

@@ -47,6 +47,9 @@ async function orNull<T>(promise: Promise<T>): Promise<T | null> {
   }
 }
 
+/** Why a reported scan's findings offer no Accept/Reject (issue 11: the final report locks them). */
+const REPORTED_LOCK = 'This scan is reported: its final report locks these verdicts. To change one, add an addendum to the report.';
+
 export function Viewer({ scanId }: { scanId: string }) {
   const session = useSession();
   const { client, me, scanOrder } = session;
@@ -352,7 +355,10 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
       else if (event.key === 'b') setShowBoxes((s) => !s);
       else if ((event.key === 'a' || event.key === 'r' || event.key === 'u') && canReview) {
         const target = reviewTarget();
-        if ('why' in target) {
+        if (scan.status === 'reported') {
+          // The server refuses it too (409): a final report locks the verdicts it was built on.
+          setKeyNote(REPORTED_LOCK);
+        } else if ('why' in target) {
           setKeyNote(target.why);
         } else {
           const { finding } = target;
@@ -598,7 +604,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
                     <span className="grow">{at >= 0 ? `slice ${at + 1}` : 'image not in this series'}</span>
                     {finding.review ? <span className={`review-${finding.review}`}>{finding.review}</span> : <span>not reviewed</span>}
                   </div>
-                  {canReview ? (
+                  {canReview && scan.status !== 'reported' ? (
                     // The row's title carries the reason too: a disabled button may not show its own.
                     <div className="row" title={blocked ?? undefined}>
                       <button
@@ -638,6 +644,14 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
               );
             })}
             {!canReview && findings.length > 0 ? <p className="muted">Reviewing findings needs the write:reports scope; ask an admin.</p> : null}
+            {canReview && scan.status === 'reported' && findings.length > 0 ? (
+              <p className="muted" data-testid="review-locked">
+                {REPORTED_LOCK}{' '}
+                <button type="button" onClick={() => navigate({ name: 'report', scanId: scan.scan_id })} data-testid="open-addendum">
+                  Add an addendum
+                </button>
+              </p>
+            ) : null}
             <InlineError error={reviewError} />
           </div>
         ) : null}
@@ -646,7 +660,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
           <kbd>wheel</kbd> <kbd>↑</kbd>
           <kbd>↓</kbd> slices · <kbd>drag</kbd> window · <kbd>shift</kbd>+drag pan · <kbd>ctrl</kbd>+wheel zoom · {presets.map((p) => p.key).join('/')} presets ·{' '}
           <kbd>n</kbd>/<kbd>p</kbd> findings ·{' '}
-          {canReview ? (
+          {canReview && scan.status !== 'reported' ? (
             <>
               <kbd>a</kbd> accept · <kbd>r</kbd> reject · <kbd>u</kbd> undo ·{' '}
             </>
