@@ -92,11 +92,22 @@ export function percentile(values: ArrayLike<number>, q: number): number {
   return sample[idx] ?? 0;
 }
 
-/** A window spanning the 1st to 99th percentile: robust to a few hot or cold pixels. */
+/**
+ * A window spanning the 1st to 99th percentile: robust to a few hot or cold pixels. A flat frame
+ * (an all-zero padding slice, a blank frame) has no contrast to show: it gets a width-1 window
+ * just above its value, so it is drawn black like a blank film, not white (PS3.3 C.11.2.1.2.1
+ * maps a value at the centre of a width-1 window to the top of the output range).
+ */
 export function windowFromPercentiles(values: ArrayLike<number>): Window {
   const lo = percentile(values, 0.01);
   const hi = percentile(values, 0.99);
+  if (hi === lo) return flatWindow(hi);
   return { center: (lo + hi) / 2, width: Math.max(1, hi - lo) };
+}
+
+/** Width 1, its lower edge half a unit above `value`: `value` and below are black, higher is white. */
+export function flatWindow(value: number): Window {
+  return { center: value + 1, width: 1 };
 }
 
 /**

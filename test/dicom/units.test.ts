@@ -141,6 +141,20 @@ describe('modality pipeline', () => {
     expect(mr[0]?.center).toBeCloseTo(499.5, 0);
     expect(mr[0]?.width).toBeCloseTo(980, -1);
   });
+
+  it('draws a flat frame black, not white (issue 11: an all-zero frame had window 1 / level 0)', () => {
+    for (const value of [0, 37, -1024]) {
+      const flat = new Float32Array(64).fill(value);
+      const [auto] = windowOptions('MR', { windowCenter: [], windowWidth: [] }, flat);
+      expect([...new Set(windowTo8Bit(flat, auto!))]).toEqual([0]);
+    }
+    // One hot pixel on a blank frame stays visible.
+    const blank = new Float32Array(1000);
+    blank[500] = 4000;
+    const [auto] = windowOptions('MR', { windowCenter: [], windowWidth: [] }, blank);
+    expect(windowTo8Bit(blank, auto!)[0]).toBe(0);
+    expect(windowTo8Bit(blank, auto!)[500]).toBe(255);
+  });
 });
 
 describe('UIDs and text', () => {

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { ApiError } from '../../renderer/src/api/client.ts';
 import type { ImportJobSummary } from '../../renderer/src/api/types.ts';
 import { minConfidenceProblem } from '../../renderer/src/export-filters.ts';
-import { dragWindow } from '../../renderer/src/imaging/frame.ts';
+import { autoWindow, dragWindow, renderFrame, type RawFrame } from '../../renderer/src/imaging/frame.ts';
 import { keyProblemOf } from '../../renderer/src/key-problem.ts';
 import { reanalysisQuestion } from '../../renderer/src/reanalysis.ts';
 import { importSignature } from '../../renderer/src/import-signature.ts';
@@ -30,6 +30,36 @@ describe('window/level drag', () => {
     const pet = dragWindow({ center: 2.5, width: 5 }, 0, 10, 10);
     expect(pet.center).toBeCloseTo(2.5 + 10 * (5 / 256), 5);
     expect(dragWindow({ center: 40, width: 80 }, -1000, 0, ctRange).width).toBe(1);
+  });
+});
+
+describe('auto window', () => {
+  const frame = (values: number[]): RawFrame => ({
+    rows: 1,
+    columns: values.length,
+    samplesPerPixel: 1,
+    values: Float32Array.from(values),
+    photometric: 'MONOCHROME2',
+    defaultWindow: null,
+    min: Math.min(...values),
+    max: Math.max(...values),
+  });
+  const grey = (f: RawFrame): number[] => {
+    const out = new Uint8ClampedArray(f.columns * 4);
+    renderFrame(f, autoWindow(f), out);
+    return [...out].filter((_, i) => i % 4 === 0);
+  };
+
+  it('draws a flat frame black, not white (issue 11: an all-zero frame had window 1 / level 0)', () => {
+    expect(grey(frame([0, 0, 0]))).toEqual([0, 0, 0]);
+    expect(grey(frame([-1024, -1024]))).toEqual([0, 0]);
+  });
+
+  it('spans the full range otherwise', () => {
+    // The middle lands on 128 or 129 (C.11.2.1.2.1 is centred half a unit low).
+    const [black, middle, white] = grey(frame([0, 50, 100]));
+    expect([black, white]).toEqual([0, 255]);
+    expect(Math.abs(middle! - 128.5)).toBeLessThan(1);
   });
 });
 

@@ -68,7 +68,13 @@ export function parseRawFrame(buffer: ArrayBuffer, headers: Headers): RawFrame {
   return { rows, columns, samplesPerPixel, values, photometric, defaultWindow, min, max };
 }
 
+/**
+ * The full value range. A flat frame (all zero, blank) has no contrast to show: as on the server
+ * (windowFromPercentiles), its width-1 window sits just above the value, so it is drawn black
+ * rather than white (a value at the centre of a width-1 window maps to white, PS3.3 C.11.2.1.2.1).
+ */
 export function autoWindow(frame: RawFrame): Window {
+  if (frame.max === frame.min) return { center: frame.max + 1, width: 1 };
   return { center: (frame.min + frame.max) / 2, width: Math.max(1, frame.max - frame.min) };
 }
 
