@@ -187,6 +187,19 @@ export type Instance = {
   rescale_intercept: number | null;
   window_center: number | null;
   window_width: number | null;
+  /** Each frame's own values (Enhanced multi-frame images); null when frames share the instance's. */
+  frame_values?: FrameValue[] | null;
+};
+
+/** One frame's own geometry, rescale and window (GET /v1/scans/{id}/instances, frame_values). */
+export type FrameValue = {
+  position: number | null;
+  image_position: number[] | null;
+  pixel_spacing: number[] | null;
+  rescale_slope: number;
+  rescale_intercept: number;
+  window_center: number | null;
+  window_width: number | null;
 };
 
 export type ImportCounts = {

@@ -23,12 +23,12 @@ import { ModelTag } from '../components/ClinicalBanner.tsx';
 import { ErrorState, InlineError, Loading } from '../components/StateMessage.tsx';
 import { dateTime, dicomDate, labelText, percent } from '../format.ts';
 import { autoWindow, dragWindow, parseRawFrame, presetsFor, renderFrame, type Preset, type RawFrame, type Window } from '../imaging/frame.ts';
+import { sliceSpacing, stackOf, type Slice } from '../imaging/stack.ts';
 import { drawSlice, imageTransform, pixelAspect, type View } from '../imaging/viewport.ts';
 import { navigate } from '../route.ts';
 import { hasScope, useSession } from '../session.ts';
 import { useLoad } from '../use-load.ts';
 
-type Slice = { instance: Instance; frame: number };
 type ViewerData = { scan: Scan; result: ScanResult | null; slices: Slice[]; imagesProblem: string | null };
 
 const RESET_VIEW: View = { zoom: 1, panX: 0, panY: 0 };
@@ -63,7 +63,7 @@ export function Viewer({ scanId }: { scanId: string }) {
         orNull(client.get<ScanResult>(`${path}/results`, { signal })),
         orNull(client.all<Instance>(`${path}/instances`, { signal })),
       ]);
-      const slices = (instances ?? []).flatMap((instance) => Array.from({ length: Math.max(1, instance.frames) }, (_, frame) => ({ instance, frame })));
+      const slices = stackOf(instances ?? []);
       const imagesProblem = instances === null ? 'This server does not offer images for this scan.' : slices.length === 0 ? 'This scan has no stored images.' : null;
       return { scan, result, slices, imagesProblem };
     },
@@ -216,7 +216,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
     const rows = frame?.rows ?? slice?.instance.rows ?? 1;
     // Drawn by physical aspect: non-square pixels (Pixel Spacing, or Imager Pixel Spacing on a
     // radiograph) must not be drawn square, and the boxes go through the same transform.
-    return imageTransform(size.width || 1, size.height || 1, columns, rows, view, pixelAspect(slice?.instance.pixel_spacing));
+    return imageTransform(size.width || 1, size.height || 1, columns, rows, view, pixelAspect(sliceSpacing(slice)));
   }, [frame, slice, size, view]);
 
   // Draw: window the frame into a scratch canvas, then draw it and the boxes through the transform.
