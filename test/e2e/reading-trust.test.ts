@@ -277,3 +277,26 @@ describe('non-square pixels are drawn by physical aspect', () => {
     expect(drawnHeight / drawnWidth).toBeLessThan(2.1);
   });
 });
+
+describe('a frame that cannot be decoded', () => {
+  it('says why and offers no Retry, since asking again gets the same answer', async () => {
+    const dir = join(work, 'undecodable');
+    execFileSync('mkdir', ['-p', dir]);
+    // An RLE frame whose header declares no segments: it parses, but no decoder can read it.
+    const edits = ['from pydicom.encaps import encapsulate', 'ds.PixelData = encapsulate([bytes(64) + bytes(64)])'].join('\n');
+    const { scan, instanceUids } = await importSeries(t, writeSeries(dir, join(PYDICOM_CORPUS, 'MR_small_RLE.dcm'), 1, edits));
+    const raw = await t.request('GET', `/v1/instances/${instanceUids[0]}/frames/0/raw`, { headers: { Accept: '*/*' } });
+    expect(raw.status).toBe(422);
+
+    const ui = await openUi(browser, t.url);
+    await ui.signIn(t.keyFor('radiologist', { email: 'undecodable@hospital.test' }).key);
+    await ui.openScan(scan.scanId);
+    const problem = ui.page.locator('.state-error');
+    await problem.waitFor(WAIT);
+    expect(await problem.textContent()).toContain('Cannot decode this frame');
+    expect(await problem.textContent()).toContain('Retrying will not change this');
+    expect(await problem.getByRole('button', { name: 'Retry' }).count()).toBe(0);
+    await ui.screenshot('undecodable-frame');
+    await ui.page.context().close();
+  });
+});

@@ -20,7 +20,16 @@ export function Empty({ title, children }: { title: string; children?: ReactNode
   );
 }
 
+/**
+ * 422 (and 415) refuse the content itself - a stored frame that cannot be decoded, a file that is
+ * not DICOM - so asking again gets the same answer: no Retry is offered for them (issue 11).
+ */
+export function retryCanHelp(error: unknown): boolean {
+  return !(error instanceof ApiError && (error.info.status === 422 || error.info.status === 415));
+}
+
 function nextStep(error: unknown): string {
+  if (!retryCanHelp(error)) return 'Retrying will not change this: the stored data itself cannot be processed. Re-import it from the original files.';
   if (error instanceof ApiError) {
     const status = error.info.status;
     if (status === 0) return 'Start the mia server (npm start) and press Retry.';
@@ -37,7 +46,7 @@ export function ErrorState({ error, retry }: { error: unknown; retry?: () => voi
     <div className="state state-error" role="alert">
       <p className="error-text">{errorText(error)}</p>
       <p>{nextStep(error)}</p>
-      {retry ? (
+      {retry && retryCanHelp(error) ? (
         <button type="button" onClick={retry}>
           Retry
         </button>
