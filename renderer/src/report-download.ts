@@ -1,6 +1,6 @@
 /**
  * One report as a file. The API serves CSV and XML on the report list only (GET /v1/reports,
- * filtered by scan), and a scan may hold several reports (an addendum is a new report), so the
+ * filtered by scan), and a scan may hold several reports (a new draft after a final one), so the
  * list's document is cut down to the report on screen. Cutting keeps the server's own
  * serialization - the documented column order, RFC 4180 quoting, the formula-injection guard,
  * the XML element names - instead of a second serializer in the renderer that could drift.
