@@ -105,7 +105,7 @@ describe('review only what is on screen', () => {
   beforeAll(async () => {
     const dir = join(work, 'stack');
     execFileSync('mkdir', ['-p', dir]);
-    const { scan, instanceUids } = await importSeries(t, writeSeries(dir, join(PYDICOM_CORPUS, 'MR_small.dcm'), 20));
+    const { scan, instanceUids } = await importSeries(t, writeSeries(dir, join(PYDICOM_CORPUS, 'MR_small.dcm'), 20, 'ds.StudyDate = "1997.04.24"'));
     scanId = scan.scanId;
     seedAnalysis(t.server.services.db, scan, [
       { confidence: 0.9, instanceUid: instanceUids[5]!, x: 10, y: 12, width: 20, height: 16 },
@@ -127,6 +127,8 @@ describe('review only what is on screen', () => {
     // Analysing needs write:scans, which the role does not hold by default.
     expect(help).not.toContain('analyse');
     expect(await ui.page.getByText('needs the write:reports scope').count()).toBe(0);
+    // An ACR-NEMA style date (YYYY.MM.DD) reads like any other, not raw.
+    expect(await ui.page.locator('.viewer-bar').textContent()).toContain('1997-04-24');
     await expect.poll(() => row(onSix).getByTestId('accept-finding').isEnabled()).toBe(true);
   });
 
@@ -202,7 +204,7 @@ describe('non-square pixels are drawn by physical aspect', () => {
   let ui: Ui;
 
   /**
-   * CT_small (128 x 128) made uniformly bright (one black pixel in the corner sets the window),
+   * CT_small (128 x 128) made uniformly bright under its window (one black pixel in the corner),
    * with pixel spacing 0.94 mm between rows and 0.47 mm between columns: a 60 x 120 mm image, to
    * be drawn twice as tall as wide. `tag` names the spacing attribute: Pixel Spacing, or only
    * Imager Pixel Spacing on a DX radiograph.
@@ -215,8 +217,10 @@ describe('non-square pixels are drawn by physical aspect', () => {
       'del ds.PixelSpacing',
       `ds.${tag} = [0.94, 0.47]`,
       ...(tag === 'ImagerPixelSpacing' ? ['ds.Modality = "DX"'] : []),
-      // 1074 - 1024 = 50 HU: bright in the CT default window (W 80 / L 40).
+      // 1074 - 1024 = 50 HU, white under the file's own window (a flat frame would be drawn black).
       'ds.PixelData = struct.pack("<h", 0) + struct.pack("<h", 1074) * (128 * 128 - 1)',
+      'ds.WindowCenter = -100',
+      'ds.WindowWidth = 100',
     ].join('\n');
     const { scan, instanceUids } = await importSeries(t, writeSeries(dir, join(PYDICOM_CORPUS, 'CT_small.dcm'), 1, edits));
     // A square box in image pixels: 15 mm wide, 30 mm tall.
