@@ -1,6 +1,6 @@
-/** Display of DICOM values in the renderer (format.ts). */
+/** Display of DICOM values in the renderer (dicom-date.ts). */
 import { describe, expect, it } from 'vitest';
-import { dicomDate } from '../../renderer/src/format.ts';
+import { dicomDate } from '../../renderer/src/dicom-date.ts';
 
 describe('DICOM dates', () => {
   it('shows YYYYMMDD as YYYY-MM-DD', () => {
