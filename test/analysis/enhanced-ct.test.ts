@@ -10,11 +10,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { enhancedCt, type EnhancedCt } from '../helpers/enhanced.ts';
+import { readPng } from '../helpers/png.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { importFolder, matches, phantomDicom, waitForJob, type ResultFinding, type TruthSeries } from './analysis-helpers.ts';
 import { SEED_TEST_BASE } from './helpers.ts';
 
 const SEED = SEED_TEST_BASE + 6500;
+const SEED_MR = SEED_TEST_BASE + 6510;
 
 let t: TestServer;
 let dir: string;
@@ -24,6 +26,8 @@ let perFrame: EnhancedCt;
 let short: EnhancedCt;
 let interleaved: EnhancedCt;
 let tilted: EnhancedCt;
+let mrTruth: TruthSeries;
+let mr: EnhancedCt;
 
 async function bytesOf(path: string): Promise<{ status: number; body: Buffer; headers: Headers }> {
   const res = await fetch(t.url + path, { headers: { Authorization: `Bearer ${t.adminKey}` } });
@@ -48,6 +52,9 @@ beforeAll(async () => {
   short = enhancedCt(classicDir, join(dir, 'series', 'enhanced', 'short.dcm'), { dropLastItem: true });
   interleaved = enhancedCt(classicDir, join(dir, 'series', 'enhanced', 'interleaved.dcm'), { interleave: true });
   tilted = enhancedCt(classicDir, join(dir, 'series', 'enhanced', 'tilted.dcm'), { tiltFrame: true });
+  [mrTruth] = (await phantomDicom(dir, 'series/mr', { seed: SEED_MR, series: 1, modality: 'MR', kinds: 'tumor' })) as [TruthSeries];
+  // Philips writes Enhanced MR with a per-frame Rescale Slope (nibabel's philips_mprage.dcm: 2.108).
+  mr = enhancedCt(join(dir, 'series', 'mr', `series-${SEED_MR}-MR`), join(dir, 'series', 'enhanced', 'mr.dcm'), { slope: 2.108 });
   t = await startTestServer();
   await importFolder(t, join(dir, 'series'));
 }, 120_000);
@@ -141,4 +148,41 @@ describe('Enhanced CT (functional groups) against its classic form', () => {
     expect(result.status).toBe('not_applicable');
     expect(result.reason).toContain('frame 1 has another Plane Orientation (0020,9116)');
   }, 120_000);
+});
+
+describe('Enhanced MR with a per-frame Rescale Slope (as Philips writes it)', () => {
+  it('reports, serves and renders the slope of each frame, not 1', async () => {
+    const [item] = (await t.request('GET', `/v1/scans/${mr.series_uid}/instances`)).json.data.items;
+    expect(item.rescale_slope).toBe(2.108);
+    expect(item.frame_values.every((f: any) => f.rescale_slope === 2.108)).toBe(true);
+    const raw = await bytesOf(`/v1/instances/${mr.instance_uid}/frames/3/raw`);
+    expect(raw.headers.get('X-Rescale-Slope')).toBe('2.108');
+    const classicRaw = await bytesOf(`/v1/instances/${mr.classic[3]}/frames/0/raw`);
+    expect(raw.body.equals(classicRaw.body)).toBe(true);
+    expect(Number(raw.headers.get('X-Window-Center'))).toBeCloseTo(Number(classicRaw.headers.get('X-Window-Center')) * 2.108, 1);
+    // The window scales with the values, so the picture is the classic one's (PS3.3 C.11.2.1.2
+    // windows by c - 0.5 and w - 1, not scale-free: a grey level may round the other way).
+    const [png, classicPng] = [await bytesOf(`/v1/instances/${mr.instance_uid}/frames/3/rendered`), await bytesOf(`/v1/instances/${mr.classic[3]}/frames/0/rendered`)];
+    const a = readPng(png.body);
+    const b = readPng(classicPng.body);
+    expect([a.width, a.height]).toEqual([b.width, b.height]);
+    let worst = 0;
+    for (let i = 0; i < a.pixels.length; i++) worst = Math.max(worst, Math.abs((a.pixels[i] ?? 0) - (b.pixels[i] ?? 0)));
+    expect(worst).toBeLessThanOrEqual(1);
+  });
+
+  it('finds the lesion as in the classic form', async () => {
+    const classic = await analyse(mrTruth.scan_uid);
+    expect(classic.status).toBe('succeeded');
+    expect(classic.findings.some((f) => matches(f, mrTruth.lesions[0]!)), JSON.stringify(classic.findings)).toBe(true);
+    const result = await analyse(mr.series_uid);
+    expect(result.status, result.reason ?? '').toBe('succeeded');
+    expect(result.findings).toHaveLength(classic.findings.length);
+    for (const c of classic.findings) {
+      const e = result.findings.find((f) => f.frame === mr.classic.indexOf(c.instance_uid) && f.label === c.label);
+      expect(e, JSON.stringify(result.findings)).toBeDefined();
+      for (const side of ['x', 'y', 'width', 'height'] as const) expect(Math.abs(e!.location[side] - c.location[side])).toBeLessThanOrEqual(3);
+      expect(Math.abs(e!.confidence - c.confidence)).toBeLessThanOrEqual(0.02);
+    }
+  }, 240_000);
 });
