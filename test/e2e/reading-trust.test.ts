@@ -20,6 +20,7 @@ import { pixelAt, readPng, type Png } from '../helpers/png.ts';
 import { PYDICOM_CORPUS, seedImportedInstance } from '../helpers/image-fixture.ts';
 import { seedAnalysis, type SeededScan } from '../helpers/seed.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { analyseViaApi } from '../helpers/workstation-seed.ts';
 
 type Finding = { id: string; confidence: number; instance_uid: string; frame: number; review: string | null };
 
@@ -301,6 +302,25 @@ describe('a frame that cannot be decoded', () => {
     expect(await problem.textContent()).toContain('Retrying will not change this');
     expect(await problem.getByRole('button', { name: 'Retry' }).count()).toBe(0);
     await ui.screenshot('undecodable-frame');
+    await ui.page.context().close();
+  });
+});
+
+describe('after a not-applicable analysis', () => {
+  it('the viewer gives the reason, not "press Analyse"', async () => {
+    const dir = join(work, 'one-slice');
+    execFileSync('mkdir', ['-p', dir]);
+    const { scan } = await importSeries(t, writeSeries(dir, join(PYDICOM_CORPUS, 'MR_small.dcm'), 1));
+    const job = await analyseViaApi(t, scan.scanId);
+    expect(job.status).toBe('not_applicable');
+
+    const ui = await openUi(browser, t.url);
+    await ui.signIn(t.keyFor('radiologist', { email: 'not-applicable@hospital.test', scopes: ['write:scans'] }).key);
+    await ui.openScan(scan.scanId);
+    const text = (await ui.page.getByTestId('no-result').textContent()) ?? '';
+    expect(text).toMatch(/^No AI result: not analysed by mia phantom detector: .*slice/);
+    expect(text).not.toContain('press Analyse');
+    await ui.screenshot('not-applicable-viewer');
     await ui.page.context().close();
   });
 });

@@ -545,6 +545,10 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
                 ? 'Analysis is running; findings appear here when it finishes.'
                 : scan.status === 'failed'
                   ? `The last analysis failed: ${scan.status_reason ?? 'no reason given'}.`
+                  : scan.status === 'received' && scan.status_reason
+                    ? // An analysis ended without a result (not applicable, cancelled): the
+                      // server's reason, not "not analysed yet", which would invite the same run.
+                      `No AI result: ${scan.status_reason}.`
                   : canAnalyse
                     ? 'This scan has not been analysed yet: press Analyse (shift+A).'
                     : 'This scan has not been analysed yet. Ask a colleague with the write:scans scope (or an admin) to analyse it.'}
