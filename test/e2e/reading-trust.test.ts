@@ -324,3 +324,20 @@ describe('after a not-applicable analysis', () => {
     await ui.page.context().close();
   });
 });
+
+describe('the viewer toolbar', () => {
+  it('stays on one row at 1600 px with the five CT presets and a long description', async () => {
+    const dir = join(work, 'toolbar');
+    execFileSync('mkdir', ['-p', dir]);
+    const { scan } = await importSeries(t, writeSeries(dir, join(PYDICOM_CORPUS, 'CT_small.dcm'), 1, 'ds.SeriesDescription = "AX BRAIN WITHOUT CONTRAST 5MM STANDARD KERNEL RECON 2"'));
+    const ui = await openUi(browser, t.url, { width: 1600, height: 900 });
+    await ui.signIn(t.keyFor('radiologist', { email: 'toolbar@hospital.test' }).key);
+    await ui.openScan(scan.scanId);
+    await ui.page.getByRole('button', { name: 'Soft tissue' }).waitFor();
+    // A string expression: the test project has no DOM types.
+    const tops = (await ui.page.evaluate(`[...document.querySelector('.viewer-bar').children].filter((el) => el.getBoundingClientRect().height > 0).map((el) => Math.round(el.getBoundingClientRect().top + el.getBoundingClientRect().height / 2))`)) as number[];
+    await ui.screenshot('toolbar-1600');
+    expect(new Set(tops).size, `row centres ${tops.join(', ')}`).toBe(1);
+    await ui.page.context().close();
+  });
+});
