@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { FrameValue } from '#server/api/import-schemas.ts';
-import { readDicom, type DicomInstance } from '#server/dicom/parse.ts';
+import { readDicom, type DicomInstance, type FrameValues } from '#server/dicom/parse.ts';
 import { describeTransferSyntax, findTransferSyntax } from '#server/dicom/transfer-syntax.ts';
 import type { ArchiveWriter } from '#server/imports/archive.ts';
 import { insertInstance, upsertPatient, upsertScan, upsertStudy } from '#server/store/archive-index.ts';
@@ -94,20 +94,26 @@ export function slicePosition(instance: Pick<DicomInstance, 'imagePositionPatien
   return p[0] * n[0] + p[1] * n[1] + p[2] * n[2];
 }
 
-/** Each frame's own values of an Enhanced multi-frame image (functional groups), as the API lists them. */
+/**
+ * Each frame's own values of an Enhanced multi-frame image (functional groups), as the API lists
+ * them; null when every frame has frame 0's values, which the instance fields already hold.
+ */
 function frameValuesJson(i: DicomInstance): string | null {
   if (i.frames.length < 2) return null;
-  return JSON.stringify(
-    i.frames.map((f) => ({
-      position: slicePosition(f),
-      image_position: f.imagePositionPatient,
-      pixel_spacing: f.pixelSpacing,
-      rescale_slope: f.rescaleSlope,
-      rescale_intercept: f.rescaleIntercept,
-      window_center: f.windowCenter[0] ?? null,
-      window_width: f.windowWidth[0] ?? null,
-    }) satisfies FrameValue),
-  );
+  const values = i.frames.map((f) => JSON.stringify(frameValue(f)));
+  return values.every((v) => v === values[0]) ? null : `[${values.join(',')}]`;
+}
+
+function frameValue(f: FrameValues): FrameValue {
+  return {
+    position: slicePosition(f),
+    image_position: f.imagePositionPatient,
+    pixel_spacing: f.pixelSpacing,
+    rescale_slope: f.rescaleSlope,
+    rescale_intercept: f.rescaleIntercept,
+    window_center: f.windowCenter[0] ?? null,
+    window_width: f.windowWidth[0] ?? null,
+  };
 }
 
 type RefCache = Map<string, number>;

@@ -141,6 +141,9 @@ describe('Enhanced CT (functional groups) against its classic form', () => {
     const result = await analyse(short.series_uid);
     expect(result.status).toBe('not_applicable');
     expect(result.reason).toContain('Per-frame Functional Groups Sequence (5200,9230) has');
+    // Every frame then has the shared values only: the API lists no frame values of its own.
+    const [item] = (await t.request('GET', `/v1/scans/${short.series_uid}/instances`)).json.data.items;
+    expect(item).toMatchObject({ rescale_intercept: -1024, frame_values: null });
   }, 120_000);
 
   it('frames with different Plane Orientations are not one stack: not applicable, with the reason', async () => {
