@@ -46,12 +46,17 @@ export function toDisplay(frame: DecodedFrame, settings: DisplaySettings, reques
   return { pixels, width, height, channels: 1, window: win };
 }
 
-/** Box-filter downscale so the longest side is at most `maxSide` (thumbnails). */
-export function downscale(image: DisplayImage, maxSide: number): DisplayImage {
-  const scale = Math.max(image.width, image.height) / maxSide;
-  if (scale <= 1) return image;
+/**
+ * Box-filter downscale so the longest side is at most `maxSide` (thumbnails), at the physical
+ * aspect: `aspect` is a pixel's height over its width (pixelAspect), so rows of non-square
+ * pixels are stretched or squeezed to match, as the viewer draws them (issue 11).
+ */
+export function downscale(image: DisplayImage, maxSide: number, aspect = 1): DisplayImage {
+  const physicalHeight = image.height * aspect;
+  const scale = Math.max(1, Math.max(image.width, physicalHeight) / maxSide);
   const width = Math.max(1, Math.round(image.width / scale));
-  const height = Math.max(1, Math.round(image.height / scale));
+  const height = Math.max(1, Math.round(physicalHeight / scale));
+  if (width === image.width && height === image.height) return image;
   const c = image.channels;
   const out = new Uint8Array(width * height * c);
   for (let y = 0; y < height; y++) {

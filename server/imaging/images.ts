@@ -12,6 +12,7 @@ import type { DecodedFrame } from '#server/dicom/pixel-types.ts';
 import type { Window } from '#server/dicom/modality.ts';
 import { MiaError, notFound } from '#server/errors.ts';
 import { createFrameCache, type FrameCache } from '#server/imaging/frame-cache.ts';
+import { pixelAspect } from '#common/pixel-aspect.ts';
 import { defaultWindow, downscale, littleEndianBytes, toDisplay, type DisplaySettings } from '#server/imaging/display.ts';
 import { encodePng } from '#server/imaging/png.ts';
 import type { Services } from '#server/services.ts';
@@ -153,6 +154,7 @@ export async function scanThumbnail(services: Services, scanId: string): Promise
   const [middle] = count === 0 ? [] : listScanInstances(services.db, scan.id, Math.floor(count / 2), 1);
   if (!middle) throw new MiaError('not_found', 'This scan has no images yet', `scan ${scanId} has no stored instances`);
   const { frame, settings } = await loadFrame(services, middle, Math.floor(middle.frames / 2));
-  const image = downscale(toDisplay(frame, settings, undefined), THUMBNAIL_SIDE);
+  const spacing = middle.pixel_spacing ? (JSON.parse(middle.pixel_spacing) as [number, number]) : null;
+  const image = downscale(toDisplay(frame, settings, undefined), THUMBNAIL_SIDE, pixelAspect(spacing));
   return { png: encodePng(image.pixels, image.width, image.height, image.channels), patientId: scan.patientId };
 }
