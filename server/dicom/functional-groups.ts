@@ -53,7 +53,8 @@ const TAG = {
   slope: 'x00281053',
 } as const;
 
-type Partial = { [K in keyof FrameValues]?: FrameValues[K] };
+/** The values one group states; absent ones fall through to the next source. */
+type Stated = { [K in keyof FrameValues]?: FrameValues[K] };
 
 function itemElements(item: Element): Elements | null {
   const ds = item.dataSet;
@@ -71,8 +72,8 @@ function fixed<T extends number[]>(values: number[], n: T['length']): T | null {
 }
 
 /** The values one functional groups item (shared or per-frame) states; absent ones stay absent. */
-function groupValues(group: Elements, read: (elements: Elements) => ValueReader): Partial {
-  const out: Partial = {};
+function groupValues(group: Elements, read: (elements: Elements) => ValueReader): Stated {
+  const out: Stated = {};
   const measures = macro(group, TAG.pixelMeasures);
   if (measures) {
     const v = read(measures);
@@ -113,13 +114,16 @@ function groupValues(group: Elements, read: (elements: Elements) => ValueReader)
   return out;
 }
 
-const merge = (base: FrameValues, over: Partial): FrameValues => {
-  const out = { ...base };
-  for (const [key, value] of Object.entries(over) as Array<[keyof FrameValues, FrameValues[keyof FrameValues]]>) {
-    if (value !== undefined) (out as Record<keyof FrameValues, unknown>)[key] = value;
-  }
-  return out;
-};
+const merge = (base: FrameValues, over: Stated): FrameValues => ({
+  rescaleSlope: over.rescaleSlope ?? base.rescaleSlope,
+  rescaleIntercept: over.rescaleIntercept ?? base.rescaleIntercept,
+  imagePositionPatient: over.imagePositionPatient ?? base.imagePositionPatient,
+  imageOrientationPatient: over.imageOrientationPatient ?? base.imageOrientationPatient,
+  pixelSpacing: over.pixelSpacing ?? base.pixelSpacing,
+  sliceThickness: over.sliceThickness ?? base.sliceThickness,
+  windowCenter: over.windowCenter ?? base.windowCenter,
+  windowWidth: over.windowWidth ?? base.windowWidth,
+});
 
 /**
  * Reads the functional groups of a data set whose top-level values are `topLevel`.
