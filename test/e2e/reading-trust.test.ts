@@ -283,6 +283,28 @@ describe('non-square pixels are drawn by physical aspect', () => {
   });
 });
 
+describe('a flat frame', () => {
+  it('is drawn black, not white (window 1 / level 0 made an all-zero frame white)', async () => {
+    const dir = join(work, 'all-zero');
+    execFileSync('mkdir', ['-p', dir]);
+    const { scan } = await importSeries(t, writeSeries(dir, join(PYDICOM_CORPUS, 'MR_small.dcm'), 1, 'ds.PixelData = bytes(64 * 64 * 2)\ndel ds.WindowCenter\ndel ds.WindowWidth'));
+    const ui = await openUi(browser, t.url);
+    await ui.signIn(t.keyFor('radiologist', { email: 'all-zero@hospital.test' }).key);
+    await ui.openScan(scan.scanId);
+    const canvas = ui.page.getByTestId('viewport-canvas');
+    await expect.poll(() => canvas.getAttribute('data-rendered-slice'), WAIT).toBe('0');
+    const box = (await canvas.boundingBox())!;
+    const png = readPng(await ui.screenshot('all-zero-frame'));
+    // No window in the file: the automatic one. The image fills the canvas height around its
+    // centre, and every pixel there must be black.
+    for (const dy of [-100, 0, 100]) {
+      const rgb = pixelAt(png, Math.round(box.x + box.width / 2), Math.round(box.y + box.height / 2 + dy));
+      expect(Math.max(...rgb), `pixel ${rgb.join(',')}`).toBeLessThan(16);
+    }
+    await ui.page.context().close();
+  });
+});
+
 describe('a frame that cannot be decoded', () => {
   it('says why and offers no Retry, since asking again gets the same answer', async () => {
     const dir = join(work, 'undecodable');
@@ -338,6 +360,7 @@ describe('the viewer toolbar', () => {
     const tops = (await ui.page.evaluate(`[...document.querySelector('.viewer-bar').children].filter((el) => el.getBoundingClientRect().height > 0).map((el) => Math.round(el.getBoundingClientRect().top + el.getBoundingClientRect().height / 2))`)) as number[];
     await ui.screenshot('toolbar-1600');
     expect(new Set(tops).size, `row centres ${tops.join(', ')}`).toBe(1);
+    expect(await ui.page.locator('.viewer-bar strong').getAttribute('title')).toContain('AX BRAIN WITHOUT CONTRAST 5MM STANDARD KERNEL RECON 2');
     await ui.page.context().close();
   });
 });

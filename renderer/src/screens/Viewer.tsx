@@ -435,7 +435,8 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
           <button type="button" onClick={() => goScan(1)} disabled={neighbours.index < 0 || neighbours.index >= neighbours.order.length - 1} title="Next scan (])">
             Next scan ›
           </button>
-          <strong>
+          {/* Shortened with an ellipsis when the bar is full: the tooltip keeps the whole title. */}
+          <strong title={`${scan.patient_id} · ${scan.modality} · ${scan.description ?? scan.study_description ?? ''}`}>
             {scan.patient_id} · {scan.modality} · {scan.description ?? scan.study_description ?? ''}
           </strong>
           <span className="muted">{dicomDate(scan.study_date)}</span>
