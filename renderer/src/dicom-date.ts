@@ -6,8 +6,19 @@
 export function dicomDate(value: string | null): string {
   const text = value?.trim() ?? '';
   if (!text) return '—';
-  const match = /^(\d{4})([.\-/]?)(\d{2})\2(\d{2})$/.exec(text);
-  const [, year, , month, day] = match ?? [];
-  if (year && month && day && Number(month) >= 1 && Number(month) <= 12 && Number(day) >= 1 && Number(day) <= 31) return `${year}-${month}-${day}`;
-  return `${text} (not a date)`;
+  const date = readDicomDate(text);
+  return date ? `${date.year}-${date.month}-${date.day}` : `${text} (not a date)`;
+}
+
+/** A key that sorts dates in time order whichever of those forms they were written in. */
+export function dicomDateKey(value: string | null): string {
+  const text = value?.trim() ?? '';
+  const date = readDicomDate(text);
+  return date ? `${date.year}${date.month}${date.day}` : text;
+}
+
+function readDicomDate(text: string): { year: string; month: string; day: string } | null {
+  const [, year, , month, day] = /^(\d{4})([.\-/]?)(\d{2})\2(\d{2})$/.exec(text) ?? [];
+  if (!year || !month || !day) return null;
+  return Number(month) >= 1 && Number(month) <= 12 && Number(day) >= 1 && Number(day) <= 31 ? { year, month, day } : null;
 }

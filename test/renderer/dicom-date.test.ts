@@ -1,6 +1,6 @@
 /** Display of DICOM values in the renderer (dicom-date.ts). */
 import { describe, expect, it } from 'vitest';
-import { dicomDate } from '../../renderer/src/dicom-date.ts';
+import { dicomDate, dicomDateKey } from '../../renderer/src/dicom-date.ts';
 
 describe('DICOM dates', () => {
   it('shows YYYYMMDD as YYYY-MM-DD', () => {
@@ -20,5 +20,10 @@ describe('DICOM dates', () => {
     expect(dicomDate('1997.04-24')).toBe('1997.04-24 (not a date)');
     expect(dicomDate('19971324')).toBe('19971324 (not a date)');
     expect(dicomDate('yesterday')).toBe('yesterday (not a date)');
+  });
+
+  it('sorts by the date read, whatever the form (the worklist\'s date column)', () => {
+    const dates = ['19970501', '1997.04.24', '19970424', '1997-04-30', null, '20010101'];
+    expect([...dates].sort((a, b) => dicomDateKey(a).localeCompare(dicomDateKey(b)))).toEqual([null, '1997.04.24', '19970424', '1997-04-30', '19970501', '20010101']);
   });
 });

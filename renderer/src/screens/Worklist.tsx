@@ -13,6 +13,7 @@ import { useAnalyses } from '../analyses.ts';
 import { AnalyseButton, AnalysisStatus, useCanAnalyse, useRequestAnalysis } from '../components/AnalysisControls.tsx';
 import { Empty, ErrorState, Loading } from '../components/StateMessage.tsx';
 import { Thumbnail } from '../components/Thumbnail.tsx';
+import { dicomDateKey } from '../dicom-date.ts';
 import { dicomDate, labelText, percent } from '../format.ts';
 import { navigate } from '../route.ts';
 import { hasScope, useSession } from '../session.ts';
@@ -31,7 +32,8 @@ function compare(a: Scan, b: Scan, key: SortKey): number {
     case 'modality':
       return a.modality.localeCompare(b.modality);
     case 'date':
-      return (a.study_date ?? '').localeCompare(b.study_date ?? '') || a.created_at.localeCompare(b.created_at);
+      // By the date read, not the text: "1997.04.24" sorts with 19970424 (issue 11).
+      return dicomDateKey(a.study_date).localeCompare(dicomDateKey(b.study_date)) || a.created_at.localeCompare(b.created_at);
     case 'status':
       return SCAN_STATUSES.indexOf(a.status) - SCAN_STATUSES.indexOf(b.status);
     case 'ai':
