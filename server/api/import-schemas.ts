@@ -126,6 +126,13 @@ export const instance = z.object({
         'functional groups (PS3.3 C.7.6.16); the instance fields above are frame 0\'s. Null when every frame has ' +
         'the instance\'s values (classic images) or for files imported before mia read functional groups.',
     ),
+  frames_problem: z
+    .string()
+    .nullable()
+    .describe(
+      'Why the frames\' own values could not be read (e.g. a Per-frame Functional Groups Sequence without one ' +
+        'item per frame): every frame is then shown with the shared values, and analysis is not applicable.',
+    ),
 });
 export type Instance = z.infer<typeof instance>;
 

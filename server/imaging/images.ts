@@ -56,6 +56,7 @@ function toInstance(row: InstanceRow): Instance {
     window_center: row.window_center,
     window_width: row.window_width,
     frame_values: row.frame_values ? (JSON.parse(row.frame_values) as FrameValue[]) : null,
+    frames_problem: row.frames_problem,
   };
 }
 

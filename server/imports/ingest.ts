@@ -196,6 +196,7 @@ function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, re
     imagePosition: i.imagePositionPatient ? JSON.stringify(i.imagePositionPatient) : null,
     imageOrientation: i.imageOrientationPatient ? JSON.stringify(i.imageOrientationPatient) : null,
     frameValues: frameValuesJson(i),
+    framesProblem: i.functionalGroupsProblem,
   });
   return true;
 }

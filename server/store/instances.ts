@@ -19,6 +19,7 @@ export type InstanceImagingInput = {
   imageOrientation: string | null;
   /** JSON of the API's frame_values (import-schemas.ts), or null. */
   frameValues: string | null;
+  framesProblem: string | null;
 };
 
 export type InstanceRow = {
@@ -49,6 +50,7 @@ export type InstanceRow = {
   window_center: number | null;
   window_width: number | null;
   frame_values: string | null;
+  frames_problem: string | null;
 };
 
 const INSTANCE_SELECT = `
@@ -61,7 +63,8 @@ export function setInstanceImaging(db: Database, sopInstanceUid: string, input: 
     `UPDATE instances SET samples_per_pixel = @samplesPerPixel, photometric = @photometric, bits_allocated = @bitsAllocated,
        bits_stored = @bitsStored, pixel_representation = @pixelRepresentation, rescale_slope = @rescaleSlope,
        rescale_intercept = @rescaleIntercept, window_center = @windowCenter, window_width = @windowWidth,
-       image_position = @imagePosition, image_orientation = @imageOrientation, frame_values = @frameValues
+       image_position = @imagePosition, image_orientation = @imageOrientation, frame_values = @frameValues,
+       frames_problem = @framesProblem
      WHERE sop_instance_uid = @sopInstanceUid`,
   ).run({ ...input, sopInstanceUid });
 }

@@ -379,6 +379,15 @@ const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE instances ADD COLUMN frame_values TEXT;
     `,
   },
+  {
+    version: 10,
+    name: 'instances: why per-frame values could not be read',
+    sql: `
+      -- A multi-frame image whose Per-frame Functional Groups do not give every frame its values
+      -- is shown with the shared ones; the viewer says so, and analysis refuses it.
+      ALTER TABLE instances ADD COLUMN frames_problem TEXT;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

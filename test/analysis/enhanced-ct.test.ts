@@ -76,6 +76,7 @@ describe('Enhanced CT (functional groups) against its classic form', () => {
     expect(item.window_width).toBe(classic.window_width);
     expect(item.position).toBeCloseTo(classic.position, 3);
     expect(classic.frame_values).toBeNull();
+    expect(item.frames_problem).toBeNull();
   });
 
   it('the instance API lists each frame\'s own position, spacing, rescale and window', async () => {
@@ -144,6 +145,7 @@ describe('Enhanced CT (functional groups) against its classic form', () => {
     // Every frame then has the shared values only: the API lists no frame values of its own.
     const [item] = (await t.request('GET', `/v1/scans/${short.series_uid}/instances`)).json.data.items;
     expect(item).toMatchObject({ rescale_intercept: -1024, frame_values: null });
+    expect(item.frames_problem).toBe(`Per-frame Functional Groups Sequence (5200,9230) has ${truth.slices - 1} item(s) for ${truth.slices} frame(s)`);
   }, 120_000);
 
   it('frames with different Plane Orientations are not one stack: not applicable, with the reason', async () => {

@@ -24,6 +24,7 @@ let browser: Browser;
 let work: string;
 let classicScan = '';
 let enhanced: EnhancedCt;
+let short: EnhancedCt;
 
 /** The canvas's own pixels (overlay text is not part of it), as a data URL. */
 const canvasPixels = (ui: Ui): Promise<string> =>
@@ -49,6 +50,8 @@ beforeAll(async () => {
   t = await startTestServer({ uiDir: UI_DIR });
   for (const name of readdirSync(classicDir)) classicScan = seedImportedInstance(t, join(classicDir, name)).scanId;
   seedImportedInstance(t, join(work, 'enhanced.dcm'));
+  short = enhancedCt(classicDir, join(work, 'short.dcm'), { dropLastItem: true });
+  seedImportedInstance(t, join(work, 'short.dcm'));
   browser = await launchBrowser();
 }, 120_000);
 
@@ -89,4 +92,17 @@ describe('Enhanced CT in the viewer', () => {
       }
     }
   }, 120_000);
+
+  it('says when the frames\' own values could not be read, and shows none of that on a good file', async () => {
+    const ui = await openUi(browser, t.url);
+    await ui.signIn(t.adminKey);
+    await ui.openScan(enhanced.series_uid);
+    await expect.poll(() => ui.page.getByTestId('viewport-canvas').getAttribute('data-slice-index'), WAIT).not.toBeNull();
+    expect(await ui.page.getByTestId('frames-problem').count()).toBe(0);
+    await ui.openScan(short.series_uid);
+    const notice = ui.page.getByTestId('frames-problem');
+    await notice.waitFor(WAIT);
+    expect(await notice.textContent()).toContain('Per-frame Functional Groups Sequence (5200,9230) has 5 item(s) for 6 frame(s)');
+    await ui.screenshot('enhanced-ct-frames-problem');
+  }, 60_000);
 });

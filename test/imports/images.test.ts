@@ -71,6 +71,7 @@ describe('CT_small.dcm', () => {
           window_center: null,
           window_width: null,
           frame_values: null,
+          frames_problem: null,
         },
       ],
       next_cursor: null,

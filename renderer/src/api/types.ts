@@ -189,6 +189,8 @@ export type Instance = {
   window_width: number | null;
   /** Each frame's own values (Enhanced multi-frame images); null when frames share the instance's. */
   frame_values?: FrameValue[] | null;
+  /** Why the frames' own values could not be read; they are shown with the shared ones. */
+  frames_problem?: string | null;
 };
 
 /** One frame's own geometry, rescale and window (GET /v1/scans/{id}/instances, frame_values). */

@@ -492,6 +492,12 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
               {keyNote}
             </div>
           ) : null}
+          {slice?.instance.frames_problem ? (
+            // Rescale and place of each frame are unknown: the picture may be wrong, so say so.
+            <div className="overlay-text tc key-note" role="alert" data-testid="frames-problem">
+              Frame values not read: {slice.instance.frames_problem}. Shown with the shared rescale and window.
+            </div>
+          ) : null}
           <div className="overlay-text br">{result ? `${result.analysis.model.name} v${result.analysis.model.version} · not for clinical use` : 'No AI result'}</div>
           {data.imagesProblem ? (
             <div className="state">
