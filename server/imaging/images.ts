@@ -148,14 +148,27 @@ export async function rawFrame(services: Services, instanceUid: string, frameInd
   };
 }
 
+/**
+ * The middle frame in space: an Enhanced image's frames follow their own positions, which frame
+ * numbers need not (an interleaved acquisition stores even slices first).
+ */
+function middleFrame(frames: number, values: readonly FrameValue[] | null): number {
+  const byIndex = Math.floor(frames / 2);
+  if (!values || values.length !== frames || values.some((v) => v.position === null)) return byIndex;
+  const order = values.map((v, i) => ({ i, position: v.position ?? 0 })).sort((a, b) => a.position - b.position);
+  return order[byIndex]?.i ?? byIndex;
+}
+
 /** The middle slice (middle frame of a multi-frame image) with its default window, <= 128 px. */
 export async function scanThumbnail(services: Services, scanId: string): Promise<{ png: Buffer; patientId: string }> {
   const scan = scanRefOf(services, scanId);
   const count = countScanInstances(services.db, scan.id);
   const [middle] = count === 0 ? [] : listScanInstances(services.db, scan.id, Math.floor(count / 2), 1);
   if (!middle) throw new MiaError('not_found', 'This scan has no images yet', `scan ${scanId} has no stored instances`);
-  const { frame, settings } = await loadFrame(services, middle, Math.floor(middle.frames / 2));
-  const spacing = middle.pixel_spacing ? (JSON.parse(middle.pixel_spacing) as [number, number]) : null;
+  const values = middle.frame_values ? (JSON.parse(middle.frame_values) as FrameValue[]) : null;
+  const frameIndex = middleFrame(middle.frames, values);
+  const { frame, settings } = await loadFrame(services, middle, frameIndex);
+  const spacing = values?.[frameIndex]?.pixel_spacing ?? (middle.pixel_spacing ? (JSON.parse(middle.pixel_spacing) as [number, number]) : null);
   const image = downscale(toDisplay(frame, settings, undefined), THUMBNAIL_SIDE, pixelAspect(spacing));
   return { png: encodePng(image.pixels, image.width, image.height, image.channels), patientId: scan.patientId };
 }

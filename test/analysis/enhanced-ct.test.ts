@@ -106,6 +106,13 @@ describe('Enhanced CT (functional groups) against its classic form', () => {
     }
   });
 
+  it('the thumbnail of an interleaved Enhanced image is its middle slice in space, as the classic one\'s', async () => {
+    const classic = await bytesOf(`/v1/scans/${truth.scan_uid}/thumbnail`);
+    const thumbnail = await bytesOf(`/v1/scans/${interleaved.series_uid}/thumbnail`);
+    expect(thumbnail.status).toBe(200);
+    expect(thumbnail.body.equals(classic.body)).toBe(true);
+  });
+
   it('raw frames carry the frame\'s own rescale and window', async () => {
     const even = await bytesOf(`/v1/instances/${perFrame.instance_uid}/frames/0/raw`);
     const odd = await bytesOf(`/v1/instances/${perFrame.instance_uid}/frames/1/raw`);
