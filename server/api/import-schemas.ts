@@ -112,7 +112,10 @@ export const instance = z.object({
   columns: z.number().int(),
   frames: z.number().int(),
   transfer_syntax: z.string(),
-  pixel_spacing: z.tuple([z.number(), z.number()]).nullable().describe('[row spacing, column spacing] in mm'),
+  pixel_spacing: z
+    .tuple([z.number(), z.number()])
+    .nullable()
+    .describe('[row spacing, column spacing] in mm: Pixel Spacing, else Imager Pixel Spacing (detector plane, CR/DX); draw by their ratio'),
   photometric: z.string(),
   rescale_slope: z.number(),
   rescale_intercept: z.number(),
