@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR, type Ui } from '../helpers/browser.ts';
 import { enhancedCt, type EnhancedCt } from '../helpers/enhanced.ts';
 import { seedImportedInstance } from '../helpers/image-fixture.ts';
+import { seedAnalysis } from '../helpers/seed.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { makePhantoms } from '../imports/helpers.ts';
 
@@ -104,5 +105,21 @@ describe('Enhanced CT in the viewer', () => {
     await notice.waitFor(WAIT);
     expect(await notice.textContent()).toContain('Per-frame Functional Groups Sequence (5200,9230) has 5 item(s) for 6 frame(s)');
     await ui.screenshot('enhanced-ct-frames-problem');
+  }, 60_000);
+
+  it('the report names a finding by the viewer\'s slice number, in space, not by frame number', async () => {
+    const row = t.server.services.db
+      .prepare('SELECT s.id AS scanRef, p.patient_id AS patientId, st.study_uid AS studyUid FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?')
+      .get(enhanced.series_uid) as { scanRef: number; patientId: string; studyUid: string };
+    // Frame 4 (index 3) of the interleaved file is the second slice from the bottom.
+    seedAnalysis(t.server.services.db, { scanId: enhanced.series_uid, ...row }, [{ instanceUid: enhanced.instance_uid, frame: 3, confidence: 0.9 }]);
+    const [finding] = (await t.request('GET', `/v1/scans/${enhanced.series_uid}/results`, { headers: { 'API-Version': '1.1' } })).json.data.findings;
+    expect((await t.request('PATCH', `/v1/findings/${finding.id}`, { body: { review: 'accepted' } })).status).toBe(200);
+    const ui = await openUi(browser, t.url);
+    await ui.signIn(t.adminKey);
+    await ui.openReport(enhanced.series_uid);
+    await ui.page.getByTestId('draft-report').click();
+    await ui.page.getByTestId('impression-suggested').waitFor(WAIT);
+    expect(await ui.page.getByTestId('impression').inputValue()).toContain('AI confidence 90%, slice 2 of 6.');
   }, 60_000);
 });

@@ -13,6 +13,7 @@ import type { Addendum, Finding, Instance, Label, Page, Report, Scan, ScanResult
 import { ModelTag } from '../components/ClinicalBanner.tsx';
 import { Empty, ErrorState, InlineError, Loading } from '../components/StateMessage.tsx';
 import { dateTime, labelText, percent, saveBlob } from '../format.ts';
+import { stackOf } from '../imaging/stack.ts';
 import { navigate } from '../route.ts';
 import { onlyReportCsv, onlyReportXml } from '../report-download.ts';
 import { impressionFromFindings, type FindingPlace } from '../report-text.ts';
@@ -46,8 +47,8 @@ function loadContext(client: Client, scanId: string, signal: AbortSignal): Promi
 function suggestImpression(report: Report, context: Context): string | null {
   const current = new Map((context.result?.findings ?? []).map((f) => [f.id, f.review]));
   const findings: Finding[] = report.findings.map((f) => ({ ...f, review: current.has(f.id) ? (current.get(f.id) ?? null) : f.review }));
-  // The viewer's slice numbers: instances in series order, one slice per frame.
-  const slices = context.instances.flatMap((instance) => Array.from({ length: Math.max(1, instance.frames) }, (_, frame) => `${instance.instance_uid}#${frame}`));
+  // The viewer's slice numbers: its stack (instances in series order, frames by their own positions).
+  const slices = stackOf(context.instances).map((slice) => `${slice.instance.instance_uid}#${slice.frame}`);
   const names = new Map(context.labels.map((l) => [l.label, l.display_name]));
   return impressionFromFindings(findings, {
     displayName: (label) => names.get(label) ?? labelText(label),
