@@ -280,6 +280,13 @@ describe('non-square pixels are drawn by physical aspect', () => {
     expect(Math.abs(drawnWidth - 32 * scale)).toBeLessThan(3);
     expect(drawnHeight / drawnWidth, `box ${drawnWidth} x ${drawnHeight} px`).toBeGreaterThan(1.9);
     expect(drawnHeight / drawnWidth).toBeLessThan(2.1);
+
+    // The worklist thumbnail keeps the aspect too (the server scales it, the row fits it).
+    await ui.openWorklist();
+    // A string expression: the test project has no DOM types.
+    const natural = `(() => { const img = document.querySelector('[data-scan-id="${scanId}"] .thumb img'); return img && img.complete && img.naturalWidth > 0 ? [img.naturalWidth, img.naturalHeight] : null; })()`;
+    await expect.poll(() => ui.page.evaluate(natural), WAIT).toEqual([64, 128]);
+    await ui.screenshot(`aspect-${name}-worklist`);
   });
 });
 
