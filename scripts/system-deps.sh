@@ -8,6 +8,7 @@ DEMO_PACKAGES=(python3-pydicom python3-numpy)
 TEST_PACKAGES=(
   python3-pydicom python3-numpy python3-gdcm python3-pil   # reference DICOM decoding
   dcmtk libgdcm-tools dicom3tools                          # making and validating test files
+  python3-nibabel                                          # its scanner test files (Philips Enhanced MR)
   python3-torch python3-onnx                               # training the bundled model
   chromium                                                 # UI tests (playwright-core drives it)
 )

@@ -5,15 +5,16 @@
  * Enhanced form must give what the classic form gives: intercept -1024 and the spacing, the same
  * pictures, and the same lesion found on the same slice.
  */
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { enhancedCt, type EnhancedCt } from '../helpers/enhanced.ts';
+import { enhancedCt, philipsMprage, type EnhancedCt } from '../helpers/enhanced.ts';
 import { readPng } from '../helpers/png.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { importFolder, matches, phantomDicom, waitForJob, type ResultFinding, type TruthSeries } from './analysis-helpers.ts';
 import { SEED_TEST_BASE } from './helpers.ts';
+import { parseDicom } from '#server/dicom/parse.ts';
 
 const SEED = SEED_TEST_BASE + 6500;
 const SEED_MR = SEED_TEST_BASE + 6510;
@@ -28,6 +29,7 @@ let interleaved: EnhancedCt;
 let tilted: EnhancedCt;
 let mrTruth: TruthSeries;
 let mr: EnhancedCt;
+let philips: { scanId: string; instanceUid: string };
 
 async function bytesOf(path: string): Promise<{ status: number; body: Buffer; headers: Headers }> {
   const res = await fetch(t.url + path, { headers: { Authorization: `Bearer ${t.adminKey}` } });
@@ -55,6 +57,11 @@ beforeAll(async () => {
   [mrTruth] = (await phantomDicom(dir, 'series/mr', { seed: SEED_MR, series: 1, modality: 'MR', kinds: 'tumor' })) as [TruthSeries];
   // Philips writes Enhanced MR with a per-frame Rescale Slope (nibabel's philips_mprage.dcm: 2.108).
   mr = enhancedCt(join(dir, 'series', 'mr', `series-${SEED_MR}-MR`), join(dir, 'series', 'enhanced', 'mr.dcm'), { slope: 2.108 });
+  const mprage = philipsMprage();
+  writeFileSync(join(dir, 'series', 'enhanced', 'philips_mprage.dcm'), mprage);
+  const parsed = parseDicom(mprage);
+  if (!parsed.ok) throw new Error(parsed.reason);
+  philips = { scanId: parsed.instance.seriesInstanceUid, instanceUid: parsed.instance.sopInstanceUid };
   t = await startTestServer();
   await importFolder(t, join(dir, 'series'));
 }, 120_000);
@@ -197,4 +204,19 @@ describe('Enhanced MR with a per-frame Rescale Slope (as Philips writes it)', ()
       expect(Math.abs(e!.confidence - c.confidence)).toBeLessThanOrEqual(0.02);
     }
   }, 240_000);
+});
+
+describe("nibabel's philips_mprage.dcm (a real Philips Enhanced MR)", () => {
+  it('reports and serves the per-frame Rescale Slope 2.108, not 1, with the functional groups spacing and each frame\'s window', async () => {
+    const [item] = (await t.request('GET', `/v1/scans/${philips.scanId}/instances`)).json.data.items;
+    expect(item).toMatchObject({ frames: 176, rescale_slope: 2.1079365079365, rescale_intercept: 0, pixel_spacing: [1, 1], window_center: 13, window_width: 23 });
+    expect(item.frame_values).toHaveLength(176);
+    expect(item.frame_values.every((f: any) => f.rescale_slope === 2.1079365079365)).toBe(true);
+    const raw = await bytesOf(`/v1/instances/${philips.instanceUid}/frames/88/raw`);
+    expect(raw.status).toBe(200);
+    expect(raw.headers.get('X-Rescale-Slope')).toBe('2.1079365079365');
+    // Philips windows each frame on its own (Frame VOI LUT): frame 88's is 1070/1860, frame 0's 13/23.
+    expect([raw.headers.get('X-Window-Center'), raw.headers.get('X-Window-Width')]).toEqual(['1070', '1860']);
+    expect(item.frame_values[88]).toMatchObject({ window_center: 1070, window_width: 1860 });
+  });
 });

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { frameValues, parseDicom, type DicomInstance } from '#server/dicom/parse.ts';
 import { decodeFrame } from '#server/dicom/pixels.ts';
-import { enhancedCt } from '../helpers/enhanced.ts';
+import { enhancedCt, philipsMprage } from '../helpers/enhanced.ts';
 import { makePhantoms } from '../imports/helpers.ts';
 
 let dir: string;
@@ -81,6 +81,25 @@ describe('functional groups', () => {
     expect(instance.frames).toHaveLength(6);
     expect(frameValues(instance, 3)).toMatchObject({ rescaleIntercept: -1024, imagePositionPatient: null });
     expect(instance.pixelSpacing).not.toBeNull();
+  });
+
+  it('nibabel\'s philips_mprage.dcm (real Philips Enhanced MR): each frame\'s slope 2.108, not 1, and its own place', () => {
+    const result = parseDicom(philipsMprage());
+    if (!result.ok) throw new Error(result.reason);
+    const i = result.instance;
+    expect(i.sopClassUid).toBe('1.2.840.10008.5.1.4.1.1.4.1');
+    expect(i.numberOfFrames).toBe(176);
+    expect(i.functionalGroupsProblem).toBeNull();
+    expect(i.frames).toHaveLength(176);
+    expect(i.rescaleSlope).toBeCloseTo(2.1079365079365, 12);
+    expect(i.frames.every((f) => f.rescaleSlope === i.rescaleSlope && f.rescaleIntercept === 0)).toBe(true);
+    expect(i.pixelSpacing).toEqual([1, 1]);
+    expect(i.sliceThickness).toBe(1);
+    expect([i.windowCenter, i.windowWidth]).toEqual([[13], [23]]);
+    expect(frameValues(i, 0).imagePositionPatient).toEqual([92.7090416119899, -125.12766968458, 136.495256863534]);
+    expect(frameValues(i, 1).imagePositionPatient).toEqual([91.7096061871852, -125.12766968458, 136.529122076928]);
+    // Sagittal: rows run anterior-posterior, columns head-foot.
+    expect(frameValues(i, 0).imageOrientationPatient?.map((c) => Math.round(c) + 0)).toEqual([0, 1, 0, 0, 0, -1]);
   });
 
   it('classic files have no frame list and frameValues gives their top-level values', () => {
