@@ -134,7 +134,7 @@ describe('modality pipeline', () => {
 
   it('builds window options: file first, CT presets, MR percentiles', () => {
     const ct = windowOptions('CT', { windowCenter: [50], windowWidth: [350] }, []);
-    expect(ct.map((w) => w.name)).toEqual(['file', 'brain', 'lung', 'bone', 'abdomen']);
+    expect(ct.map((w) => w.id)).toEqual(['file', 'brain', 'subdural', 'lung', 'bone', 'soft-tissue']);
     const values = Float32Array.from({ length: 1000 }, (_, i) => i);
     const mr = windowOptions('MR', { windowCenter: [], windowWidth: [] }, values);
     expect(mr).toHaveLength(1);

@@ -6,7 +6,9 @@
  * a 2D canvas rather than through Cornerstone3D.
  */
 
-export type Window = { center: number; width: number };
+import { autoWindow as sharedAutoWindow, CT_WINDOW_PRESETS, windowInto, type Window } from '../../../common/windowing.ts';
+
+export type { Window } from '../../../common/windowing.ts';
 
 export type RawFrame = {
   rows: number;
@@ -16,7 +18,7 @@ export type RawFrame = {
   values: Float32Array | Uint8Array;
   photometric: string;
   defaultWindow: Window | null;
-  /** Smallest and largest modality value, for the auto window. */
+  /** Smallest and largest modality value: the range that sets window drag sensitivity. */
   min: number;
   max: number;
 };
@@ -69,13 +71,11 @@ export function parseRawFrame(buffer: ArrayBuffer, headers: Headers): RawFrame {
 }
 
 /**
- * The full value range. A flat frame (all zero, blank) has no contrast to show: as on the server
- * (windowFromPercentiles), its width-1 window sits just above the value, so it is drawn black
- * rather than white (a value at the centre of a width-1 window maps to white, PS3.3 C.11.2.1.2.1).
+ * The automatic window, the same rule as the server's (common/windowing.ts): 1st to 99th
+ * percentile; a flat frame gets a width-1 window just above its value, so it is drawn black.
  */
 export function autoWindow(frame: RawFrame): Window {
-  if (frame.max === frame.min) return { center: frame.max + 1, width: 1 };
-  return { center: (frame.min + frame.max) / 2, width: Math.max(1, frame.max - frame.min) };
+  return sharedAutoWindow(frame.values);
 }
 
 /** Writes RGBA pixels of `frame` under `window` into `out` (rows * columns * 4 bytes). */
@@ -91,43 +91,23 @@ export function renderFrame(frame: RawFrame, window: Window, out: Uint8ClampedAr
     }
     return;
   }
-  // PS3.3 C.11.2.1.2.1: y = ((x - (c - 0.5)) / (w - 1) + 0.5) * 255, clamped.
-  const width = Math.max(1, window.width);
-  const low = window.center - 0.5 - (width - 1) / 2;
-  const scale = width > 1 ? 255 / (width - 1) : 0;
-  const offset = window.center - 0.5;
-  const invert = frame.photometric === 'MONOCHROME1';
-  const values = frame.values;
-  for (let i = 0; i < pixels; i += 1) {
-    const x = values[i] ?? 0;
-    let y = x <= low ? 0 : width <= 1 ? 255 : ((x - offset) * scale) + 127.5;
-    if (y > 255) y = 255;
-    if (invert) y = 255 - y;
-    const o = i * 4;
-    out[o] = y;
-    out[o + 1] = y;
-    out[o + 2] = y;
-    out[o + 3] = 255;
-  }
+  // The server's VOI function itself (common/windowing.ts), so the canvas equals its PNGs.
+  windowInto(frame.values.subarray(0, pixels), window, out, { invert: frame.photometric === 'MONOCHROME1', channels: 4 });
 }
 
 export type Preset = { key: string; name: string; window: Window | 'default' | 'auto' };
 
-/** Window presets radiologists expect, by modality (keys 1-5). */
+/**
+ * Window presets by modality, keyed 1, 2...: the file's (or modality default) window, then the
+ * shared CT presets (common/windowing.ts, the server's too); other modalities get the shared
+ * automatic window.
+ */
 export function presetsFor(modality: string): Preset[] {
+  const first: Preset = { key: '1', name: 'Default', window: 'default' };
   if (modality === 'CT') {
-    return [
-      { key: '1', name: 'Default', window: 'default' },
-      { key: '2', name: 'Brain', window: { center: 40, width: 80 } },
-      { key: '3', name: 'Subdural', window: { center: 75, width: 215 } },
-      { key: '4', name: 'Bone', window: { center: 600, width: 2800 } },
-      { key: '5', name: 'Soft tissue', window: { center: 40, width: 400 } },
-    ];
+    return [first, ...CT_WINDOW_PRESETS.map((p, i): Preset => ({ key: String(i + 2), name: p.label, window: { center: p.center, width: p.width } }))];
   }
-  return [
-    { key: '1', name: 'Default', window: 'default' },
-    { key: '2', name: 'Full range', window: 'auto' },
-  ];
+  return [first, { key: '2', name: 'Auto', window: 'auto' }];
 }
 
 /**

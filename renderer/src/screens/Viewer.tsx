@@ -3,7 +3,7 @@
  * they belong to, a confidence threshold, jump-to-finding and accept/reject per finding.
  *
  * Mouse: wheel = slice, ctrl+wheel = zoom, drag = window/level, shift+drag or middle drag = pan,
- * double-click = reset. Keys: ↑/↓ PgUp/PgDn Home/End slices, 1-5 window presets, +/- zoom,
+ * double-click = reset. Keys: ↑/↓ PgUp/PgDn Home/End slices, 1-6 window presets, +/- zoom,
  * 0 reset, n/p next/previous finding, a accept, r reject, u undo review, shift+A analyse (again),
  * ]/[ next/previous scan, Esc back to the worklist.
  *
@@ -482,7 +482,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
             Slice {sliceNumber}
             {slice && slice.instance.frames > 1 ? ` (frame ${slice.frame + 1})` : ''}
           </div>
-          <div className="overlay-text bl">
+          <div className="overlay-text bl" data-testid="window-readout">
             {effectiveWindow ? `W ${Math.round(effectiveWindow.width)} / L ${Math.round(effectiveWindow.center)} · ${presetName}` : ''}
             <br />
             Zoom {Math.round(transform.scale * 100)}%
