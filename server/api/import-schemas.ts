@@ -121,6 +121,15 @@ export const instance = z.object({
   rescale_intercept: z.number(),
   window_center: z.number().nullable(),
   window_width: z.number().nullable(),
+  image_orientation: z
+    .tuple([z.number(), z.number(), z.number(), z.number(), z.number(), z.number()])
+    .nullable()
+    .optional()
+    .describe(
+      'Image Orientation (Patient), PS3.3 C.7.6.2.1.1: direction cosines of the first row (towards increasing ' +
+        'column) then of the first column (towards increasing row), in the patient axes +x left, +y posterior, ' +
+        '+z head; the viewer puts patient directions on the image edges from it. Null when absent.',
+    ),
   frame_values: z
     .array(frameValue)
     .nullable()

@@ -55,6 +55,7 @@ function toInstance(row: InstanceRow): Instance {
     rescale_intercept: row.rescale_intercept,
     window_center: row.window_center,
     window_width: row.window_width,
+    image_orientation: row.image_orientation ? (JSON.parse(row.image_orientation) as Orientation) : null,
     frame_values: row.frame_values ? (JSON.parse(row.frame_values) as FrameValue[]) : null,
     frames_problem: row.frames_problem,
   };
@@ -83,6 +84,9 @@ function instanceRow(services: Services, instanceUid: string): InstanceRow {
   if (!row) throw notFound('Instance', instanceUid);
   return row;
 }
+
+/** Six direction cosines, as stored (JSON) from Image Orientation (Patient). */
+type Orientation = [number, number, number, number, number, number];
 
 type LoadedFrame = { row: InstanceRow; frame: DecodedFrame; settings: DisplaySettings };
 

@@ -51,6 +51,8 @@ export type InstanceRow = {
   window_width: number | null;
   frame_values: string | null;
   frames_problem: string | null;
+  /** JSON of Image Orientation (Patient), six direction cosines, or null. */
+  image_orientation: string | null;
 };
 
 const INSTANCE_SELECT = `

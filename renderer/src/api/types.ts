@@ -187,6 +187,8 @@ export type Instance = {
   rescale_intercept: number | null;
   window_center: number | null;
   window_width: number | null;
+  /** Image Orientation (Patient): row then column direction cosines (PS3.3 C.7.6.2.1.1), or null. */
+  image_orientation?: [number, number, number, number, number, number] | null;
   /** Each frame's own values (Enhanced multi-frame images); null when frames share the instance's. */
   frame_values?: FrameValue[] | null;
   /** Why the frames' own values could not be read; they are shown with the shared ones. */

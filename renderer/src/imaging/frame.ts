@@ -78,8 +78,8 @@ export function autoWindow(frame: RawFrame): Window {
   return sharedAutoWindow(frame.values);
 }
 
-/** Writes RGBA pixels of `frame` under `window` into `out` (rows * columns * 4 bytes). */
-export function renderFrame(frame: RawFrame, window: Window, out: Uint8ClampedArray): void {
+/** Writes RGBA pixels of `frame` under `window` into `out` (rows * columns * 4 bytes); `invert` is the reader's, on top of MONOCHROME1. */
+export function renderFrame(frame: RawFrame, window: Window, out: Uint8ClampedArray, options: { invert?: boolean } = {}): void {
   const pixels = frame.rows * frame.columns;
   if (frame.samplesPerPixel === 3) {
     const rgb = frame.values;
@@ -92,7 +92,7 @@ export function renderFrame(frame: RawFrame, window: Window, out: Uint8ClampedAr
     return;
   }
   // The server's VOI function itself (common/windowing.ts), so the canvas equals its PNGs.
-  windowInto(frame.values.subarray(0, pixels), window, out, { invert: frame.photometric === 'MONOCHROME1', channels: 4 });
+  windowInto(frame.values.subarray(0, pixels), window, out, { invert: (frame.photometric === 'MONOCHROME1') !== (options.invert === true), channels: 4 });
 }
 
 export type Preset = { key: string; name: string; window: Window | 'default' | 'auto' };

@@ -25,6 +25,9 @@ import { dateTime, dicomDate, labelText, percent } from '../format.ts';
 import { autoWindow, dragWindow, parseRawFrame, presetsFor, renderFrame, type Preset, type RawFrame, type Window } from '../imaging/frame.ts';
 import { sliceSpacing, stackOf, type Slice } from '../imaging/stack.ts';
 import { drawSlice, imageTransform, pixelAspect, type View } from '../imaging/viewport.ts';
+import { applyOrient, edgeMarkers, orientedSize, scaleBar, slicePositionMm } from '../imaging/display-tools.ts';
+import { useDisplayTools } from '../imaging/use-display-tools.ts';
+import { DisplayControls, DisplayOverlay } from '../components/DisplayOverlay.tsx';
 import { navigate } from '../route.ts';
 import { hasScope, useSession } from '../session.ts';
 import { useLoad } from '../use-load.ts';
@@ -110,6 +113,9 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
   /** Why the last a/r/u key did nothing; cleared when the slice or threshold changes. */
   const [keyNote, setKeyNote] = useState<string | null>(null);
   const [size, setSize] = useState({ width: 0, height: 0 });
+  // Invert, rotate/flip and cine (a loop through the stack): use-display-tools.ts.
+  const advance = useCallback(() => setIndex((i) => (i + 1) % Math.max(1, slices.length)), [slices.length]);
+  const tools = useDisplayTools(slices.length, advance);
 
   const canvasRef = useRef<HTMLCanvasElement>(null);
   const boxRef = useRef<HTMLDivElement>(null);
@@ -216,8 +222,10 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
     const rows = frame?.rows ?? slice?.instance.rows ?? 1;
     // Drawn by physical aspect: non-square pixels (Pixel Spacing, or Imager Pixel Spacing on a
     // radiograph) must not be drawn square, and the boxes go through the same transform.
-    return imageTransform(size.width || 1, size.height || 1, columns, rows, view, pixelAspect(sliceSpacing(slice)));
-  }, [frame, slice, size, view]);
+    // Fitted in the canvas as the image is turned (sides swapped after a quarter turn).
+    const fitIn = orientedSize(size, tools.orient);
+    return imageTransform(fitIn.width || 1, fitIn.height || 1, columns, rows, view, pixelAspect(sliceSpacing(slice)));
+  }, [frame, slice, size, view, tools.orient]);
 
   // Draw: window the frame into a scratch canvas, then draw it and the boxes through the transform.
   useEffect(() => {
@@ -240,11 +248,13 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
       const imageCtx = image.getContext('2d');
       if (imageCtx) {
         const pixels = imageCtx.createImageData(frame.columns, frame.rows);
-        renderFrame(frame, effectiveWindow, pixels.data);
+        renderFrame(frame, effectiveWindow, pixels.data, { invert: tools.invert });
         imageCtx.putImageData(pixels, 0, 0);
       }
     }
-    drawSlice(ctx, size.width, size.height, transform, {
+    applyOrient(ctx, size, tools.orient);
+    const fitIn = orientedSize(size, tools.orient);
+    drawSlice(ctx, fitIn.width, fitIn.height, transform, {
       image,
       columns: frame?.columns ?? 1,
       rows: frame?.rows ?? 1,
@@ -253,7 +263,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
       showBoxes: showBoxes && frame !== null,
     });
     canvas.dataset['renderedSlice'] = frame ? String(index) : '';
-  }, [frame, effectiveWindow, transform, onSlice, currentId, showBoxes, size, index, frameVersion]);
+  }, [frame, effectiveWindow, transform, onSlice, currentId, showBoxes, size, index, frameVersion, tools.orient, tools.invert]);
 
   useEffect(() => setKeyNote(null), [index, threshold]);
 
@@ -468,24 +478,32 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
             onPointerCancel={onPointerUp}
             onDoubleClick={() => {
               setView(RESET_VIEW);
+              tools.reset();
               setWindowing(null);
               setPresetName('Default');
             }}
             onContextMenu={(event) => event.preventDefault()}
           />
-          <div className="overlay-text tl">
+          <div className="overlay-text tl" data-testid="overlay-tl">
             {scan.patient_id}
             <br />
-            {scan.modality} {scan.body_part ?? ''}
+            {dicomDate(scan.study_date)} {scan.study_description ?? ''}
+            <br />
+            {scan.modality} {scan.body_part ?? ''} · Series {scan.series_number ?? '—'} {scan.description ?? ''}
           </div>
           <div className="overlay-text tr" data-testid="slice-number">
             Slice {sliceNumber}
             {slice && slice.instance.frames > 1 ? ` (frame ${slice.frame + 1})` : ''}
+            {slicePositionMm(slice) !== null ? <><br />Pos {slicePositionMm(slice)?.toFixed(1)} mm</> : null}
           </div>
+          <DisplayOverlay
+            markers={edgeMarkers(slice?.instance.image_orientation, tools.orient)}
+            bar={scaleBar(transform.scale / (sliceSpacing(slice)?.[1] ?? NaN), size.width)}
+          />
           <div className="overlay-text bl" data-testid="window-readout">
             {effectiveWindow ? `W ${Math.round(effectiveWindow.width)} / L ${Math.round(effectiveWindow.center)} · ${presetName}` : ''}
             <br />
-            Zoom {Math.round(transform.scale * 100)}%
+            Zoom {Math.round(transform.scale * 100)}%{tools.invert ? ' · inverted' : ''}
           </div>
           {keyNote ? (
             <div className="overlay-text bc key-note" role="status" data-testid="key-status">
@@ -534,6 +552,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
             data-testid="slice-slider"
           />
         ) : null}
+        <DisplayControls tools={tools} slices={slices.length} />
       </div>
       <aside className="side">
         <div>
@@ -681,7 +700,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
               <kbd>shift</kbd>+<kbd>A</kbd> analyse ·{' '}
             </>
           ) : null}
-          <kbd>[</kbd>/<kbd>]</kbd> scans · <kbd>Esc</kbd> worklist
+          <kbd>[</kbd>/<kbd>]</kbd> scans · <kbd>Esc</kbd> worklist · <kbd>i</kbd> invert · <kbd>t</kbd> rotate · <kbd>h</kbd>/<kbd>v</kbd> flip · <kbd>c</kbd> cine
         </div>
       </aside>
     </section>
