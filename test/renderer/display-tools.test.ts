@@ -3,7 +3,7 @@
  * Orientation (Patient) (PS3.3 C.7.6.2.1.1) under rotate and flip, and the scale bar's length.
  */
 import { describe, expect, it } from 'vitest';
-import { directionLetters, edgeMarkers, flipHorizontal, flipVertical, IDENTITY, isTurned, rotateClockwise, scaleBar } from '../../renderer/src/imaging/display-tools.ts';
+import { directionLetters, edgeMarkers, flipHorizontal, flipVertical, IDENTITY, isTurned, rotateClockwise, scaleBar, screenDeltaToFrame, screenPointToFrame } from '../../renderer/src/imaging/display-tools.ts';
 
 const AXIAL = [1, 0, 0, 0, 1, 0];
 const CORONAL = [1, 0, 0, 0, 0, -1];
@@ -45,5 +45,17 @@ describe('scale bar', () => {
     expect(scaleBar(100, 800)).toEqual({ mm: 2, pixels: 200, label: '2 mm' });
     expect(scaleBar(1, 2000)).toEqual({ mm: 500, pixels: 500, label: '50 cm' });
     expect(scaleBar(Number.NaN, 800)).toBeNull();
+  });
+});
+
+describe('pointer mapping under a turn', () => {
+  it('maps a screen drag and a canvas point into the unrotated frame', () => {
+    const turned = rotateClockwise(IDENTITY);
+    // Turned clockwise, a drag to the right on screen moves the image up in its own frame.
+    expect(screenDeltaToFrame(turned, 10, 0)).toEqual({ x: 0, y: -10 });
+    expect(screenDeltaToFrame(flipHorizontal(IDENTITY), 10, 5)).toEqual({ x: -10, y: 5 });
+    // A 400 x 200 canvas turned: the frame is 200 x 400; the canvas's top-right corner is the frame's top-left.
+    expect(screenPointToFrame(turned, { width: 400, height: 200 }, 400, 0)).toEqual({ x: 0, y: 0 });
+    expect(screenPointToFrame(IDENTITY, { width: 400, height: 200 }, 30, 40)).toEqual({ x: 30, y: 40 });
   });
 });

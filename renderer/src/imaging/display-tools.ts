@@ -54,6 +54,22 @@ export function applyOrient(ctx: Transformable, size: { width: number; height: n
   ctx.translate(-frame.width / 2, -frame.height / 2);
 }
 
+/** A screen movement (a pan drag) in the unrotated frame the image transform works in: M^T d. */
+export function screenDeltaToFrame(m: Orient, dx: number, dy: number): { x: number; y: number } {
+  return { x: m[0] * dx + m[2] * dy + 0, y: m[1] * dx + m[3] * dy + 0 };
+}
+
+/**
+ * A point on the canvas (CSS pixels from its top-left) in the unrotated frame of orientedSize(),
+ * where imageTransform's offsets and scales apply: for tools that map pointer positions to image
+ * pixels (measurements) while the image is turned or mirrored.
+ */
+export function screenPointToFrame(m: Orient, size: { width: number; height: number }, x: number, y: number): { x: number; y: number } {
+  const frame = orientedSize(size, m);
+  const d = screenDeltaToFrame(m, x - size.width / 2, y - size.height / 2);
+  return { x: d.x + frame.width / 2, y: d.y + frame.height / 2 };
+}
+
 type Vector = readonly [number, number, number];
 
 /**

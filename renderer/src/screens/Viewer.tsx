@@ -25,7 +25,7 @@ import { dateTime, dicomDate, labelText, percent } from '../format.ts';
 import { autoWindow, dragWindow, parseRawFrame, presetsFor, renderFrame, type Preset, type RawFrame, type Window } from '../imaging/frame.ts';
 import { sliceSpacing, stackOf, type Slice } from '../imaging/stack.ts';
 import { drawSlice, imageTransform, pixelAspect, type View } from '../imaging/viewport.ts';
-import { applyOrient, edgeMarkers, orientedSize, scaleBar, slicePositionMm } from '../imaging/display-tools.ts';
+import { applyOrient, edgeMarkers, orientedSize, scaleBar, screenDeltaToFrame, slicePositionMm } from '../imaging/display-tools.ts';
 import { useDisplayTools } from '../imaging/use-display-tools.ts';
 import { DisplayControls, DisplayOverlay } from '../components/DisplayOverlay.tsx';
 import { navigate } from '../route.ts';
@@ -420,7 +420,9 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
     const dx = event.clientX - start.x;
     const dy = event.clientY - start.y;
     if (start.mode === 'pan') {
-      setView({ ...start.view, panX: start.view.panX + dx, panY: start.view.panY + dy });
+      // The pan is applied before the turn/mirror: move the image the way the hand moves on screen.
+      const moved = screenDeltaToFrame(tools.orient, dx, dy);
+      setView({ ...start.view, panX: start.view.panX + moved.x, panY: start.view.panY + moved.y });
     } else if (frame) {
       setWindowing(dragWindow(start.window, dx, dy, frame.max - frame.min));
       setPresetName('Custom');
