@@ -388,6 +388,33 @@ const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE instances ADD COLUMN frames_problem TEXT;
     `,
   },
+  {
+    version: 11,
+    name: 'measurements: lengths, ROIs and probes kept per reader',
+    sql: `
+      -- A reader's measurements on one frame: points in image pixels (column, row), values in mm
+      -- from that frame's pixel spacing and in modality units (HU on CT). Per reader: each
+      -- radiologist sees and reports their own (issue 11, reading tools).
+      CREATE TABLE measurements (
+        id INTEGER PRIMARY KEY,
+        public_id TEXT NOT NULL UNIQUE,
+        scan_ref INTEGER NOT NULL REFERENCES scans (id),
+        instance_ref INTEGER NOT NULL REFERENCES instances (id),
+        frame INTEGER NOT NULL,
+        user_ref INTEGER NOT NULL REFERENCES users (id),
+        kind TEXT NOT NULL CHECK (kind IN ('length', 'ellipse', 'rectangle', 'probe')),
+        points TEXT NOT NULL,
+        length_mm REAL,
+        area_mm2 REAL,
+        mean REAL,
+        sd REAL,
+        value REAL,
+        unit TEXT,
+        created_at TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX measurements_scan_user ON measurements (scan_ref, user_ref);
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
