@@ -2,6 +2,7 @@
 import type { Role } from '#common/vocabulary.ts';
 import type { AuthContext } from '#server/auth/authenticate.ts';
 import { createExport } from '#server/exports/exports.ts';
+import { createMeasurement } from '#server/measurements/measurements.ts';
 import type { ModelVocabularies } from '#server/reports/recommendation.ts';
 import { draftReport, updateReport } from '#server/reports/reports.ts';
 import { readFileSync } from 'node:fs';
@@ -42,6 +43,13 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
   const imported = seedImportedInstance(t);
   const ownKey = (caller: Caller): string => t.keyFor(caller.role, { email: caller.auth.email }).keyId;
   const radiologistId = (): string => t.keyFor('radiologist').userId;
+  const lengthBody = { instance_uid: imported.instanceUid, frame: 0, kind: 'length', points: [[1, 1], [10, 1]], length_mm: 6 } as const;
+  const ownMeasurement = (caller: Caller): string =>
+    createMeasurement(t.server.services, imported.scanId, caller.auth.userRef, {
+      ...lengthBody,
+      points: [[1, 1], [10, 1]],
+      area_mm2: null, mean: null, sd: null, value: null, unit: null,
+    }).measurement.id;
 
   return {
     'GET /v1/auth/me': () => ({ path: '/v1/auth/me' }),
@@ -81,7 +89,11 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
     'GET /v1/scans/{scan_id}/instances': () => ({ path: `/v1/scans/${imported.scanId}/instances` }),
     'GET /v1/instances/{instance_uid}/frames/{frame}/rendered': () => ({ path: `/v1/instances/${imported.instanceUid}/frames/0/rendered` }),
     'GET /v1/instances/{instance_uid}/frames/{frame}/raw': () => ({ path: `/v1/instances/${imported.instanceUid}/frames/0/raw` }),
+    'GET /v1/instances/{instance_uid}/tags': () => ({ path: `/v1/instances/${imported.instanceUid}/tags` }),
     'GET /v1/scans/{scan_id}/thumbnail': () => ({ path: `/v1/scans/${imported.scanId}/thumbnail` }),
+    'GET /v1/scans/{scan_id}/measurements': () => ({ path: `/v1/scans/${imported.scanId}/measurements` }),
+    'POST /v1/scans/{scan_id}/measurements': () => ({ path: `/v1/scans/${imported.scanId}/measurements`, body: lengthBody }),
+    'DELETE /v1/measurements/{id}': (caller) => ({ path: `/v1/measurements/${ownMeasurement(caller)}` }),
     'GET /v1/models': () => ({ path: '/v1/models' }),
     'POST /v1/models/{id}/select': () => ({ path: '/v1/models/mia-phantom-detector/select' }),
     'POST /v1/scans/{scan_id}/analyses': () => ({ path: `/v1/scans/${analysedScan()}/analyses`, body: {} }),

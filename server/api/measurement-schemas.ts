@@ -1,0 +1,55 @@
+/** Request and response shapes of a reader's measurements (length, ROI, probe) on a scan. */
+import { z } from 'zod';
+import { scanIdParam } from '#server/api/schemas.ts';
+
+export const MEASUREMENT_KINDS = ['length', 'ellipse', 'rectangle', 'probe'] as const;
+export type MeasurementKind = (typeof MEASUREMENT_KINDS)[number];
+
+/** A point in image pixels: column, row (fractions allowed: drawn on a zoomed image). */
+const point = z.tuple([z.number().finite().min(-1e5).max(1e5), z.number().finite().min(-1e5).max(1e5)]);
+const value = z.number().finite().nullable();
+
+export const createMeasurementBody = z
+  .object({
+    instance_uid: scanIdParam.shape.scan_id.describe('SOP Instance UID of the image measured (must belong to the scan)'),
+    frame: z.number().int().min(0).max(100_000).describe('0-based frame of the instance'),
+    kind: z.enum(MEASUREMENT_KINDS),
+    points: z
+      .array(point)
+      .min(1)
+      .max(2)
+      .describe('length: its two ends; ellipse, rectangle: two opposite corners of the bounding box; probe: one point'),
+    length_mm: value.default(null).describe('length in mm from the frame\'s pixel spacing; null without spacing'),
+    area_mm2: value.default(null).describe('ROI area in mm²; null without spacing'),
+    mean: value.default(null).describe('ROI mean in modality units (HU on CT)'),
+    sd: value.default(null).describe('ROI standard deviation in modality units'),
+    value: value.default(null).describe('probe: the pixel\'s modality value'),
+    unit: z.string().max(16).nullable().default(null).describe('unit of mean, sd and value: HU on CT, else null'),
+  })
+  .strict()
+  .superRefine((body, ctx) => {
+    const wanted = body.kind === 'probe' ? 1 : 2;
+    if (body.points.length !== wanted) {
+      ctx.addIssue({ code: 'custom', path: ['points'], message: `a ${body.kind} has ${wanted} point(s)` });
+    }
+  });
+export type CreateMeasurementBody = z.output<typeof createMeasurementBody>;
+
+export const measurement = z.object({
+  id: z.string(),
+  scan_id: z.string(),
+  instance_uid: z.string(),
+  frame: z.number().int(),
+  kind: z.enum(MEASUREMENT_KINDS),
+  points: z.array(z.tuple([z.number(), z.number()])),
+  length_mm: z.number().nullable(),
+  area_mm2: z.number().nullable(),
+  mean: z.number().nullable(),
+  sd: z.number().nullable(),
+  value: z.number().nullable(),
+  unit: z.string().nullable(),
+  created_at: z.string(),
+});
+export type Measurement = z.infer<typeof measurement>;
+
+export const measurementIdParam = z.object({ id: z.string().regex(/^msr_[0-9a-f]{24}$/, 'expected a measurement id (msr_...)') });

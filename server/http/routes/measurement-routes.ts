@@ -1,0 +1,61 @@
+/** A reader's measurements (length, ellipse/rectangle ROI, pixel probe) on a scan. */
+import * as m from '#server/api/measurement-schemas.ts';
+import * as api from '#server/api/schemas.ts';
+import { defineRoute, scopes, type Route } from '#server/http/route.ts';
+import { createMeasurement, listMeasurements, removeMeasurement } from '#server/measurements/measurements.ts';
+
+export const measurementRoutes: Route[] = [
+  defineRoute({
+    method: 'get',
+    path: '/v1/scans/{scan_id}/measurements',
+    summary: 'The calling reader\'s measurements on a scan',
+    description: 'Measurements are kept per reader: each user sees their own, oldest first.',
+    access: scopes('read:scans'),
+    params: api.scanIdParam,
+    response: m.measurement,
+    // One reader's measurements on one scan are few (drawn by hand): one page, next_cursor null.
+    list: true,
+    audit: 'measurements.list',
+    handle: ({ services, auth, params, audit }) => {
+      audit({ target: `scan:${params.scan_id}` });
+      const { items, patientId } = listMeasurements(services, params.scan_id, auth.userRef);
+      audit({ patientId });
+      return { kind: 'list', items, nextAfterId: null };
+    },
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/v1/scans/{scan_id}/measurements',
+    summary: 'Keep a measurement on one frame of the scan',
+    description:
+      'Lengths and ROI areas are in mm from the frame\'s pixel spacing, ROI mean/SD and probe values in modality units (HU on ' +
+      'CT). Points are image pixels (column, row). The instance must belong to the scan.',
+    access: scopes('write:reports'),
+    params: api.scanIdParam,
+    body: m.createMeasurementBody,
+    response: m.measurement,
+    successStatus: 201,
+    audit: 'measurements.create',
+    handle: ({ services, auth, params, body, audit }) => {
+      audit({ target: `scan:${params.scan_id}` });
+      const { measurement, patientId } = createMeasurement(services, params.scan_id, auth.userRef, body);
+      audit({ target: `scan:${params.scan_id} measurement:${measurement.id}`, patientId });
+      return { kind: 'data', data: measurement, status: 201 };
+    },
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/v1/measurements/{id}',
+    summary: 'Delete one of the calling reader\'s measurements',
+    access: scopes('write:reports'),
+    params: m.measurementIdParam,
+    response: m.measurement,
+    audit: 'measurements.delete',
+    handle: ({ services, auth, params, audit }) => {
+      audit({ target: `measurement:${params.id}` });
+      const { measurement, patientId } = removeMeasurement(services, params.id, auth.userRef);
+      audit({ target: `measurement:${params.id} scan:${measurement.scan_id}`, patientId });
+      return { kind: 'data', data: measurement };
+    },
+  }),
+];

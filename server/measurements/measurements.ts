@@ -1,0 +1,83 @@
+/**
+ * A reader's measurements on a scan: kept per reader (each radiologist sees, and reports, only
+ * their own), on one frame of one of the scan's images. The viewer computes the values from the
+ * frame's pixel spacing and raw modality values; the server keeps them with the geometry so the
+ * same numbers are shown again and reported.
+ */
+import type { CreateMeasurementBody, Measurement, MeasurementKind } from '#server/api/measurement-schemas.ts';
+import type { Clock } from '#server/clock.ts';
+import { forbidden, invalid, notFound } from '#server/errors.ts';
+import type { Database } from '#server/store/database.ts';
+import { findInstance } from '#server/store/instances.ts';
+import { deleteMeasurement, findMeasurement, insertMeasurement, listReaderMeasurements, type MeasurementRow } from '#server/store/measurements.ts';
+import { newPublicId } from '#server/store/public-id.ts';
+import { getScanRow } from '#server/scans/scans.ts';
+
+export type MeasurementDeps = { db: Database; clock: Clock };
+
+function toMeasurement(row: MeasurementRow): Measurement {
+  return {
+    id: row.public_id,
+    scan_id: row.scan_id,
+    instance_uid: row.instance_uid,
+    frame: row.frame,
+    kind: row.kind as MeasurementKind,
+    points: JSON.parse(row.points) as Array<[number, number]>,
+    length_mm: row.length_mm,
+    area_mm2: row.area_mm2,
+    mean: row.mean,
+    sd: row.sd,
+    value: row.value,
+    unit: row.unit,
+    created_at: row.created_at,
+  };
+}
+
+export function listMeasurements(deps: MeasurementDeps, scanId: string, userRef: number): { items: Measurement[]; patientId: string } {
+  const scan = getScanRow(deps, scanId);
+  return { items: listReaderMeasurements(deps.db, scan.id, userRef).map(toMeasurement), patientId: scan.patient_id };
+}
+
+export function createMeasurement(
+  deps: MeasurementDeps,
+  scanId: string,
+  userRef: number,
+  body: CreateMeasurementBody,
+): { measurement: Measurement; patientId: string } {
+  const scan = getScanRow(deps, scanId);
+  const instance = findInstance(deps.db, body.instance_uid);
+  // An image of another scan would list under this scan's report: refuse it rather than mix patients.
+  if (!instance || instance.scan_ref !== scan.id) throw notFound('Instance of this scan', body.instance_uid);
+  if (body.frame >= instance.frames) {
+    throw invalid(`frame ${body.frame} is out of range`, `the image has ${instance.frames} frame(s), numbered from 0`);
+  }
+  const publicId = newPublicId('msr');
+  insertMeasurement(deps.db, {
+    public_id: publicId,
+    scan_ref: scan.id,
+    instance_ref: instance.id,
+    frame: body.frame,
+    user_ref: userRef,
+    kind: body.kind,
+    points: JSON.stringify(body.points),
+    length_mm: body.length_mm,
+    area_mm2: body.area_mm2,
+    mean: body.mean,
+    sd: body.sd,
+    value: body.value,
+    unit: body.unit,
+    created_at: deps.clock.now().toISOString(),
+  });
+  const row = findMeasurement(deps.db, publicId);
+  if (!row) throw notFound('Measurement', publicId);
+  return { measurement: toMeasurement(row), patientId: scan.patient_id };
+}
+
+export function removeMeasurement(deps: MeasurementDeps, publicId: string, userRef: number): { measurement: Measurement; patientId: string } {
+  const row = findMeasurement(deps.db, publicId);
+  if (!row) throw notFound('Measurement', publicId);
+  // Another reader's measurement is theirs to keep: they may be reporting on it.
+  if (row.user_ref !== userRef) throw forbidden('This measurement belongs to another reader', 'only its author may delete it');
+  deleteMeasurement(deps.db, row.id);
+  return { measurement: toMeasurement(row), patientId: row.patient_id };
+}

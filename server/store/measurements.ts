@@ -1,0 +1,51 @@
+/** SQL for a reader's measurements on a scan. */
+import { sql, type Database } from '#server/store/database.ts';
+
+export type MeasurementRow = {
+  id: number;
+  public_id: string;
+  scan_id: string;
+  user_ref: number;
+  instance_uid: string;
+  frame: number;
+  kind: string;
+  points: string;
+  length_mm: number | null;
+  area_mm2: number | null;
+  mean: number | null;
+  sd: number | null;
+  value: number | null;
+  unit: string | null;
+  created_at: string;
+};
+
+export type MeasurementInsert = Omit<MeasurementRow, 'id' | 'scan_id' | 'instance_uid'> & { scan_ref: number; instance_ref: number };
+
+const SELECT = `
+  SELECT m.id, m.public_id, s.scan_id, m.user_ref, i.sop_instance_uid AS instance_uid, m.frame, m.kind, m.points,
+         m.length_mm, m.area_mm2, m.mean, m.sd, m.value, m.unit, m.created_at
+  FROM measurements m JOIN scans s ON s.id = m.scan_ref JOIN instances i ON i.id = m.instance_ref`;
+
+export function insertMeasurement(db: Database, row: MeasurementInsert): void {
+  sql(
+    db,
+    `INSERT INTO measurements (public_id, scan_ref, instance_ref, frame, user_ref, kind, points, length_mm, area_mm2, mean, sd, value, unit, created_at)
+     VALUES (@public_id, @scan_ref, @instance_ref, @frame, @user_ref, @kind, @points, @length_mm, @area_mm2, @mean, @sd, @value, @unit, @created_at)`,
+  ).run(row);
+}
+
+export function listReaderMeasurements(db: Database, scanRef: number, userRef: number): MeasurementRow[] {
+  return sql(db, `${SELECT} WHERE m.scan_ref = ? AND m.user_ref = ? ORDER BY m.id`).all(scanRef, userRef) as MeasurementRow[];
+}
+
+export function findMeasurement(db: Database, publicId: string): (MeasurementRow & { patient_id: string }) | undefined {
+  return sql(
+    db,
+    `SELECT q.*, p.patient_id FROM (${SELECT} WHERE m.public_id = ?) q
+     JOIN scans s ON s.scan_id = q.scan_id JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref`,
+  ).get(publicId) as (MeasurementRow & { patient_id: string }) | undefined;
+}
+
+export function deleteMeasurement(db: Database, id: number): void {
+  sql(db, 'DELETE FROM measurements WHERE id = ?').run(id);
+}

@@ -1,0 +1,84 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { seedImportedInstance, type SeededInstance } from '../helpers/image-fixture.ts';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
+
+let t: TestServer;
+let reader: string;
+let otherReader: string;
+let viewerOnly: string;
+let ct: SeededInstance;
+beforeAll(async () => {
+  t = await startTestServer();
+  reader = t.keyFor('radiologist', { email: 'reader-a@example.org' }).key;
+  otherReader = t.keyFor('radiologist', { email: 'reader-b@example.org' }).key;
+  viewerOnly = t.keyFor('data_engineer').key;
+  ct = seedImportedInstance(t);
+});
+afterAll(async () => {
+  await t.close();
+});
+
+const path = (): string => `/v1/scans/${ct.scanId}/measurements`;
+const roi = () => ({
+  instance_uid: ct.instanceUid,
+  frame: 0,
+  kind: 'ellipse',
+  points: [[10, 12], [40, 30.5]],
+  area_mm2: 123.4,
+  mean: 41.5,
+  sd: 3.25,
+  unit: 'HU',
+});
+
+describe('measurements', () => {
+  it('keeps a reader\'s ROI and gives it back to that reader only', async () => {
+    const created = await t.request('POST', path(), { key: reader, body: roi() });
+    expect(created.status).toBe(201);
+    expect(created.json.data).toMatchObject({
+      id: expect.stringMatching(/^msr_/),
+      scan_id: ct.scanId,
+      instance_uid: ct.instanceUid,
+      kind: 'ellipse',
+      points: [[10, 12], [40, 30.5]],
+      area_mm2: 123.4,
+      mean: 41.5,
+      sd: 3.25,
+      length_mm: null,
+      value: null,
+      unit: 'HU',
+    });
+    const mine = await t.request('GET', path(), { key: reader });
+    expect(mine.status).toBe(200);
+    expect(mine.json.data.items.map((m: { id: string }) => m.id)).toEqual([created.json.data.id]);
+    expect(mine.json.data.next_cursor).toBeNull();
+    const theirs = await t.request('GET', path(), { key: otherReader });
+    expect(theirs.json.data.items).toEqual([]);
+  });
+
+  it('refuses a wrong point count, a frame out of range and an image of another scan', async () => {
+    const probeWithTwo = await t.request('POST', path(), { key: reader, body: { ...roi(), kind: 'probe' } });
+    expect(probeWithTwo.status).toBe(400);
+    const frame = await t.request('POST', path(), { key: reader, body: { ...roi(), frame: 3 } });
+    expect(frame.status).toBe(400);
+    const other = seedImportedInstance(t, '/usr/lib/python3/dist-packages/pydicom/data/test_files/MR_small.dcm');
+    const foreign = await t.request('POST', path(), { key: reader, body: { ...roi(), instance_uid: other.instanceUid } });
+    expect(foreign.status).toBe(404);
+  });
+
+  it('needs write:reports to create; only the author deletes; audited with the patient', async () => {
+    expect((await t.request('POST', path(), { key: viewerOnly, body: roi() })).status).toBe(403);
+    const created = await t.request('POST', path(), { key: reader, body: { ...roi(), kind: 'probe', points: [[5, 5]], value: -3, area_mm2: null, mean: null, sd: null } });
+    expect(created.status).toBe(201);
+    const id: string = created.json.data.id;
+    expect((await t.request('DELETE', `/v1/measurements/${id}`, { key: otherReader })).status).toBe(403);
+    const deleted = await t.request('DELETE', `/v1/measurements/${id}`, { key: reader });
+    expect(deleted.status).toBe(200);
+    expect(deleted.json.data.value).toBe(-3);
+    expect((await t.request('DELETE', `/v1/measurements/${id}`, { key: reader })).status).toBe(404);
+    const audit = await t.request('GET', '/v1/audit?action=measurements.delete');
+    const events: Array<{ outcome: string; target: string; patient_id: string | null }> = audit.json.data.items;
+    expect(events.map((e) => e.outcome).sort()).toEqual(['denied', 'error', 'success'].sort());
+    const success = events.find((e) => e.outcome === 'success');
+    expect(success).toMatchObject({ target: `measurement:${id} scan:${ct.scanId}`, patient_id: expect.any(String) });
+  });
+});
