@@ -148,6 +148,25 @@ export const instance = z.object({
 });
 export type Instance = z.infer<typeof instance>;
 
+export const instanceParams = z.object({ instance_uid: dicomUid });
+
+export const tagEntry = z.object({
+  tag: z.string().describe('(gggg,eeee)'),
+  vr: z.string().nullable().describe('Value representation; null in Implicit VR files'),
+  name: z.string().nullable().describe('Attribute name for common attributes (PS3.6), else null'),
+  length: z.number().int().describe('Value length in bytes (4294967295: undefined length)'),
+  value: z
+    .string()
+    .nullable()
+    .describe('Printable value (multiple values joined by \\, long values cut); sequences as "n item(s)"; null for bulk data'),
+});
+
+export const instanceTags = z.object({
+  instance_uid: z.string(),
+  tags: z.array(tagEntry).describe('File meta (0002) then the top-level data set, in file order. Includes PHI: each read is audited.'),
+});
+export type InstanceTags = z.infer<typeof instanceTags>;
+
 export const frameParams = z.object({
   instance_uid: dicomUid,
   frame: z.string().regex(/^\d{1,6}$/, 'expected a frame number from 0').transform(Number),

@@ -440,3 +440,26 @@ function parseUnsafe(bytes: Uint8Array): ParseResult {
   }
   return { ok: true, instance };
 }
+
+/**
+ * The file meta and top-level data set elements with a value reader in the data set's character
+ * set, for the tag browser (dicom/tags.ts); sequences' items are not walked here.
+ */
+export function topLevelElements(
+  bytes: Uint8Array,
+): { bytes: Uint8Array; meta: Elements; elements: Elements; bigEndian: boolean; values: ValueReader; metaValues: ValueReader } | { reason: string } {
+  const l = layout(bytes);
+  if ('reason' in l) return l;
+  const walked = walkElements(l.bytes, l.dataSetStart, l.syntax);
+  if (!walked.ok) return { reason: walked.reason };
+  const plain = valueReader(l.bytes, walked.elements, l.syntax.bigEndian, undefined);
+  const charset = plain.has(T.charset) ? plain.code(T.charset) : undefined;
+  return {
+    bytes: l.bytes,
+    meta: l.meta,
+    elements: walked.elements,
+    bigEndian: l.syntax.bigEndian,
+    values: valueReader(l.bytes, walked.elements, l.syntax.bigEndian, charset),
+    metaValues: valueReader(l.bytes, l.meta, false, undefined),
+  };
+}

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { FrameValue, Instance } from '#server/api/import-schemas.ts';
 import { frameValues, readDicom, type FrameValues } from '#server/dicom/parse.ts';
 import { decodeFrame } from '#server/dicom/pixels.ts';
+import { topLevelTags, type TagEntry } from '#server/dicom/tags.ts';
 import type { DecodedFrame } from '#server/dicom/pixel-types.ts';
 import type { Window } from '#server/dicom/modality.ts';
 import { MiaError, notFound } from '#server/errors.ts';
@@ -83,6 +84,17 @@ function instanceRow(services: Services, instanceUid: string): InstanceRow {
   const row = findInstance(services.db, instanceUid);
   if (!row) throw notFound('Instance', instanceUid);
   return row;
+}
+
+/**
+ * The top-level tags of an instance's stored file, for the tag browser. They include PHI
+ * (names, birth date): the route is read:scans and audits the patient, as frame reads do.
+ */
+export async function instanceTags(services: Services, instanceUid: string): Promise<{ tags: TagEntry[]; patientId: string }> {
+  const row = instanceRow(services, instanceUid);
+  const tags = topLevelTags(new Uint8Array(await readFile(join(services.dataDir, row.file_path))));
+  if ('reason' in tags) throw new MiaError('unprocessable', 'Stored file no longer parses', tags.reason);
+  return { tags, patientId: row.patient_id };
 }
 
 /** Six direction cosines, as stored (JSON) from Image Orientation (Patient). */

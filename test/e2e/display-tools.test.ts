@@ -195,4 +195,22 @@ describe('display tools', () => {
     expect(await canvas.getAttribute('data-slice-index')).toBe(stopped);
     await ui.page.context().close();
   });
+
+  it('browses the DICOM tags of the image shown, filtered, and the read is audited', async () => {
+    const ui = await openCt();
+    await ui.page.getByTestId('open-tags').click();
+    await ui.page.getByTestId('tag-browser').waitFor();
+    const row = (tag: string) => ui.page.locator(`[data-testid="tag-row"][data-tag="${tag}"]`);
+    await expect.poll(() => row('(0010,0010)').textContent(), WAIT).toContain('CompressedSamples^CT1');
+    expect(await row('(0028,0030)').textContent()).toContain('0.661468\\0.661468');
+    await ui.page.getByTestId('tag-filter').fill('orientation');
+    await expect.poll(() => ui.page.getByTestId('tag-row').count(), WAIT).toBe(1);
+    expect(await row('(0020,0037)').textContent()).toContain('Image Orientation (Patient)');
+    await ui.screenshot('display-tag-browser');
+    await ui.page.getByTestId('tag-close').click();
+    await expect.poll(() => ui.page.getByTestId('tag-browser').count(), WAIT).toBe(0);
+    const audit = await t.request('GET', '/v1/audit?action=instances.tags&patient_id=1CT1');
+    expect((audit.json.data.items as unknown[]).length).toBeGreaterThanOrEqual(1);
+    await ui.page.context().close();
+  });
 });

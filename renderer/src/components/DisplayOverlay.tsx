@@ -4,7 +4,9 @@
  * of a round length in mm from the pixel spacing. And the display tools' controls: invert,
  * rotate, flip and cine playback.
  */
+import { useState } from 'react';
 import { CINE_RATES, type DisplayTools } from '../imaging/use-display-tools.ts';
+import { TagBrowser } from './TagBrowser.tsx';
 import type { EdgeMarkers } from '../imaging/display-tools.ts';
 
 export function DisplayOverlay({ markers, bar }: { markers: EdgeMarkers | null; bar: { pixels: number; label: string } | null }) {
@@ -28,9 +30,11 @@ export function DisplayOverlay({ markers, bar }: { markers: EdgeMarkers | null; 
   );
 }
 
-export function DisplayControls({ tools, slices }: { tools: DisplayTools; slices: number }) {
+export function DisplayControls({ tools, slices, instanceUid }: { tools: DisplayTools; slices: number; instanceUid: string | null }) {
+  const [tagsOpen, setTagsOpen] = useState(false);
   return (
     <div className="display-tools" data-testid="display-tools">
+      {tagsOpen && instanceUid ? <TagBrowser instanceUid={instanceUid} onClose={() => setTagsOpen(false)} /> : null}
       <button type="button" onClick={tools.togglePlay} disabled={slices < 2} data-testid="cine-play" title="Cine: play or pause the stack (c)" className={tools.playing ? 'primary' : ''}>
         {tools.playing ? '❚❚ Pause' : '▶ Cine'}
       </button>
@@ -55,6 +59,9 @@ export function DisplayControls({ tools, slices }: { tools: DisplayTools; slices
       </button>
       <button type="button" onClick={tools.flipV} data-testid="flip-v" title="Flip top-bottom (v)">
         Flip V
+      </button>
+      <button type="button" onClick={() => setTagsOpen((open) => !open)} disabled={!instanceUid} data-testid="open-tags" title="DICOM tags of the image shown">
+        Tags
       </button>
     </div>
   );

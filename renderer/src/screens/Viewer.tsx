@@ -554,7 +554,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
             data-testid="slice-slider"
           />
         ) : null}
-        <DisplayControls tools={tools} slices={slices.length} />
+        <DisplayControls tools={tools} slices={slices.length} instanceUid={slice?.instance.instance_uid ?? null} />
       </div>
       <aside className="side">
         <div>

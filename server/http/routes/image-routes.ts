@@ -4,7 +4,7 @@ import { scanIdParam } from '#server/api/schemas.ts';
 import { MiaError } from '#server/errors.ts';
 import { pageRequest } from '#server/http/pagination.ts';
 import { defineRoute, scopes, type Route } from '#server/http/route.ts';
-import { listInstances, rawFrame, renderedFrame, scanThumbnail } from '#server/imaging/images.ts';
+import { instanceTags, listInstances, rawFrame, renderedFrame, scanThumbnail } from '#server/imaging/images.ts';
 
 const PNG = 'image/png';
 /** Images of one instance never change (the archive is content-addressed); a viewer may cache them. */
@@ -51,6 +51,24 @@ export const imageRoutes: Route[] = [
       const { png, patientId } = await renderedFrame(services, params.instance_uid, params.frame, window);
       audit({ patientId });
       return { kind: 'binary', contentType: PNG, body: png, headers: IMAGE_CACHE };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/instances/{instance_uid}/tags',
+    summary: 'The top-level DICOM tags of an instance (tag browser)',
+    description:
+      'File meta and top-level data set elements with VR, name, length and a printable value; sequences are ' +
+      'counted and bulk data is left out. The values include PHI (patient name, birth date): read:scans, audited.',
+    access: scopes('read:scans'),
+    params: api.instanceParams,
+    response: api.instanceTags,
+    audit: 'instances.tags',
+    handle: async ({ services, params, audit }) => {
+      audit({ target: `instance:${params.instance_uid}` });
+      const { tags, patientId } = await instanceTags(services, params.instance_uid);
+      audit({ patientId });
+      return { kind: 'data', data: { instance_uid: params.instance_uid, tags } };
     },
   }),
   defineRoute({
