@@ -16,6 +16,7 @@ import { CT_SMALL, seedImportedInstance } from '../helpers/image-fixture.ts';
 import { readPng, type Png } from '../helpers/png.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { makePhantoms } from '../imports/helpers.ts';
+import { enhancedCt } from '../helpers/enhanced.ts';
 
 const WAIT = { timeout: 10_000 };
 const SPACING_MM = 0.661468;
@@ -26,6 +27,7 @@ let browser: Browser;
 let work: string;
 let ctScan = '';
 let stackScan = '';
+let otherScan = '';
 
 beforeAll(async () => {
   ensureRendererBuilt();
@@ -35,6 +37,10 @@ beforeAll(async () => {
   ctScan = seedImportedInstance(t, CT_SMALL).scanId;
   const dir = join(work, 'phantoms', `series-${SEED}-CT`);
   for (const name of readdirSync(dir)) stackScan = seedImportedInstance(t, join(dir, name)).scanId;
+  // A second series of the same patient and study (the stack as one Enhanced CT file): the
+  // viewer's series strip offers it beside the classic one.
+  enhancedCt(dir, join(work, 'enhanced.dcm'), {});
+  otherScan = seedImportedInstance(t, join(work, 'enhanced.dcm')).scanId;
   browser = await launchBrowser();
 }, 120_000);
 
@@ -211,6 +217,24 @@ describe('display tools', () => {
     await expect.poll(() => ui.page.getByTestId('tag-browser').count(), WAIT).toBe(0);
     const audit = await t.request('GET', '/v1/audit?action=instances.tags&patient_id=1CT1');
     expect((audit.json.data.items as unknown[]).length).toBeGreaterThanOrEqual(1);
+    await ui.page.context().close();
+  });
+
+  it("shows the patient's series as thumbnails under the viewer and opens one on click", async () => {
+    const ui = await openUi(browser, t.url);
+    await ui.signIn(t.adminKey);
+    await ui.openScan(stackScan);
+    const items = ui.page.getByTestId('series-item');
+    await expect.poll(() => items.count(), WAIT).toBe(2);
+    const current = ui.page.locator('[data-testid="series-item"][aria-current="true"]');
+    expect(await current.getAttribute('data-scan-id')).toBe(stackScan);
+    // Each thumbnail is loaded (the server's 128 px scan thumbnail).
+    const loaded = `[...document.querySelectorAll('[data-testid="series-item"] img')].filter((img) => img.complete && img.naturalWidth > 0).length`;
+    await expect.poll(() => ui.page.evaluate(loaded), WAIT).toBe(2);
+    await ui.screenshot('display-series-strip');
+    await ui.page.locator(`[data-testid="series-item"][data-scan-id="${otherScan}"]`).click();
+    await expect.poll(() => ui.page.getByTestId('viewer').getAttribute('data-scan-id'), WAIT).toBe(otherScan);
+    await expect.poll(() => current.getAttribute('data-scan-id'), WAIT).toBe(otherScan);
     await ui.page.context().close();
   });
 });

@@ -28,6 +28,7 @@ import { drawSlice, imageTransform, pixelAspect, type View } from '../imaging/vi
 import { applyOrient, edgeMarkers, orientedSize, scaleBar, screenDeltaToFrame, slicePositionMm } from '../imaging/display-tools.ts';
 import { useDisplayTools } from '../imaging/use-display-tools.ts';
 import { DisplayControls, DisplayOverlay } from '../components/DisplayOverlay.tsx';
+import { SeriesStrip } from '../components/SeriesStrip.tsx';
 import { navigate } from '../route.ts';
 import { hasScope, useSession } from '../session.ts';
 import { useLoad } from '../use-load.ts';
@@ -555,6 +556,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
           />
         ) : null}
         <DisplayControls tools={tools} slices={slices.length} instanceUid={slice?.instance.instance_uid ?? null} />
+        <SeriesStrip scan={scan} />
       </div>
       <aside className="side">
         <div>
