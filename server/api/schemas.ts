@@ -204,11 +204,39 @@ export const finding = z.object({
   frame: z.number().int().describe('Frame index within that instance, from 0'),
 });
 
+export const findingPlace = z
+  .object({
+    slice: z.number().int().describe("Slice number in the viewer's stack, from 1"),
+    slices: z.number().int().describe('Slices in the series'),
+    position_mm: z.number().nullable().describe('Image Position (Patient) on the slice normal, mm; null when the image has none'),
+    width_mm: z.number().nullable().describe("Box width in mm from the frame's column spacing; null without Pixel Spacing"),
+    height_mm: z.number().nullable().describe("Box height in mm from the frame's row spacing; null without Pixel Spacing"),
+  })
+  .describe("Where the finding is in the reader's terms (server/findings/places.ts)");
+export type FindingPlace = z.infer<typeof findingPlace>;
+
 /** v1.1 adds the finding's id and the reviewer's verdict. */
 export const findingV11 = finding.extend({
   id: z.string(),
   review: z.enum(FINDING_REVIEWS).nullable(),
+  place: findingPlace.nullable().optional().describe('Null when the image is not in the series; absent in reports signed before mia gave sizes'),
 });
+export type FindingV11 = z.infer<typeof findingV11>;
+
+export const lesion = z
+  .object({
+    id: z.string().describe('The id of its first finding (lowest slice)'),
+    label: z.string(),
+    finding_ids: z.array(z.string()).describe('Its findings, by slice'),
+    first_slice: z.number().int().nullable(),
+    last_slice: z.number().int().nullable(),
+    slices: z.number().int().nullable().describe('Slices in the series'),
+    largest_diameter_mm: z.number().nullable().describe('Largest in-plane box side over its slices, mm'),
+    confidence: z.number(),
+    review: z.enum(FINDING_REVIEWS).nullable().describe('accepted if any of its findings is accepted; rejected if all are'),
+  })
+  .describe('Findings of one lesion: same label, overlapping boxes on neighbouring slices (server/findings/lesions.ts)');
+export type Lesion = z.infer<typeof lesion>;
 
 export const scanResult = z.object({
   patient_id: z.string(),
@@ -228,6 +256,7 @@ export const analysisSummary = z.object({
 /** v1.1 adds which analysis (model, version, file hash) produced the result. */
 export const scanResultV11 = scanResult.extend({
   findings: z.array(findingV11),
+  lesions: z.array(lesion).describe('The findings grouped by lesion; every finding is in one'),
   analysis: analysisSummary,
 });
 export type ScanResultV11 = z.infer<typeof scanResultV11>;
@@ -281,6 +310,7 @@ export const report = z.object({
   finalized_at: isoTime.nullable(),
   finalized_by: z.string().nullable(),
   addenda: z.array(addendum).describe('Signed sections added after finalizing, oldest first; append-only'),
+  lesions: z.array(lesion).describe("The snapshot's findings grouped by lesion"),
 });
 export type Report = z.infer<typeof report>;
 

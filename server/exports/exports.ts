@@ -56,6 +56,7 @@ function deidentify(result: ScanResultV11, pseudonyms: Pseudonymizer): ScanResul
     patient_id: pseudonyms.patientId(result.patient_id),
     scan_id: pseudonyms.uid(result.scan_id),
     findings: result.findings.map((finding) => ({ ...finding, id: pseudonyms.recordId(finding.id), instance_uid: pseudonyms.uid(finding.instance_uid) })),
+    lesions: result.lesions.map((lesion) => ({ ...lesion, id: pseudonyms.recordId(lesion.id), finding_ids: lesion.finding_ids.map((id) => pseudonyms.recordId(id)) })),
     analysis: { ...result.analysis, id: pseudonyms.recordId(result.analysis.id) },
   };
 }

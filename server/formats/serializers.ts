@@ -22,7 +22,21 @@ const XML_ITEM_NAMES = {
   items: 'item',
   addenda: 'addendum',
   finding_changes: 'finding_change',
+  lesions: 'lesion',
+  finding_ids: 'finding_id',
 };
+
+/** A report's lesions as one CSV cell, one per line: "label: slices 4-6 of 20, largest 23.4 mm (accepted)". */
+function lesionsCell(report: Report): string {
+  return report.lesions
+    .map((l) => {
+      const slices = l.first_slice === null ? 'slice unknown' : l.first_slice === l.last_slice ? `slice ${l.first_slice}` : `slices ${l.first_slice}-${l.last_slice ?? ''}`;
+      const of = l.slices === null ? '' : ` of ${l.slices}`;
+      const size = l.largest_diameter_mm === null ? 'size unknown (no pixel spacing)' : `largest ${l.largest_diameter_mm} mm`;
+      return `${l.label}: ${slices}${of}, ${size} (${l.review ?? 'not reviewed'})`;
+    })
+    .join('\n');
+}
 
 /** A report's addenda as one CSV cell: each "time author: text" plus its verdict changes, a blank line apart. */
 function addendaCell(report: Report): string {
@@ -61,6 +75,12 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
     'model_name',
     'model_version',
     'analysis_finished_at',
+    'slice',
+    'slices',
+    'position_mm',
+    'width_mm',
+    'height_mm',
+    'lesion_id',
   ],
   csvRows(result) {
     const common = {
@@ -88,6 +108,12 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
       frame: finding.frame,
       review: finding.review,
       finding_id: finding.id,
+      slice: finding.place?.slice ?? null,
+      slices: finding.place?.slices ?? null,
+      position_mm: finding.place?.position_mm ?? null,
+      width_mm: finding.place?.width_mm ?? null,
+      height_mm: finding.place?.height_mm ?? null,
+      lesion_id: result.lesions.find((l) => l.finding_ids.includes(finding.id))?.id ?? null,
     }));
   },
 };
@@ -117,6 +143,7 @@ export const reportSerializer: ResourceSerializer<Report> = {
     'model_version',
     'recommendation_basis',
     'addenda',
+    'lesions',
   ],
   csvRows(report) {
     return [
@@ -141,6 +168,7 @@ export const reportSerializer: ResourceSerializer<Report> = {
         model_version: report.analysis?.model_version ?? null,
         recommendation_basis: report.recommendation_basis,
         addenda: addendaCell(report),
+        lesions: lesionsCell(report),
       },
     ];
   },

@@ -31,6 +31,8 @@ import {
 import { markReported } from '#server/scans/review-progress.ts';
 import { getScanRow } from '#server/scans/scans.ts';
 import { loadLatestAnalyses, toFinding } from '#server/scans/scan-views.ts';
+import { groupLesions } from '#server/findings/lesions.ts';
+import { loadSliceIndex } from '#server/findings/places.ts';
 
 export type ReportDeps = { db: Database; clock: Clock };
 
@@ -48,6 +50,7 @@ function toAddendum(row: AddendumRow): Addendum {
 }
 
 export function toReport(row: ReportRow, addenda: readonly AddendumRow[] = []): Report {
+  const findings = findingsSnapshot.parse(JSON.parse(row.findings));
   return {
     id: row.public_id,
     scan_id: row.scan_id,
@@ -57,7 +60,7 @@ export function toReport(row: ReportRow, addenda: readonly AddendumRow[] = []): 
     impression: row.impression,
     recommendation: row.recommendation,
     recommendation_basis: row.recommendation_basis,
-    findings: findingsSnapshot.parse(JSON.parse(row.findings)),
+    findings,
     analysis:
       row.analysis_public_id && row.model_name && row.model_version
         ? { id: row.analysis_public_id, model_name: row.model_name, model_version: row.model_version }
@@ -68,6 +71,7 @@ export function toReport(row: ReportRow, addenda: readonly AddendumRow[] = []): 
     finalized_at: row.finalized_at,
     finalized_by: row.finalized_by_public_id,
     addenda: addenda.map(toAddendum),
+    lesions: groupLesions(findings),
   };
 }
 
@@ -92,7 +96,9 @@ function currentBasis(deps: ReportDeps, vocabularies: ModelVocabularies, row: Re
     findings,
     modelSuggestion: row.analysis_recommendation ?? '',
   });
-  return { findings: JSON.stringify(findings.map(toFinding)), recommendation };
+  // The snapshot keeps each finding's place (slice, size in mm), so a signed report keeps its sizes.
+  const slices = loadSliceIndex(deps.db, row.scan_ref);
+  return { findings: JSON.stringify(findings.map((f) => toFinding(f, slices))), recommendation };
 }
 
 /**
@@ -145,6 +151,7 @@ export function draftReport(
     const analysis = analyses.get(scan.latest_analysis_ref);
     if (!analysis) throw new MiaError('internal', 'latest analysis missing');
     const rows = findings.get(analysis.id) ?? [];
+    const slices = loadSliceIndex(deps.db, scan.id);
     const recommendation = reportRecommendation(vocabularies, {
       modelId: analysis.model_id,
       modality: scan.modality,
@@ -157,7 +164,7 @@ export function draftReport(
       impression: input.impression ?? '',
       recommendation: recommendation.text,
       recommendationBasis: recommendation.basis,
-      findings: JSON.stringify(rows.map(toFinding)),
+      findings: JSON.stringify(rows.map((f) => toFinding(f, slices))),
       authorRef,
       at: deps.clock.now().toISOString(),
     });

@@ -15,6 +15,7 @@ import { beforeVerdict } from '#server/reports/reports.ts';
 import { advanceAfterReview } from '#server/scans/review-progress.ts';
 import type { ScanDeps } from '#server/scans/scans.ts';
 import { toFinding } from '#server/scans/scan-views.ts';
+import { loadSliceIndex } from '#server/findings/places.ts';
 
 export type ReviewedFinding = { finding: ScanResultV11['findings'][number]; scanId: string; patientId: string };
 
@@ -35,7 +36,7 @@ export function reviewFinding(
     // Verdicts on an older analysis's findings do not move the scan: its result is another.
     if (row.is_latest) advanceAfterReview(deps.db, { ref: row.scan_ref, status: row.scan_status }, deps.clock.now().toISOString());
     return {
-      finding: toFinding({ ...row, review, reviewed_by: review === null ? null : userRef, reviewed_at: at }),
+      finding: toFinding({ ...row, review, reviewed_by: review === null ? null : userRef, reviewed_at: at }, loadSliceIndex(deps.db, row.scan_ref)),
       scanId: row.scan_id,
       patientId: row.patient_id,
     };

@@ -4,6 +4,8 @@ import type { AnalysisRow, FindingRow } from '#server/store/analyses.ts';
 import { findAnalysesByIds, findFindingsByAnalyses } from '#server/store/analyses.ts';
 import type { Database } from '#server/store/database.ts';
 import type { ScanRow } from '#server/store/scans.ts';
+import { groupLesions } from '#server/findings/lesions.ts';
+import { placeOf, type SliceIndex } from '#server/findings/places.ts';
 
 export type FindingFilter = { label?: string | undefined; minConfidence?: number | undefined };
 
@@ -11,7 +13,8 @@ function keepFinding(row: FindingRow, filter: FindingFilter): boolean {
   return (filter.label === undefined || row.label === filter.label) && (filter.minConfidence === undefined || row.confidence >= filter.minConfidence);
 }
 
-export function toFinding(row: FindingRow): ScanResultV11['findings'][number] {
+/** `slices` gives the finding's place (slice, size in mm); without it the place is null. */
+export function toFinding(row: FindingRow, slices?: SliceIndex): ScanResultV11['findings'][number] {
   return {
     id: row.public_id,
     label: row.label,
@@ -20,6 +23,7 @@ export function toFinding(row: FindingRow): ScanResultV11['findings'][number] {
     instance_uid: row.instance_uid,
     frame: row.frame,
     review: row.review,
+    place: slices ? placeOf(slices, { instance_uid: row.instance_uid, frame: row.frame, width: row.width, height: row.height }) : null,
   };
 }
 
@@ -60,12 +64,15 @@ export function toScanResult(
   analysis: AnalysisRow,
   findings: readonly FindingRow[],
   filter: FindingFilter,
+  slices?: SliceIndex,
 ): ScanResultV11 {
+  const shown = findings.filter((f) => keepFinding(f, filter)).map((f) => toFinding(f, slices));
   return {
     patient_id: row.patient_id,
     scan_id: row.scan_id,
     modality: row.modality,
-    findings: findings.filter((f) => keepFinding(f, filter)).map(toFinding),
+    findings: shown,
+    lesions: groupLesions(shown),
     recommendation: analysis.recommendation ?? '',
     analysis: {
       id: analysis.public_id,

@@ -7,6 +7,7 @@ import { inTransaction } from '#server/store/database.ts';
 import type { Page, PageRequest } from '#server/store/page.ts';
 import type { ResultFilter, ScanFilter, ScanRow } from '#server/store/scans.ts';
 import { findScan, listScans as listScanRows, listScansWithResults, setScanStatus } from '#server/store/scans.ts';
+import { loadSliceIndex } from '#server/findings/places.ts';
 import { checkClientTransition } from '#server/scans/state-machine.ts';
 import { loadLatestAnalyses, toScan, toScanResult } from '#server/scans/scan-views.ts';
 
@@ -55,7 +56,7 @@ export function listResults(deps: ScanDeps, filter: ResultFilter, page: PageRequ
   const items = rows.items.flatMap((row) => {
     const analysis = row.latest_analysis_ref === null ? undefined : analyses.get(row.latest_analysis_ref);
     if (!analysis) return [];
-    return [toScanResult(row, analysis, findings.get(analysis.id) ?? [], filter)];
+    return [toScanResult(row, analysis, findings.get(analysis.id) ?? [], filter, loadSliceIndex(deps.db, row.id))];
   });
   return { items, nextAfterId: rows.nextAfterId };
 }
@@ -67,5 +68,5 @@ export function getLatestResult(deps: ScanDeps, scanId: string): ScanResultV11 {
   if (!analysis) {
     throw new MiaError('not_found', 'This scan has no analysis result yet', `scan status is ${row.status}; request analysis by setting status queued`);
   }
-  return toScanResult(row, analysis, findings.get(analysis.id) ?? [], {});
+  return toScanResult(row, analysis, findings.get(analysis.id) ?? [], {}, loadSliceIndex(deps.db, row.id));
 }

@@ -40,6 +40,7 @@ function report(id: string, impression: string, findings: Finding[] = []): Repor
     finalized_at: null,
     finalized_by: null,
     addenda: [],
+    lesions: [],
   };
 }
 

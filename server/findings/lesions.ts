@@ -1,0 +1,65 @@
+/**
+ * One lesion, one finding (issue 11). The model boxes each slice on its own, so one tumour over
+ * five slices comes back as five findings. Findings are one lesion when they have the same label,
+ * lie on neighbouring slices of the viewer's stack (slice numbers 1 apart) and their boxes
+ * overlap in the image plane; the relation is closed transitively (slices 4-5-6 chain). This is
+ * the only definition: the results and report APIs carry the groups, clients only show them.
+ */
+import type { FindingV11, Lesion } from '#server/api/schemas.ts';
+
+function overlaps(a: FindingV11['location'], b: FindingV11['location']): boolean {
+  return a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+}
+
+function sameLesion(a: FindingV11, b: FindingV11): boolean {
+  if (a.label !== b.label || !a.place || !b.place) return false;
+  return Math.abs(a.place.slice - b.place.slice) === 1 && overlaps(a.location, b.location);
+}
+
+/**
+ * A lesion's verdict: accepted when the reader accepted any of its slices (the lesion is real),
+ * rejected when every slice was rejected, otherwise not reviewed.
+ */
+function lesionReview(members: readonly FindingV11[]): Lesion['review'] {
+  if (members.some((f) => f.review === 'accepted')) return 'accepted';
+  return members.every((f) => f.review === 'rejected') ? 'rejected' : null;
+}
+
+/** Every finding belongs to exactly one lesion; lesions come in the findings' order of first member. */
+export function groupLesions(findings: readonly FindingV11[]): Lesion[] {
+  const parent = findings.map((_, i) => i);
+  const root = (i: number): number => {
+    let r = i;
+    while (parent[r] !== r) r = parent[r] ?? r;
+    return r;
+  };
+  for (let i = 0; i < findings.length; i += 1) {
+    for (let j = i + 1; j < findings.length; j += 1) {
+      const a = findings[i];
+      const b = findings[j];
+      if (a && b && sameLesion(a, b)) parent[root(j)] = root(i);
+    }
+  }
+  const groups = new Map<number, FindingV11[]>();
+  findings.forEach((finding, i) => {
+    const key = root(i);
+    groups.set(key, [...(groups.get(key) ?? []), finding]);
+  });
+  return [...groups.values()].map((members) => {
+    const bySlice = [...members].sort((a, b) => (a.place?.slice ?? 0) - (b.place?.slice ?? 0));
+    const slices = bySlice.flatMap((f) => (f.place ? [f.place.slice] : []));
+    const diameters = bySlice.flatMap((f) => (f.place?.width_mm != null && f.place.height_mm != null ? [Math.max(f.place.width_mm, f.place.height_mm)] : []));
+    const first = bySlice[0];
+    return {
+      id: first?.id ?? '',
+      label: first?.label ?? '',
+      finding_ids: bySlice.map((f) => f.id),
+      first_slice: slices.length > 0 ? Math.min(...slices) : null,
+      last_slice: slices.length > 0 ? Math.max(...slices) : null,
+      slices: first?.place?.slices ?? null,
+      largest_diameter_mm: diameters.length > 0 ? Math.max(...diameters) : null,
+      confidence: Math.max(...members.map((f) => f.confidence)),
+      review: lesionReview(members),
+    };
+  });
+}
