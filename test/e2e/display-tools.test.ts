@@ -165,6 +165,8 @@ describe('display tools', () => {
   it('shows the four corners: patient, study, series; slice and position; window and zoom', async () => {
     const ui = await openCt();
     const scan = (await t.request('GET', `/v1/scans/${ctScan}`)).json.data as { patient_id: string; series_number: number | null };
+    // The name (PHI) comes from the audited tags endpoint: CompressedSamples^CT1.
+    await expect.poll(() => ui.page.getByTestId('patient-name').textContent(), WAIT).toBe('CompressedSamples, CT1 · ');
     const tl = (await ui.page.getByTestId('overlay-tl').textContent()) ?? '';
     expect(tl).toContain(scan.patient_id);
     expect(tl).toContain('2004-01-19');

@@ -29,6 +29,7 @@ import { applyOrient, edgeMarkers, orientedSize, scaleBar, screenDeltaToFrame, s
 import { useDisplayTools } from '../imaging/use-display-tools.ts';
 import { DisplayControls, DisplayOverlay } from '../components/DisplayOverlay.tsx';
 import { SeriesStrip } from '../components/SeriesStrip.tsx';
+import { PatientName } from '../components/PatientName.tsx';
 import { navigate } from '../route.ts';
 import { hasScope, useSession } from '../session.ts';
 import { useLoad } from '../use-load.ts';
@@ -488,6 +489,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
             onContextMenu={(event) => event.preventDefault()}
           />
           <div className="overlay-text tl" data-testid="overlay-tl">
+            <PatientName instanceUid={slices[0]?.instance.instance_uid ?? null} />
             {scan.patient_id}
             <br />
             {dicomDate(scan.study_date)} {scan.study_description ?? ''}
