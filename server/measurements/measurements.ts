@@ -10,6 +10,7 @@ import { forbidden, invalid, notFound } from '#server/errors.ts';
 import type { Database } from '#server/store/database.ts';
 import { findInstance } from '#server/store/instances.ts';
 import { deleteMeasurement, findMeasurement, insertMeasurement, listReaderMeasurements, type MeasurementRow } from '#server/store/measurements.ts';
+import type { PageRequest } from '#server/store/page.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 import { getScanRow } from '#server/scans/scans.ts';
 
@@ -33,9 +34,15 @@ function toMeasurement(row: MeasurementRow): Measurement {
   };
 }
 
-export function listMeasurements(deps: MeasurementDeps, scanId: string, userRef: number): { items: Measurement[]; patientId: string } {
+export function listMeasurements(
+  deps: MeasurementDeps,
+  scanId: string,
+  userRef: number,
+  page: PageRequest,
+): { items: Measurement[]; nextAfterId: number | null; patientId: string } {
   const scan = getScanRow(deps, scanId);
-  return { items: listReaderMeasurements(deps.db, scan.id, userRef).map(toMeasurement), patientId: scan.patient_id };
+  const rows = listReaderMeasurements(deps.db, scan.id, userRef, page);
+  return { items: rows.items.map(toMeasurement), nextAfterId: rows.nextAfterId, patientId: scan.patient_id };
 }
 
 export function createMeasurement(

@@ -1,5 +1,6 @@
 /** SQL for a reader's measurements on a scan. */
 import { sql, type Database } from '#server/store/database.ts';
+import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
 export type MeasurementRow = {
   id: number;
@@ -34,8 +35,14 @@ export function insertMeasurement(db: Database, row: MeasurementInsert): void {
   ).run(row);
 }
 
-export function listReaderMeasurements(db: Database, scanRef: number, userRef: number): MeasurementRow[] {
-  return sql(db, `${SELECT} WHERE m.scan_ref = ? AND m.user_ref = ? ORDER BY m.id`).all(scanRef, userRef) as MeasurementRow[];
+export function listReaderMeasurements(db: Database, scanRef: number, userRef: number, page: PageRequest): Page<MeasurementRow> {
+  const rows = sql(db, `${SELECT} WHERE m.scan_ref = ? AND m.user_ref = ? AND m.id > ? ORDER BY m.id LIMIT ?`).all(
+    scanRef,
+    userRef,
+    page.afterId,
+    page.limit + 1,
+  ) as MeasurementRow[];
+  return toPage(rows, page.limit);
 }
 
 export function findMeasurement(db: Database, publicId: string): (MeasurementRow & { patient_id: string }) | undefined {

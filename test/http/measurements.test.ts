@@ -51,6 +51,11 @@ describe('measurements', () => {
     expect(mine.status).toBe(200);
     expect(mine.json.data.items.map((m: { id: string }) => m.id)).toEqual([created.json.data.id]);
     expect(mine.json.data.next_cursor).toBeNull();
+    const second = await t.request('POST', path(), { key: reader, body: { ...roi(), kind: 'rectangle' } });
+    const first = await t.request('GET', `${path()}?limit=1`, { key: reader });
+    expect(first.json.data.items.map((m: { id: string }) => m.id)).toEqual([created.json.data.id]);
+    const next = await t.request('GET', `${path()}?limit=1&cursor=${first.json.data.next_cursor}`, { key: reader });
+    expect(next.json.data.items.map((m: { id: string }) => m.id)).toEqual([second.json.data.id]);
     const theirs = await t.request('GET', path(), { key: otherReader });
     expect(theirs.json.data.items).toEqual([]);
   });

@@ -28,6 +28,7 @@ import { drawSlice, imageTransform, pixelAspect, type View } from '../imaging/vi
 import { applyOrient, edgeMarkers, orientedSize, scaleBar, screenDeltaToFrame, slicePositionMm } from '../imaging/display-tools.ts';
 import { useDisplayTools } from '../imaging/use-display-tools.ts';
 import { DisplayControls, DisplayOverlay } from '../components/DisplayOverlay.tsx';
+import { MeasureLayer } from '../components/MeasureLayer.tsx';
 import { SeriesStrip } from '../components/SeriesStrip.tsx';
 import { PatientName } from '../components/PatientName.tsx';
 import { navigate } from '../route.ts';
@@ -505,6 +506,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
             markers={edgeMarkers(slice?.instance.image_orientation, tools.orient)}
             bar={scaleBar(transform.scale / (sliceSpacing(slice)?.[1] ?? NaN), size.width)}
           />
+          <MeasureLayer client={client} scanId={scan.scan_id} modality={scan.modality} slice={slice} frame={frame} transform={transform} orient={tools.orient} size={size} canEdit={canReview} />
           <div className="overlay-text bl" data-testid="window-readout">
             {effectiveWindow ? `W ${Math.round(effectiveWindow.width)} / L ${Math.round(effectiveWindow.center)} · ${presetName}` : ''}
             <br />

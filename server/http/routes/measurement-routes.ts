@@ -1,6 +1,7 @@
 /** A reader's measurements (length, ellipse/rectangle ROI, pixel probe) on a scan. */
 import * as m from '#server/api/measurement-schemas.ts';
 import * as api from '#server/api/schemas.ts';
+import { pageRequest } from '#server/http/pagination.ts';
 import { defineRoute, scopes, type Route } from '#server/http/route.ts';
 import { createMeasurement, listMeasurements, removeMeasurement } from '#server/measurements/measurements.ts';
 
@@ -9,18 +10,18 @@ export const measurementRoutes: Route[] = [
     method: 'get',
     path: '/v1/scans/{scan_id}/measurements',
     summary: 'The calling reader\'s measurements on a scan',
-    description: 'Measurements are kept per reader: each user sees their own, oldest first.',
+    description: 'Measurements are kept per reader: each user sees their own, oldest first. Page with limit and cursor.',
     access: scopes('read:scans'),
     params: api.scanIdParam,
+    query: api.pageQuery.strict(),
     response: m.measurement,
-    // One reader's measurements on one scan are few (drawn by hand): one page, next_cursor null.
     list: true,
     audit: 'measurements.list',
-    handle: ({ services, auth, params, audit }) => {
+    handle: ({ services, auth, params, query, audit }) => {
       audit({ target: `scan:${params.scan_id}` });
-      const { items, patientId } = listMeasurements(services, params.scan_id, auth.userRef);
+      const { items, nextAfterId, patientId } = listMeasurements(services, params.scan_id, auth.userRef, pageRequest(query));
       audit({ patientId });
-      return { kind: 'list', items, nextAfterId: null };
+      return { kind: 'list', items, nextAfterId };
     },
   }),
   defineRoute({

@@ -1,0 +1,241 @@
+/**
+ * Measurement tools over the viewer's image (issue 11, reading tools): a length, an ellipse and a
+ * rectangle ROI (area in mm², mean and SD in modality units) and a pixel-value probe. Each is
+ * drawn on the current frame, computed from that frame's pixel spacing and raw values, and kept
+ * on the server for this reader (POST /v1/scans/{scan_id}/measurements), so it is shown again
+ * when the reader comes back and listed in the report.
+ *
+ * The layer is an SVG over the canvas: while a tool is on it takes the pointer (window/level and
+ * pan drags pause), otherwise events pass through to the canvas.
+ */
+import { useEffect, useRef, useState, type PointerEvent as ReactPointerEvent } from 'react';
+import type { Client } from '../api/client.ts';
+import { screenPointToFrame, type Orient } from '../imaging/display-tools.ts';
+import type { RawFrame } from '../imaging/frame.ts';
+import { describeMeasurement, measure, valueUnit, type MeasureKind, type MeasureValues, type Point } from '../imaging/measure.ts';
+import { sliceSpacing } from '../imaging/stack.ts';
+import type { Slice } from '../imaging/stack.ts';
+import type { Transform } from '../imaging/viewport.ts';
+
+export type SavedMeasurement = MeasureValues & {
+  id: string;
+  instance_uid: string;
+  frame: number;
+  kind: MeasureKind;
+  points: Point[];
+  unit: string | null;
+};
+
+const TOOLS: ReadonlyArray<{ kind: MeasureKind; label: string; title: string }> = [
+  { kind: 'length', label: 'Length', title: 'Length in mm: drag from one end to the other' },
+  { kind: 'ellipse', label: 'Ellipse', title: 'Ellipse ROI: drag a corner to the opposite corner (area, mean, SD)' },
+  { kind: 'rectangle', label: 'Rect', title: 'Rectangle ROI: drag a corner to the opposite corner (area, mean, SD)' },
+  { kind: 'probe', label: 'Probe', title: 'Pixel value (HU on CT): click a pixel' },
+];
+
+const COLOUR = '#7ee787';
+
+type Props = {
+  client: Client;
+  scanId: string;
+  modality: string;
+  slice: Slice | null;
+  frame: RawFrame | null;
+  transform: Transform;
+  orient: Orient;
+  size: { width: number; height: number };
+  canEdit: boolean;
+};
+
+export function MeasureLayer({ client, scanId, modality, slice, frame, transform, orient, size, canEdit }: Props) {
+  const [saved, setSaved] = useState<SavedMeasurement[]>([]);
+  const [tool, setTool] = useState<MeasureKind | null>(null);
+  const [draft, setDraft] = useState<Point[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const svgRef = useRef<SVGSVGElement>(null);
+
+  useEffect(() => {
+    const controller = new AbortController();
+    client
+      .all<SavedMeasurement>(`/v1/scans/${encodeURIComponent(scanId)}/measurements`, { signal: controller.signal })
+      .then(setSaved)
+      .catch((e: unknown) => {
+        if (!controller.signal.aborted) setError(`Measurements not loaded: ${e instanceof Error ? e.message : String(e)}`);
+      });
+    return () => controller.abort();
+  }, [client, scanId]);
+
+  // Image pixel (column, row) <-> CSS pixel on the viewport, through the turn/mirror and the fit.
+  const toImage = (x: number, y: number): Point => {
+    const f = screenPointToFrame(orient, size, x, y);
+    return [(f.x - transform.offsetX) / transform.scale, (f.y - transform.offsetY) / transform.scaleY];
+  };
+  const toScreen = (p: Point): { x: number; y: number } => {
+    const frameSize = orient[0] === 0 ? { width: size.height, height: size.width } : size;
+    const dx = transform.offsetX + p[0] * transform.scale - frameSize.width / 2;
+    const dy = transform.offsetY + p[1] * transform.scaleY - frameSize.height / 2;
+    // screenPointToFrame applies M^T; the orientations are orthogonal, so M undoes it.
+    return { x: orient[0] * dx + orient[1] * dy + size.width / 2, y: orient[2] * dx + orient[3] * dy + size.height / 2 };
+  };
+
+  const pointer = (event: ReactPointerEvent<SVGSVGElement>): Point => {
+    const box = event.currentTarget.getBoundingClientRect();
+    return toImage(event.clientX - box.left, event.clientY - box.top);
+  };
+
+  const save = async (kind: MeasureKind, points: Point[]) => {
+    if (!slice || !frame) return;
+    const values = measure(frame, kind, points, sliceSpacing(slice));
+    try {
+      const created = await client.post<SavedMeasurement>(`/v1/scans/${encodeURIComponent(scanId)}/measurements`, {
+        body: { instance_uid: slice.instance.instance_uid, frame: slice.frame, kind, points, ...values, unit: valueUnit(modality) },
+      });
+      setSaved((list) => [...list, created]);
+      setError(null);
+    } catch (e) {
+      setError(`Measurement not saved: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  };
+
+  const onDown = (event: ReactPointerEvent<SVGSVGElement>) => {
+    if (!tool || event.button !== 0 || !frame) return;
+    const p = pointer(event);
+    if (tool === 'probe') {
+      void save('probe', [p]);
+      return;
+    }
+    event.currentTarget.setPointerCapture(event.pointerId);
+    setDraft([p, p]);
+  };
+  const onMove = (event: ReactPointerEvent<SVGSVGElement>) => {
+    if (!draft?.[0]) return;
+    setDraft([draft[0], pointer(event)]);
+  };
+  const onUp = (event: ReactPointerEvent<SVGSVGElement>) => {
+    if (!tool || !draft?.[0]) return;
+    const end = pointer(event);
+    const start = draft[0];
+    setDraft(null);
+    // A click without a drag is no measurement.
+    if (Math.hypot(end[0] - start[0], end[1] - start[1]) * transform.scale < 3) return;
+    void save(tool, [start, end]);
+  };
+
+  const remove = async (m: SavedMeasurement) => {
+    try {
+      await client.del(`/v1/measurements/${encodeURIComponent(m.id)}`);
+      setSaved((list) => list.filter((x) => x.id !== m.id));
+    } catch (e) {
+      setError(`Measurement not deleted: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  };
+
+  const onSlice = slice ? saved.filter((m) => m.instance_uid === slice.instance.instance_uid && m.frame === slice.frame) : [];
+  const live: SavedMeasurement | null =
+    draft && tool && frame && slice
+      ? { id: 'draft', instance_uid: '', frame: 0, kind: tool, points: draft, unit: valueUnit(modality), ...measure(frame, tool, draft, sliceSpacing(slice)) }
+      : null;
+
+  const shape = (m: SavedMeasurement) => {
+    const [a, b] = m.points.map(toScreen);
+    if (!a) return null;
+    if (m.kind === 'probe') return <circle cx={a.x} cy={a.y} r={3} fill="none" stroke={COLOUR} strokeWidth={1.5} />;
+    if (!b) return null;
+    if (m.kind === 'length') return <line x1={a.x} y1={a.y} x2={b.x} y2={b.y} stroke={COLOUR} strokeWidth={1.5} />;
+    const x = Math.min(a.x, b.x);
+    const y = Math.min(a.y, b.y);
+    const w = Math.abs(b.x - a.x);
+    const h = Math.abs(b.y - a.y);
+    return m.kind === 'rectangle' ? (
+      <rect x={x} y={y} width={w} height={h} fill="none" stroke={COLOUR} strokeWidth={1.5} />
+    ) : (
+      <ellipse cx={x + w / 2} cy={y + h / 2} rx={w / 2} ry={h / 2} fill="none" stroke={COLOUR} strokeWidth={1.5} />
+    );
+  };
+  const labelAt = (m: SavedMeasurement): { x: number; y: number } => {
+    const screen = m.points.map(toScreen);
+    const x = Math.max(...screen.map((p) => p.x));
+    const y = Math.min(...screen.map((p) => p.y));
+    return { x: x + 6, y };
+  };
+
+  return (
+    <>
+      <svg
+        ref={svgRef}
+        data-testid="measure-layer"
+        data-tool={tool ?? ''}
+        style={{ position: 'absolute', inset: 0, width: '100%', height: '100%', pointerEvents: tool ? 'all' : 'none', cursor: tool ? 'crosshair' : 'default' }}
+        onPointerDown={onDown}
+        onPointerMove={onMove}
+        onPointerUp={onUp}
+        onPointerCancel={() => setDraft(null)}
+      >
+        {onSlice.map((m) => (
+          <g key={m.id} data-testid="measure-shape" data-kind={m.kind}>
+            {shape(m)}
+          </g>
+        ))}
+        {live ? <g data-testid="measure-draft">{shape(live)}</g> : null}
+      </svg>
+      {[...onSlice, ...(live ? [live] : [])].map((m) => {
+        const at = labelAt(m);
+        return (
+          <div
+            key={m.id}
+            className="overlay-text"
+            data-testid={m.id === 'draft' ? 'measure-draft-label' : 'measure-label'}
+            data-id={m.id}
+            data-kind={m.kind}
+            data-length-mm={m.length_mm ?? ''}
+            data-area-mm2={m.area_mm2 ?? ''}
+            data-mean={m.mean ?? ''}
+            data-sd={m.sd ?? ''}
+            data-value={m.value ?? ''}
+            style={{ left: at.x, top: at.y, color: COLOUR, whiteSpace: 'nowrap', pointerEvents: m.id === 'draft' ? 'none' : 'auto' }}
+          >
+            {describeMeasurement(m)}
+            {canEdit && m.id !== 'draft' ? (
+              <button
+                type="button"
+                data-testid="measure-delete"
+                title="Delete this measurement"
+                onClick={() => void remove(m)}
+                style={{ marginLeft: 4, padding: '0 4px', fontSize: 11, lineHeight: '14px' }}
+              >
+                ×
+              </button>
+            ) : null}
+          </div>
+        );
+      })}
+      {canEdit ? (
+        <div data-testid="measure-tools" style={{ position: 'absolute', top: 6, left: '50%', transform: 'translateX(-50%)', display: 'flex', gap: 4 }}>
+          {TOOLS.map((t) => (
+            <button
+              key={t.kind}
+              type="button"
+              data-testid={`measure-${t.kind}`}
+              title={t.title}
+              className={tool === t.kind ? 'primary' : ''}
+              onClick={() => {
+                setTool((current) => (current === t.kind ? null : t.kind));
+                setDraft(null);
+              }}
+            >
+              {t.label}
+            </button>
+          ))}
+          <span className="muted" style={{ alignSelf: 'center', fontSize: 12 }} data-testid="measure-count">
+            {saved.length} kept
+          </span>
+        </div>
+      ) : null}
+      {error ? (
+        <div className="overlay-text bc key-note" role="alert" data-testid="measure-error">
+          {error}
+        </div>
+      ) : null}
+    </>
+  );
+}
