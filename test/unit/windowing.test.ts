@@ -71,3 +71,18 @@ describe('shared windowing', () => {
     expect(sharedAutoWindow(new Float32Array(16))).toEqual({ center: 1, width: 1 });
   });
 });
+
+describe('invert in the renderer', () => {
+  it("inverts grey after the window (on top of MONOCHROME1) and colour per channel", () => {
+    const grey = rendererFrame(Float32Array.from([0, 100]));
+    const out = new Uint8ClampedArray(8);
+    renderFrame(grey, { center: 50, width: 100 }, out, { invert: true });
+    expect([out[0], out[4]]).toEqual([255, 0]);
+    renderFrame({ ...grey, photometric: 'MONOCHROME1' }, { center: 50, width: 100 }, out, { invert: true });
+    expect([out[0], out[4]]).toEqual([0, 255]);
+    const colour: RawFrame = { rows: 1, columns: 1, samplesPerPixel: 3, values: Uint8Array.from([10, 200, 255]), photometric: 'RGB', defaultWindow: null, min: 0, max: 255 };
+    const rgba = new Uint8ClampedArray(4);
+    renderFrame(colour, { center: 128, width: 256 }, rgba, { invert: true });
+    expect([...rgba]).toEqual([245, 55, 0, 255]);
+  });
+});

@@ -83,10 +83,12 @@ export function renderFrame(frame: RawFrame, window: Window, out: Uint8ClampedAr
   const pixels = frame.rows * frame.columns;
   if (frame.samplesPerPixel === 3) {
     const rgb = frame.values;
+    // The reader's invert applies to colour too (each channel, 255 - v); there is no window.
+    const flip = options.invert === true ? 255 : 0;
     for (let i = 0; i < pixels; i += 1) {
-      out[i * 4] = rgb[i * 3] ?? 0;
-      out[i * 4 + 1] = rgb[i * 3 + 1] ?? 0;
-      out[i * 4 + 2] = rgb[i * 3 + 2] ?? 0;
+      out[i * 4] = Math.abs(flip - (rgb[i * 3] ?? 0));
+      out[i * 4 + 1] = Math.abs(flip - (rgb[i * 3 + 1] ?? 0));
+      out[i * 4 + 2] = Math.abs(flip - (rgb[i * 3 + 2] ?? 0));
       out[i * 4 + 3] = 255;
     }
     return;
