@@ -1,6 +1,8 @@
 /** Request and response shapes of a reader's measurements (length, ROI, probe) on a scan. */
 import { z } from 'zod';
-import { scanIdParam } from '#server/api/schemas.ts';
+
+// Not imported from schemas.ts: the report schema there lists measurements (no import cycle).
+const dicomUid = z.string().min(1).max(64).regex(/^[0-9.]+$/, 'expected a DICOM UID (digits and dots)');
 
 export const MEASUREMENT_KINDS = ['length', 'ellipse', 'rectangle', 'probe'] as const;
 export type MeasurementKind = (typeof MEASUREMENT_KINDS)[number];
@@ -11,7 +13,7 @@ const value = z.number().finite().nullable();
 
 export const createMeasurementBody = z
   .object({
-    instance_uid: scanIdParam.shape.scan_id.describe('SOP Instance UID of the image measured (must belong to the scan)'),
+    instance_uid: dicomUid.describe('SOP Instance UID of the image measured (must belong to the scan)'),
     frame: z.number().int().min(0).max(100_000).describe('0-based frame of the instance'),
     kind: z.enum(MEASUREMENT_KINDS),
     points: z

@@ -4,6 +4,7 @@
  * them, so the three cannot drift apart.
  */
 import { z } from 'zod';
+import { measurement } from '#server/api/measurement-schemas.ts';
 import {
   EXPORT_FORMATS,
   FINDING_REVIEWS,
@@ -311,6 +312,9 @@ export const report = z.object({
   finalized_by: z.string().nullable(),
   addenda: z.array(addendum).describe('Signed sections added after finalizing, oldest first; append-only'),
   lesions: z.array(lesion).describe("The snapshot's findings grouped by lesion"),
+  measurements: z
+    .array(measurement)
+    .describe("The author's measurements on the scan (length, ROI, probe), oldest first; a final report lists those made until it was signed"),
 });
 export type Report = z.infer<typeof report>;
 

@@ -24,6 +24,8 @@ const XML_ITEM_NAMES = {
   finding_changes: 'finding_change',
   lesions: 'lesion',
   finding_ids: 'finding_id',
+  measurements: 'measurement',
+  points: 'point',
 };
 
 /** A report's lesions as one CSV cell, one per line: "label: slices 4-6 of 20, largest 23.4 mm (accepted)". */
@@ -34,6 +36,23 @@ function lesionsCell(report: Report): string {
       const of = l.slices === null ? '' : ` of ${l.slices}`;
       const size = l.largest_diameter_mm === null ? 'size unknown (no pixel spacing)' : `largest ${l.largest_diameter_mm} mm`;
       return `${l.label}: ${slices}${of}, ${size} (${l.review ?? 'not reviewed'})`;
+    })
+    .join('\n');
+}
+
+/** A report's measurements as one CSV cell, one per line: "length 60.0 mm (image 1.2.3 frame 1)". */
+function measurementsCell(report: Report): string {
+  return report.measurements
+    .map((m) => {
+      const unit = m.unit ? ` ${m.unit}` : '';
+      const mm = (v: number | null, what: string) => (v === null ? `${what} unknown (no pixel spacing)` : `${what} ${v.toFixed(1)}`);
+      const text =
+        m.kind === 'length'
+          ? `${mm(m.length_mm, 'length')} mm`
+          : m.kind === 'probe'
+            ? `value ${m.value === null ? 'unknown' : m.value.toFixed(1)}${unit}`
+            : `${m.kind} ${mm(m.area_mm2, 'area')} mm2, mean ${m.mean === null ? 'unknown' : m.mean.toFixed(1)}${unit}, SD ${m.sd === null ? 'unknown' : m.sd.toFixed(1)}${unit}`;
+      return `${text} (image ${m.instance_uid} frame ${m.frame + 1})`;
     })
     .join('\n');
 }
@@ -144,6 +163,7 @@ export const reportSerializer: ResourceSerializer<Report> = {
     'recommendation_basis',
     'addenda',
     'lesions',
+    'measurements',
   ],
   csvRows(report) {
     return [
@@ -169,6 +189,7 @@ export const reportSerializer: ResourceSerializer<Report> = {
         recommendation_basis: report.recommendation_basis,
         addenda: addendaCell(report),
         lesions: lesionsCell(report),
+        measurements: measurementsCell(report),
       },
     ];
   },

@@ -16,7 +16,7 @@ import { getScanRow } from '#server/scans/scans.ts';
 
 export type MeasurementDeps = { db: Database; clock: Clock };
 
-function toMeasurement(row: MeasurementRow): Measurement {
+export function toMeasurement(row: MeasurementRow): Measurement {
   return {
     id: row.public_id,
     scan_id: row.scan_id,

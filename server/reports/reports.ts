@@ -33,8 +33,12 @@ import { getScanRow } from '#server/scans/scans.ts';
 import { loadLatestAnalyses, toFinding } from '#server/scans/scan-views.ts';
 import { groupLesions } from '#server/findings/lesions.ts';
 import { loadSliceIndex } from '#server/findings/places.ts';
+import { toMeasurement } from '#server/measurements/measurements.ts';
+import { listReportMeasurements, type MeasurementRow } from '#server/store/measurements.ts';
 
 export type ReportDeps = { db: Database; clock: Clock };
+
+const reportMeasurements = (db: Database, row: ReportRow): MeasurementRow[] => listReportMeasurements(db, row.scan_ref, row.author_ref, row.finalized_at);
 
 const findingsSnapshot = z.array(findingV11);
 const findingChanges = z.array(z.object({ finding_id: z.string(), label: z.string(), from: z.enum(['accepted', 'rejected']).nullable(), to: z.enum(['accepted', 'rejected']).nullable() }));
@@ -49,7 +53,7 @@ function toAddendum(row: AddendumRow): Addendum {
   };
 }
 
-export function toReport(row: ReportRow, addenda: readonly AddendumRow[] = []): Report {
+export function toReport(row: ReportRow, addenda: readonly AddendumRow[] = [], measurements: readonly MeasurementRow[] = []): Report {
   const findings = findingsSnapshot.parse(JSON.parse(row.findings));
   return {
     id: row.public_id,
@@ -72,19 +76,20 @@ export function toReport(row: ReportRow, addenda: readonly AddendumRow[] = []): 
     finalized_by: row.finalized_by_public_id,
     addenda: addenda.map(toAddendum),
     lesions: groupLesions(findings),
+    measurements: measurements.map(toMeasurement),
   };
 }
 
 export function getReport(deps: ReportDeps, reportId: string): Report {
   const row = findReport(deps.db, reportId);
   if (!row) throw notFound('Report', reportId);
-  return toReport(row, findAddenda(deps.db, [row.id]).get(row.id));
+  return toReport(row, findAddenda(deps.db, [row.id]).get(row.id), reportMeasurements(deps.db, row));
 }
 
 export function listReports(deps: ReportDeps, filter: ReportFilter, page: PageRequest): Page<Report> {
   const rows = listReportRows(deps.db, filter, page);
   const addenda = findAddenda(deps.db, rows.items.map((r) => r.id));
-  return { items: rows.items.map((r) => toReport(r, addenda.get(r.id))), nextAfterId: rows.nextAfterId };
+  return { items: rows.items.map((r) => toReport(r, addenda.get(r.id), reportMeasurements(deps.db, r))), nextAfterId: rows.nextAfterId };
 }
 
 /** The findings of a report's analysis as they are now, and the recommendation they make. */

@@ -45,6 +45,19 @@ export function listReaderMeasurements(db: Database, scanRef: number, userRef: n
   return toPage(rows, page.limit);
 }
 
+/**
+ * A report's measurements: its author's on its scan; a final report lists those made until it
+ * was signed, so a measurement drawn later does not change a signed report.
+ */
+export function listReportMeasurements(db: Database, scanRef: number, authorRef: number, until: string | null): MeasurementRow[] {
+  return sql(db, `${SELECT} WHERE m.scan_ref = ? AND m.user_ref = ? AND (? IS NULL OR m.created_at <= ?) ORDER BY m.id`).all(
+    scanRef,
+    authorRef,
+    until,
+    until,
+  ) as MeasurementRow[];
+}
+
 export function findMeasurement(db: Database, publicId: string): (MeasurementRow & { patient_id: string }) | undefined {
   return sql(
     db,

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedImportedInstance, type SeededInstance } from '../helpers/image-fixture.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { seedAnalysis } from '../helpers/seed.ts';
 
 let t: TestServer;
 let reader: string;
@@ -85,5 +86,27 @@ describe('measurements', () => {
     expect(events.map((e) => e.outcome).sort()).toEqual(['denied', 'error', 'success'].sort());
     const success = events.find((e) => e.outcome === 'success');
     expect(success).toMatchObject({ target: `measurement:${id} scan:${ct.scanId}`, patient_id: expect.any(String) });
+  });
+
+  it('are listed in the author\'s report (JSON, CSV, XML); a final report keeps those made until it was signed', async () => {
+    const scanRow = t.server.services.db.prepare('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?').get(ct.scanId) as { id: number; study_uid: string; patient_id: string };
+    seedAnalysis(t.server.services.db, { scanId: ct.scanId, scanRef: scanRow.id, studyUid: scanRow.study_uid, patientId: scanRow.patient_id }, [{}]);
+    const author = t.keyFor('radiologist', { email: 'reader-c@example.org' }).key;
+    await t.request('POST', path(), { key: author, body: { ...roi(), kind: 'length', points: [[0, 0], [100, 0]], length_mm: 66.1, area_mm2: null, mean: null, sd: null, unit: null } });
+    await t.request('POST', path(), { key: otherReader, body: roi() });
+    const draft = await t.request('POST', '/v1/reports', { key: author, body: { scan_id: ct.scanId } });
+    expect(draft.status).toBe(201);
+    const reportId: string = draft.json.data.id;
+    expect(draft.json.data.measurements.map((m: { kind: string; length_mm: number }) => [m.kind, m.length_mm])).toEqual([['length', 66.1]]);
+    const csv = await t.request('GET', `/v1/reports?scan_id=${ct.scanId}&format=csv`, { key: author });
+    expect(csv.text.split('\n')[0]).toMatch(/,lesions,measurements\r?$/);
+    expect(csv.text).toContain(`length 66.1 mm (image ${ct.instanceUid} frame 1)`);
+    const xml = await t.request('GET', `/v1/reports?scan_id=${ct.scanId}&format=xml`, { key: author });
+    expect(xml.text).toContain('<measurements><measurement>');
+    expect((await t.request('PATCH', `/v1/reports/${reportId}`, { key: author, body: { status: 'final' } })).status).toBe(200);
+    t.clock.advance(60_000);
+    await t.request('POST', path(), { key: author, body: { ...roi(), kind: 'probe', points: [[3, 3]], value: 12, area_mm2: null, mean: null, sd: null } });
+    const final = await t.request('GET', `/v1/reports/${reportId}`, { key: author });
+    expect(final.json.data.measurements).toHaveLength(1);
   });
 });

@@ -56,7 +56,7 @@ describe('reports', () => {
     const csv = await t.request('GET', '/reports?format=csv', { key: radiologist });
     const [header, first] = csv.text.split('\r\n');
     expect(header).toBe(
-      'id,scan_id,patient_id,modality,status,impression,recommendation,finding_count,labels,author_id,author_email,created_at,updated_at,finalized_at,finalized_by,analysis_id,model_name,model_version,recommendation_basis,addenda,lesions',
+      'id,scan_id,patient_id,modality,status,impression,recommendation,finding_count,labels,author_id,author_email,created_at,updated_at,finalized_at,finalized_by,analysis_id,model_name,model_version,recommendation_basis,addenda,lesions,measurements',
     );
     expect(first).toContain('tumor_detected');
     const xml = await t.request('GET', '/reports?format=xml', { key: radiologist });

@@ -41,6 +41,7 @@ function report(id: string, impression: string, findings: Finding[] = []): Repor
     finalized_by: null,
     addenda: [],
     lesions: [],
+    measurements: [],
   };
 }
 
