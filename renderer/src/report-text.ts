@@ -3,7 +3,8 @@
  * the reader has already accepted findings in the viewer, so the draft offers them as text -
  * label display name, confidence and slice - to edit, never saved until the reader saves.
  */
-import type { Finding } from './api/types.ts';
+import type { Finding, Lesion } from './api/types.ts';
+import { lesionText } from './lesion-text.ts';
 
 export type FindingPlace = { slice: number; slices: number } | null;
 
@@ -22,6 +23,24 @@ export function impressionFromFindings(findings: readonly Finding[], sources: Im
     const slice = where ? `, slice ${where.slice} of ${where.slices}` : '';
     return `- ${sources.displayName(finding.label)}: AI confidence ${Math.round(finding.confidence * 100)}%${slice}.`;
   });
+  const by = sources.model ? ` (${sources.model}, not for clinical use)` : '';
+  return `AI findings accepted on review${by}:\n${lines.join('\n')}`;
+}
+
+/**
+ * The impression from the server's lesions (one line per accepted lesion, not per slice), with
+ * sizes in mm and slices; null when none is accepted. Reports signed before findings had places
+ * fall back to impressionFromFindings.
+ */
+export function impressionFromLesions(
+  lesions: readonly Lesion[],
+  findings: readonly Finding[],
+  sources: Pick<ImpressionSources, 'displayName' | 'model'>,
+): string | null {
+  const accepted = lesions.filter((l) => l.review === 'accepted');
+  if (accepted.length === 0) return null;
+  const places = new Map(findings.map((f) => [f.id, f.place]));
+  const lines = accepted.map((lesion) => `- ${sources.displayName(lesion.label)}: ${lesionText(lesion, places)} (AI confidence ${Math.round(lesion.confidence * 100)}%).`);
   const by = sources.model ? ` (${sources.model}, not for clinical use)` : '';
   return `AI findings accepted on review${by}:\n${lines.join('\n')}`;
 }

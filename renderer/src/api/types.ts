@@ -77,6 +77,23 @@ export type Finding = {
   instance_uid: string;
   frame: number;
   review: FindingReview | null;
+  /** Slice in the viewer's stack and box size in mm (server/findings/places.ts); null when the image is not in the series. */
+  place?: FindingPlace | null;
+};
+
+export type FindingPlace = { slice: number; slices: number; position_mm: number | null; width_mm: number | null; height_mm: number | null };
+
+/** Findings of one lesion (same label, overlapping boxes on neighbouring slices), grouped by the server. */
+export type Lesion = {
+  id: string;
+  label: string;
+  finding_ids: string[];
+  first_slice: number | null;
+  last_slice: number | null;
+  slices: number | null;
+  largest_diameter_mm: number | null;
+  confidence: number;
+  review: FindingReview | null;
 };
 
 export type AnalysisSummary = {
@@ -91,6 +108,7 @@ export type ScanResult = {
   scan_id: string;
   modality: string;
   findings: Finding[];
+  lesions: Lesion[];
   recommendation: string;
   analysis: AnalysisSummary;
 };
@@ -113,6 +131,7 @@ export type Report = {
   finalized_at: string | null;
   finalized_by: string | null;
   addenda: Addendum[];
+  lesions: Lesion[];
 };
 
 /** A signed section added to a final report; append-only. */

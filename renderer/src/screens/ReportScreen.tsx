@@ -16,7 +16,8 @@ import { dateTime, labelText, percent, saveBlob } from '../format.ts';
 import { stackOf } from '../imaging/stack.ts';
 import { navigate } from '../route.ts';
 import { onlyReportCsv, onlyReportXml } from '../report-download.ts';
-import { impressionFromFindings, type FindingPlace } from '../report-text.ts';
+import { impressionFromFindings, impressionFromLesions, type FindingPlace } from '../report-text.ts';
+import { LesionTable } from '../components/LesionTable.tsx';
 import { hasScope, useSession } from '../session.ts';
 import { useLoad } from '../use-load.ts';
 
@@ -50,6 +51,13 @@ function suggestImpression(report: Report, context: Context): string | null {
   // The viewer's slice numbers: its stack (instances in series order, frames by their own positions).
   const slices = stackOf(context.instances).map((slice) => `${slice.instance.instance_uid}#${slice.frame}`);
   const names = new Map(context.labels.map((l) => [l.label, l.display_name]));
+  // A snapshot whose findings carry places gives the server's lesions, in mm; older ones slices only.
+  if (report.findings.length > 0 && report.findings.every((f) => f.place !== undefined)) {
+    return impressionFromLesions(report.lesions, report.findings, {
+      displayName: (label) => names.get(label) ?? labelText(label),
+      model: report.analysis ? `${report.analysis.model_name} v${report.analysis.model_version}` : null,
+    });
+  }
   return impressionFromFindings(findings, {
     displayName: (label) => names.get(label) ?? labelText(label),
     place: (finding): FindingPlace => {
@@ -347,20 +355,7 @@ function ReportBody(props: {
       ) : null}
       <h3>{report.status === 'final' ? 'AI findings and verdicts as signed' : 'AI findings and your verdicts'}</h3>
       {report.findings.length === 0 ? <p className="muted">None.</p> : null}
-      <table className="grid">
-        <tbody>
-          {report.findings.map((f) => (
-            <tr key={f.id}>
-              <td>{labelText(f.label)}</td>
-              <td>{percent(f.confidence)}</td>
-              <td className="mono">
-                x {Math.round(f.location.x)}, y {Math.round(f.location.y)}, {Math.round(f.location.width)}×{Math.round(f.location.height)}
-              </td>
-              <td>{f.review ?? 'not reviewed'}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <LesionTable report={report} />
       <label>
         Impression
         {props.suggested && editable ? (

@@ -32,6 +32,7 @@ import { MeasureLayer } from '../components/MeasureLayer.tsx';
 import { SeriesStrip } from '../components/SeriesStrip.tsx';
 import { PatientName } from '../components/PatientName.tsx';
 import { navigate } from '../route.ts';
+import { boxSizeText, lesionRows, lesionText } from '../lesion-text.ts';
 import { hasScope, useSession } from '../session.ts';
 import { useLoad } from '../use-load.ts';
 
@@ -621,25 +622,34 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
               {visible.length !== findings.length ? ` of ${findings.length}` : ''})
             </h3>
             {findings.length === 0 ? <p className="muted">The model found nothing above its thresholds.</p> : null}
-            {findings.map((finding) => {
+            {lesionRows(findings, result.lesions).map(({ finding, lesion, first }) => {
               const at = sliceOf(finding);
               const below = finding.confidence < threshold;
               const blocked = notOnScreen(finding, at);
               return (
                 <div
                   key={finding.id}
-                  className={`finding${finding.id === currentId ? ' current' : ''}${below ? ' below' : ''}`}
+                  className={`finding${finding.id === currentId ? ' current' : ''}${below ? ' below' : ''}${lesion && !first ? ' in-lesion' : ''}`}
                   onClick={() => jumpTo(finding)}
                   data-testid="finding"
                   data-finding-id={finding.id}
                   data-review={finding.review ?? ''}
+                  data-lesion-id={lesion?.id ?? ''}
                 >
+                  {lesion && first ? (
+                    <div className="lesion-head" data-testid="lesion">
+                      One lesion: {lesionText(lesion, new Map(findings.map((f) => [f.id, f.place])))}
+                    </div>
+                  ) : null}
                   <div className="row">
                     <b className="grow">{labelText(finding.label)}</b>
                     <span>{percent(finding.confidence)}</span>
                   </div>
                   <div className="row muted">
-                    <span className="grow">{at >= 0 ? `slice ${at + 1}` : 'image not in this series'}</span>
+                    <span className="grow">
+                      {at >= 0 ? `slice ${at + 1}` : 'image not in this series'}
+                      {finding.place ? `, ${boxSizeText(finding.place)}` : ''}
+                    </span>
                     {finding.review ? <span className={`review-${finding.review}`}>{finding.review}</span> : <span>not reviewed</span>}
                   </div>
                   {canReview && scan.status !== 'reported' ? (
