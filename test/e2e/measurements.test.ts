@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR, type Ui } from '../helpers/browser.ts';
 import { seedImportedInstance } from '../helpers/image-fixture.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { seedAnalysis } from '../helpers/seed.ts';
 
 const WAIT = { timeout: 10_000 };
 const ROW_MM = 0.8;
@@ -32,6 +33,11 @@ beforeAll(async () => {
   execFileSync('/usr/bin/python3', [join(import.meta.dirname, '..', 'helpers', 'measure_phantom.py'), file]);
   t = await startTestServer({ uiDir: UI_DIR });
   scanId = seedImportedInstance(t, file).scanId;
+  // An analysis to report on (a report is drafted from one); its finding is not what is tested.
+  const row = t.server.services.db
+    .prepare('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?')
+    .get(scanId) as { id: number; study_uid: string; patient_id: string };
+  seedAnalysis(t.server.services.db, { scanId, scanRef: row.id, studyUid: row.study_uid, patientId: row.patient_id }, [{}]);
   reader = t.keyFor('radiologist').key;
   browser = await launchBrowser();
 }, 120_000);
@@ -138,5 +144,15 @@ describe('measurement tools', () => {
     await again.page.getByTestId('measure-delete').first().click();
     await expect.poll(async () => (await labels(again)).length, WAIT).toBe(5);
     await again.screenshot('measurements-after-reload');
+
+    // Listed in the reader's report, with the values shown in the viewer.
+    await again.page.getByTestId('open-report').click();
+    await again.page.getByTestId('draft-report').click();
+    await expect.poll(() => again.page.getByTestId('report-measurement').count(), WAIT).toBe(5);
+    const rows = await again.page.getByTestId('report-measurement').allTextContents();
+    expect(rows.join('\n')).toContain('80.0 mm');
+    expect(rows.join('\n')).toMatch(/area 1508\.0 mm² · mean 40\.0 ± 10\.0 HU/);
+    await again.page.getByTestId('report-measurements').scrollIntoViewIfNeeded();
+    await again.screenshot('measurements-report');
   }, 120_000);
 });

@@ -132,6 +132,25 @@ export type Report = {
   finalized_by: string | null;
   addenda: Addendum[];
   lesions: Lesion[];
+  /** The author's measurements on the scan (a final report: those made until it was signed). */
+  measurements: Measurement[];
+};
+
+/** A reader's measurement on one frame: points in image pixels (column, row); mm from the frame's pixel spacing. */
+export type Measurement = {
+  id: string;
+  scan_id: string;
+  instance_uid: string;
+  frame: number;
+  kind: 'length' | 'ellipse' | 'rectangle' | 'probe';
+  points: Array<[number, number]>;
+  length_mm: number | null;
+  area_mm2: number | null;
+  mean: number | null;
+  sd: number | null;
+  value: number | null;
+  unit: string | null;
+  created_at: string;
 };
 
 /** A signed section added to a final report; append-only. */

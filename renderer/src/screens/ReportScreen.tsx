@@ -18,6 +18,7 @@ import { navigate } from '../route.ts';
 import { onlyReportCsv, onlyReportXml } from '../report-download.ts';
 import { impressionFromFindings, impressionFromLesions, type FindingPlace } from '../report-text.ts';
 import { LesionTable } from '../components/LesionTable.tsx';
+import { ReportMeasurements } from '../components/ReportMeasurements.tsx';
 import { hasScope, useSession } from '../session.ts';
 import { useLoad } from '../use-load.ts';
 
@@ -379,6 +380,7 @@ function ReportBody(props: {
         </span>
         <textarea value={props.recommendation} readOnly={!editable} onChange={(e) => props.setRecommendation(e.target.value)} data-testid="recommendation" />
       </label>
+      <ReportMeasurements report={report} />
       <div className="form-row">
         {editable ? (
           <>
