@@ -415,6 +415,18 @@ const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX measurements_scan_user ON measurements (scan_ref, user_ref);
     `,
   },
+  {
+    version: 12,
+    name: 'findings: reader-drawn findings and reasons for rejecting',
+    sql: `
+      -- A radiologist adds a finding the model missed (source 'reader', drawn by created_by) to
+      -- the scan's latest analysis, so reports and their verdict lock treat it like the model's;
+      -- and says why a finding was rejected (review_reason), which the report and exports carry.
+      ALTER TABLE findings ADD COLUMN source TEXT NOT NULL DEFAULT 'model' CHECK (source IN ('model', 'reader'));
+      ALTER TABLE findings ADD COLUMN created_by INTEGER REFERENCES users (id);
+      ALTER TABLE findings ADD COLUMN review_reason TEXT;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
