@@ -9,7 +9,6 @@ export type MeasurementKind = (typeof MEASUREMENT_KINDS)[number];
 
 /** A point in image pixels: column, row (fractions allowed: drawn on a zoomed image). */
 const point = z.tuple([z.number().finite().min(-1e5).max(1e5), z.number().finite().min(-1e5).max(1e5)]);
-const value = z.number().finite().nullable();
 
 export const createMeasurementBody = z
   .object({
@@ -21,12 +20,6 @@ export const createMeasurementBody = z
       .min(1)
       .max(2)
       .describe('length: its two ends; ellipse, rectangle: two opposite corners of the bounding box; probe: one point'),
-    length_mm: value.default(null).describe('length in mm from the frame\'s pixel spacing; null without spacing'),
-    area_mm2: value.default(null).describe('ROI area in mm²; null without spacing'),
-    mean: value.default(null).describe('ROI mean in modality units (HU on CT)'),
-    sd: value.default(null).describe('ROI standard deviation in modality units'),
-    value: value.default(null).describe('probe: the pixel\'s modality value'),
-    unit: z.string().max(16).nullable().default(null).describe('unit of mean, sd and value: HU on CT, else null'),
   })
   .strict()
   .superRefine((body, ctx) => {

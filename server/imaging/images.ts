@@ -10,10 +10,11 @@ import { frameValues, readDicom, type FrameValues } from '#server/dicom/parse.ts
 import { decodeFrame } from '#server/dicom/pixels.ts';
 import { topLevelTags, type TagEntry } from '#server/dicom/tags.ts';
 import type { DecodedFrame } from '#server/dicom/pixel-types.ts';
-import type { Window } from '#server/dicom/modality.ts';
+import { applyRescale, type Window } from '#server/dicom/modality.ts';
 import { MiaError, notFound } from '#server/errors.ts';
 import { createFrameCache, type FrameCache } from '#server/imaging/frame-cache.ts';
 import { pixelAspect } from '#common/pixel-aspect.ts';
+import type { MeasureFrame } from '#common/measure.ts';
 import { defaultWindow, downscale, littleEndianBytes, toDisplay, type DisplaySettings } from '#server/imaging/display.ts';
 import { encodePng } from '#server/imaging/png.ts';
 import type { Services } from '#server/services.ts';
@@ -187,4 +188,22 @@ export async function scanThumbnail(services: Services, scanId: string): Promise
   const spacing = values?.[frameIndex]?.pixel_spacing ?? (middle.pixel_spacing ? (JSON.parse(middle.pixel_spacing) as [number, number]) : null);
   const image = downscale(toDisplay(frame, settings, undefined), THUMBNAIL_SIDE, pixelAspect(spacing));
   return { png: encodePng(image.pixels, image.width, image.height, image.channels), patientId: scan.patientId };
+}
+
+/**
+ * One frame in modality values (stored * the frame's own slope + intercept: HU on CT) with the
+ * frame's own pixel spacing, for measurements the server computes itself (common/measure.ts)
+ * rather than trusting a client's numbers.
+ */
+export async function modalityFrame(
+  services: Services,
+  row: InstanceRow,
+  frameIndex: number,
+): Promise<{ frame: MeasureFrame; spacing: readonly number[] | null }> {
+  const { frame, settings } = await loadFrame(services, row, frameIndex);
+  const values = row.frame_values ? (JSON.parse(row.frame_values) as FrameValue[]) : null;
+  const spacing = values?.[frameIndex]?.pixel_spacing ?? (row.pixel_spacing ? (JSON.parse(row.pixel_spacing) as [number, number]) : null);
+  // The same rescale as rendering and analysis (applyRescale), so the numbers agree with the picture.
+  const modality = frame.samplesPerPixel === 1 ? applyRescale(frame.pixels, settings.rescaleSlope, settings.rescaleIntercept) : new Int32Array(0);
+  return { frame: { rows: frame.rows, columns: frame.columns, samplesPerPixel: frame.samplesPerPixel, values: modality }, spacing };
 }

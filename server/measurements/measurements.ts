@@ -1,11 +1,15 @@
 /**
  * A reader's measurements on a scan: kept per reader (each radiologist sees, and reports, only
- * their own), on one frame of one of the scan's images. The viewer computes the values from the
- * frame's pixel spacing and raw modality values; the server keeps them with the geometry so the
- * same numbers are shown again and reported.
+ * their own), on one frame of one of the scan's images, with its geometry and values, so the
+ * same numbers are shown again and reported. The server computes the values itself from the
+ * stored frame (common/measure.ts, the viewer's own rules): a client's numbers are not trusted
+ * into a report.
  */
 import type { CreateMeasurementBody, Measurement, MeasurementKind } from '#server/api/measurement-schemas.ts';
 import type { Clock } from '#server/clock.ts';
+import { measure, valueUnit } from '#common/measure.ts';
+import { modalityFrame } from '#server/imaging/images.ts';
+import type { Services } from '#server/services.ts';
 import { forbidden, invalid, notFound } from '#server/errors.ts';
 import type { Database } from '#server/store/database.ts';
 import { findInstance } from '#server/store/instances.ts';
@@ -45,12 +49,12 @@ export function listMeasurements(
   return { items: rows.items.map(toMeasurement), nextAfterId: rows.nextAfterId, patientId: scan.patient_id };
 }
 
-export function createMeasurement(
-  deps: MeasurementDeps,
+export async function createMeasurement(
+  deps: Services,
   scanId: string,
   userRef: number,
   body: CreateMeasurementBody,
-): { measurement: Measurement; patientId: string } {
+): Promise<{ measurement: Measurement; patientId: string }> {
   const scan = getScanRow(deps, scanId);
   const instance = findInstance(deps.db, body.instance_uid);
   // An image of another scan would list under this scan's report: refuse it rather than mix patients.
@@ -58,6 +62,8 @@ export function createMeasurement(
   if (body.frame >= instance.frames) {
     throw invalid(`frame ${body.frame} is out of range`, `the image has ${instance.frames} frame(s), numbered from 0`);
   }
+  const { frame, spacing } = await modalityFrame(deps, instance, body.frame);
+  const values = measure(frame, body.kind, body.points, spacing);
   const publicId = newPublicId('msr');
   insertMeasurement(deps.db, {
     public_id: publicId,
@@ -67,12 +73,12 @@ export function createMeasurement(
     user_ref: userRef,
     kind: body.kind,
     points: JSON.stringify(body.points),
-    length_mm: body.length_mm,
-    area_mm2: body.area_mm2,
-    mean: body.mean,
-    sd: body.sd,
-    value: body.value,
-    unit: body.unit,
+    length_mm: values.length_mm,
+    area_mm2: values.area_mm2,
+    mean: values.mean,
+    sd: values.sd,
+    value: values.value,
+    unit: valueUnit(scan.modality),
     created_at: deps.clock.now().toISOString(),
   });
   const row = findMeasurement(deps.db, publicId);

@@ -2,7 +2,8 @@
 import type { Role } from '#common/vocabulary.ts';
 import type { AuthContext } from '#server/auth/authenticate.ts';
 import { createExport } from '#server/exports/exports.ts';
-import { createMeasurement } from '#server/measurements/measurements.ts';
+import { insertMeasurement } from '#server/store/measurements.ts';
+import { newPublicId } from '#server/store/public-id.ts';
 import type { ModelVocabularies } from '#server/reports/recommendation.ts';
 import { draftReport, updateReport } from '#server/reports/reports.ts';
 import { readFileSync } from 'node:fs';
@@ -43,13 +44,17 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
   const imported = seedImportedInstance(t);
   const ownKey = (caller: Caller): string => t.keyFor(caller.role, { email: caller.auth.email }).keyId;
   const radiologistId = (): string => t.keyFor('radiologist').userId;
-  const lengthBody = { instance_uid: imported.instanceUid, frame: 0, kind: 'length', points: [[1, 1], [10, 1]], length_mm: 6 } as const;
-  const ownMeasurement = (caller: Caller): string =>
-    createMeasurement(t.server.services, imported.scanId, caller.auth.userRef, {
-      ...lengthBody,
-      points: [[1, 1], [10, 1]],
-      area_mm2: null, mean: null, sd: null, value: null, unit: null,
-    }).measurement.id;
+  const lengthBody = { instance_uid: imported.instanceUid, frame: 0, kind: 'length', points: [[1, 1], [10, 1]] } as const;
+  // Stored directly (the builder is synchronous): DELETE needs one of the caller's own.
+  const ownMeasurement = (caller: Caller): string => {
+    const refs = t.server.services.db.prepare('SELECT id, scan_ref FROM instances WHERE sop_instance_uid = ?').get(imported.instanceUid) as { id: number; scan_ref: number };
+    const publicId = newPublicId('msr');
+    insertMeasurement(t.server.services.db, {
+      public_id: publicId, scan_ref: refs.scan_ref, instance_ref: refs.id, frame: 0, user_ref: caller.auth.userRef, kind: 'length',
+      points: '[[1,1],[10,1]]', length_mm: 6, area_mm2: null, mean: null, sd: null, value: null, unit: null, created_at: new Date(0).toISOString(),
+    });
+    return publicId;
+  };
 
   return {
     'GET /v1/auth/me': () => ({ path: '/v1/auth/me' }),

@@ -25,11 +25,9 @@ const roi = () => ({
   frame: 0,
   kind: 'ellipse',
   points: [[10, 12], [40, 30.5]],
-  area_mm2: 123.4,
-  mean: 41.5,
-  sd: 3.25,
-  unit: 'HU',
 });
+/** CT_small.dcm: Pixel Spacing 0.661468\\0.661468. */
+const SPACING = 0.661468;
 
 describe('measurements', () => {
   it('keeps a reader\'s ROI and gives it back to that reader only', async () => {
@@ -41,13 +39,14 @@ describe('measurements', () => {
       instance_uid: ct.instanceUid,
       kind: 'ellipse',
       points: [[10, 12], [40, 30.5]],
-      area_mm2: 123.4,
-      mean: 41.5,
-      sd: 3.25,
       length_mm: null,
       value: null,
       unit: 'HU',
     });
+    // Computed by the server from the stored frame: the drawn ellipse's area, the pixels' HU.
+    expect(created.json.data.area_mm2).toBeCloseTo((Math.PI / 4) * 30 * 18.5 * SPACING * SPACING, 6);
+    expect(created.json.data.mean).toEqual(expect.any(Number));
+    expect(created.json.data.sd).toBeGreaterThan(0);
     const mine = await t.request('GET', path(), { key: reader });
     expect(mine.status).toBe(200);
     expect(mine.json.data.items.map((m: { id: string }) => m.id)).toEqual([created.json.data.id]);
@@ -61,7 +60,8 @@ describe('measurements', () => {
     expect(theirs.json.data.items).toEqual([]);
   });
 
-  it('refuses a wrong point count, a frame out of range and an image of another scan', async () => {
+  it('refuses a wrong point count, a frame out of range, an image of another scan and values from the client', async () => {
+    expect((await t.request('POST', path(), { key: reader, body: { ...roi(), mean: 40 } })).status).toBe(400);
     const probeWithTwo = await t.request('POST', path(), { key: reader, body: { ...roi(), kind: 'probe' } });
     expect(probeWithTwo.status).toBe(400);
     const frame = await t.request('POST', path(), { key: reader, body: { ...roi(), frame: 3 } });
@@ -73,13 +73,13 @@ describe('measurements', () => {
 
   it('needs write:reports to create; only the author deletes; audited with the patient', async () => {
     expect((await t.request('POST', path(), { key: viewerOnly, body: roi() })).status).toBe(403);
-    const created = await t.request('POST', path(), { key: reader, body: { ...roi(), kind: 'probe', points: [[5, 5]], value: -3, area_mm2: null, mean: null, sd: null } });
+    const created = await t.request('POST', path(), { key: reader, body: { ...roi(), kind: 'probe', points: [[5, 5]] } });
     expect(created.status).toBe(201);
     const id: string = created.json.data.id;
     expect((await t.request('DELETE', `/v1/measurements/${id}`, { key: otherReader })).status).toBe(403);
     const deleted = await t.request('DELETE', `/v1/measurements/${id}`, { key: reader });
     expect(deleted.status).toBe(200);
-    expect(deleted.json.data.value).toBe(-3);
+    expect(deleted.json.data.value).toEqual(expect.any(Number));
     expect((await t.request('DELETE', `/v1/measurements/${id}`, { key: reader })).status).toBe(404);
     const audit = await t.request('GET', '/v1/audit?action=measurements.delete');
     const events: Array<{ outcome: string; target: string; patient_id: string | null }> = audit.json.data.items;
@@ -92,12 +92,13 @@ describe('measurements', () => {
     const scanRow = t.server.services.db.prepare('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?').get(ct.scanId) as { id: number; study_uid: string; patient_id: string };
     seedAnalysis(t.server.services.db, { scanId: ct.scanId, scanRef: scanRow.id, studyUid: scanRow.study_uid, patientId: scanRow.patient_id }, [{}]);
     const author = t.keyFor('radiologist', { email: 'reader-c@example.org' }).key;
-    await t.request('POST', path(), { key: author, body: { ...roi(), kind: 'length', points: [[0, 0], [100, 0]], length_mm: 66.1, area_mm2: null, mean: null, sd: null, unit: null } });
+    await t.request('POST', path(), { key: author, body: { ...roi(), kind: 'length', points: [[0, 0], [100, 0]] } });
     await t.request('POST', path(), { key: otherReader, body: roi() });
     const draft = await t.request('POST', '/v1/reports', { key: author, body: { scan_id: ct.scanId } });
     expect(draft.status).toBe(201);
     const reportId: string = draft.json.data.id;
-    expect(draft.json.data.measurements.map((m: { kind: string; length_mm: number }) => [m.kind, m.length_mm])).toEqual([['length', 66.1]]);
+    expect(draft.json.data.measurements.map((m: { kind: string }) => m.kind)).toEqual(['length']);
+    expect(draft.json.data.measurements[0].length_mm).toBeCloseTo(100 * SPACING, 6);
     const csv = await t.request('GET', `/v1/reports?scan_id=${ct.scanId}&format=csv`, { key: author });
     expect(csv.text.split('\n')[0]).toMatch(/,lesions,measurements\r?$/);
     expect(csv.text).toContain(`length 66.1 mm (image ${ct.instanceUid} frame 1)`);
@@ -105,7 +106,7 @@ describe('measurements', () => {
     expect(xml.text).toContain('<measurements><measurement>');
     expect((await t.request('PATCH', `/v1/reports/${reportId}`, { key: author, body: { status: 'final' } })).status).toBe(200);
     t.clock.advance(60_000);
-    await t.request('POST', path(), { key: author, body: { ...roi(), kind: 'probe', points: [[3, 3]], value: 12, area_mm2: null, mean: null, sd: null } });
+    await t.request('POST', path(), { key: author, body: { ...roi(), kind: 'probe', points: [[3, 3]] } });
     const final = await t.request('GET', `/v1/reports/${reportId}`, { key: author });
     expect(final.json.data.measurements).toHaveLength(1);
   });

@@ -1,8 +1,8 @@
 /**
  * Measurement tools over the viewer's image (issue 11, reading tools): a length, an ellipse and a
  * rectangle ROI (area in mm², mean and SD in modality units) and a pixel-value probe. Each is
- * drawn on the current frame, computed from that frame's pixel spacing and raw values, and kept
- * on the server for this reader (POST /v1/scans/{scan_id}/measurements), so it is shown again
+ * drawn on the current frame, computed from that frame's pixel spacing and raw values while it is
+ * drawn, and kept (values computed again by the server from the stored frame) for this reader (POST /v1/scans/{scan_id}/measurements), so it is shown again
  * when the reader comes back and listed in the report.
  *
  * The layer is an SVG over the canvas: while a tool is on it takes the pointer (window/level and
@@ -85,10 +85,10 @@ export function MeasureLayer({ client, scanId, modality, slice, frame, transform
 
   const save = async (kind: MeasureKind, points: Point[]) => {
     if (!slice || !frame) return;
-    const values = measure(frame, kind, points, sliceSpacing(slice));
     try {
+      // The server computes the values it keeps from the stored frame, by the same rules (common/measure.ts).
       const created = await client.post<SavedMeasurement>(`/v1/scans/${encodeURIComponent(scanId)}/measurements`, {
-        body: { instance_uid: slice.instance.instance_uid, frame: slice.frame, kind, points, ...values, unit: valueUnit(modality) },
+        body: { instance_uid: slice.instance.instance_uid, frame: slice.frame, kind, points },
       });
       setSaved((list) => [...list, created]);
       setError(null);

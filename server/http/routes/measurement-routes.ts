@@ -29,17 +29,18 @@ export const measurementRoutes: Route[] = [
     path: '/v1/scans/{scan_id}/measurements',
     summary: 'Keep a measurement on one frame of the scan',
     description:
-      'Lengths and ROI areas are in mm from the frame\'s pixel spacing, ROI mean/SD and probe values in modality units (HU on ' +
-      'CT). Points are image pixels (column, row). The instance must belong to the scan.',
+      'The server computes the values from the stored frame: lengths and ROI areas in mm from the frame\'s own pixel spacing ' +
+      '(null without one), ROI mean/SD (pixels whose centres are inside) and probe values in modality units (HU on CT). ' +
+      'Points are image pixels (column, row). The instance must belong to the scan.',
     access: scopes('write:reports'),
     params: api.scanIdParam,
     body: m.createMeasurementBody,
     response: m.measurement,
     successStatus: 201,
     audit: 'measurements.create',
-    handle: ({ services, auth, params, body, audit }) => {
+    handle: async ({ services, auth, params, body, audit }) => {
       audit({ target: `scan:${params.scan_id}` });
-      const { measurement, patientId } = createMeasurement(services, params.scan_id, auth.userRef, body);
+      const { measurement, patientId } = await createMeasurement(services, params.scan_id, auth.userRef, body);
       audit({ target: `scan:${params.scan_id} measurement:${measurement.id}`, patientId });
       return { kind: 'data', data: measurement, status: 201 };
     },
