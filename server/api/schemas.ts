@@ -221,6 +221,8 @@ export const findingV11 = finding.extend({
   id: z.string(),
   review: z.enum(FINDING_REVIEWS).nullable(),
   place: findingPlace.nullable().optional().describe('Null when the image is not in the series; absent in reports signed before mia gave sizes'),
+  source: z.enum(['model', 'reader']).optional().describe("model: the AI's; reader: drawn by a radiologist (POST /v1/scans/{scan_id}/findings). Absent in reports signed before"),
+  review_reason: z.string().nullable().optional().describe('Why the reader rejected it, when they said'),
 });
 export type FindingV11 = z.infer<typeof findingV11>;
 

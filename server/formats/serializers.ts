@@ -100,6 +100,8 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
     'width_mm',
     'height_mm',
     'lesion_id',
+    'source',
+    'review_reason',
   ],
   csvRows(result) {
     const common = {
@@ -133,6 +135,8 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
       width_mm: finding.place?.width_mm ?? null,
       height_mm: finding.place?.height_mm ?? null,
       lesion_id: result.lesions.find((l) => l.finding_ids.includes(finding.id))?.id ?? null,
+      source: finding.source ?? 'model',
+      review_reason: finding.review_reason ?? null,
     }));
   },
 };

@@ -25,18 +25,21 @@ export function reviewFinding(
   userRef: number,
   findingId: string,
   review: FindingReview | null,
+  reason: string | null = null,
 ): ReviewedFinding {
   return inDurableTransaction(deps.db, () => {
     const row = findFindingWithScan(deps.db, findingId);
     if (!row) throw notFound('Finding', findingId);
     const followDrafts = beforeVerdict(deps, row.analysis_ref);
     const at = review === null ? null : deps.clock.now().toISOString();
-    setFindingReview(deps.db, row.id, review, review === null ? null : userRef, at);
+    // A reason is kept with a rejection only (the route refuses one with another verdict).
+    const kept = review === 'rejected' ? reason : null;
+    setFindingReview(deps.db, row.id, review, review === null ? null : userRef, at, kept);
     followDrafts(vocabularies, deps.clock.now().toISOString());
     // Verdicts on an older analysis's findings do not move the scan: its result is another.
     if (row.is_latest) advanceAfterReview(deps.db, { ref: row.scan_ref, status: row.scan_status }, deps.clock.now().toISOString());
     return {
-      finding: toFinding({ ...row, review, reviewed_by: review === null ? null : userRef, reviewed_at: at }, loadSliceIndex(deps.db, row.scan_ref)),
+      finding: toFinding({ ...row, review, reviewed_by: review === null ? null : userRef, reviewed_at: at, review_reason: kept }, loadSliceIndex(deps.db, row.scan_ref)),
       scanId: row.scan_id,
       patientId: row.patient_id,
     };

@@ -23,6 +23,8 @@ export function toFinding(row: FindingRow, slices?: SliceIndex): ScanResultV11['
     instance_uid: row.instance_uid,
     frame: row.frame,
     review: row.review,
+    source: row.source,
+    review_reason: row.review_reason,
     place: slices ? placeOf(slices, { instance_uid: row.instance_uid, frame: row.frame, width: row.width, height: row.height }) : null,
   };
 }

@@ -42,6 +42,11 @@ export type FindingRow = {
   review: FindingReview | null;
   reviewed_by: number | null;
   reviewed_at: string | null;
+  /** 'reader': drawn by a radiologist (created_by) on the analysis the model's findings are on. */
+  source: 'model' | 'reader';
+  created_by: number | null;
+  /** Why the reader rejected it, when they said. */
+  review_reason: string | null;
 };
 
 export type FindingInput = {
@@ -115,7 +120,7 @@ export function findFindingsByAnalyses(db: Database, analysisIds: readonly numbe
   if (analysisIds.length === 0) return byAnalysis;
   const rows = sql(db,
       `SELECT * FROM findings WHERE analysis_ref IN (SELECT value FROM json_each(?))
-       ORDER BY analysis_ref, confidence DESC, id`,
+       ORDER BY analysis_ref, source = 'reader', confidence DESC, id`,
     )
     .all(JSON.stringify(analysisIds)) as FindingRow[];
   for (const row of rows) {
@@ -136,6 +141,23 @@ export function setFindingReview(
   review: FindingReview | null,
   userRef: number | null,
   at: string | null,
+  reason: string | null = null,
 ): void {
-  sql(db, 'UPDATE findings SET review = ?, reviewed_by = ?, reviewed_at = ? WHERE id = ?').run(review, userRef, at, id);
+  sql(db, 'UPDATE findings SET review = ?, reviewed_by = ?, reviewed_at = ?, review_reason = ? WHERE id = ?').run(review, userRef, at, reason, id);
+}
+
+export type ReaderFindingInput = { label: string; x: number; y: number; width: number; height: number; instanceUid: string; frame: number };
+
+/**
+ * A finding drawn by a reader: accepted by its author as they draw it (they assert it), with
+ * confidence 1 because the schema asks for one; lists put it after the model's findings.
+ */
+export function insertReaderFinding(db: Database, analysisRef: number, input: ReaderFindingInput, userRef: number, at: string): string {
+  const publicId = newPublicId('fnd');
+  sql(db,
+    `INSERT INTO findings (public_id, analysis_ref, label, confidence, x, y, width, height, instance_uid, frame,
+       review, reviewed_by, reviewed_at, source, created_by)
+     VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, ?, 'accepted', ?, ?, 'reader', ?)`,
+  ).run(publicId, analysisRef, input.label, input.x, input.y, input.width, input.height, input.instanceUid, input.frame, userRef, at, userRef);
+  return publicId;
 }

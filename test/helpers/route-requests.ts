@@ -72,6 +72,15 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
     'GET /v1/scan/results': () => ({ path: '/v1/scan/results' }),
     'GET /v1/scans/{scan_id}/results': () => ({ path: `/v1/scans/${analysedScan()}/results` }),
     'PATCH /v1/findings/{id}': () => ({ path: `/v1/findings/${analysedFindingId()}`, body: { review: 'accepted' } }),
+    'POST /v1/scans/{scan_id}/findings': () => {
+      const image = seedImportedInstance(t);
+      const scanRef = (t.server.services.db.prepare('SELECT id FROM scans WHERE scan_id = ?').get(image.scanId) as { id: number }).id;
+      seedAnalysis(t.server.services.db, { scanId: image.scanId, patientId: '', studyUid: '', scanRef }, [{}]);
+      return {
+        path: `/v1/scans/${image.scanId}/findings`,
+        body: { source: 'reader', label: 'tumor_detected', instance_uid: image.instanceUid, location: { x: 1, y: 1, width: 5, height: 5 } },
+      };
+    },
     'GET /v1/reports': () => ({ path: '/v1/reports' }),
     'GET /reports': () => ({ path: '/reports' }),
     'GET /v1/reports/{id}': (caller) => ({ path: `/v1/reports/${newReport(caller)}` }),

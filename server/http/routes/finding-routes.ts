@@ -7,8 +7,12 @@ import { loadModelVocabularies } from '#server/reports/recommendation.ts';
 import { reviewFinding } from '#server/scans/finding-review.ts';
 
 const reviewBody = z
-  .object({ review: z.enum(FINDING_REVIEWS).nullable().describe('accepted, rejected, or null to clear the verdict') })
-  .strict();
+  .object({
+    review: z.enum(FINDING_REVIEWS).nullable().describe('accepted, rejected, or null to clear the verdict'),
+    reason: z.string().trim().min(1).max(500).optional().describe('Why the finding is rejected (with review rejected only); shown in the report and exports'),
+  })
+  .strict()
+  .refine((body) => body.reason === undefined || body.review === 'rejected', { message: 'reason goes with review rejected only' });
 
 export const findingRoutes: Route[] = [
   defineRoute({
@@ -27,7 +31,7 @@ export const findingRoutes: Route[] = [
     handle: async ({ services, auth, params, body, audit }) => {
       audit({ target: `finding:${params.id}` });
       const vocabularies = await loadModelVocabularies(services.config);
-      const reviewed = reviewFinding(services, vocabularies, auth.userRef, params.id, body.review);
+      const reviewed = reviewFinding(services, vocabularies, auth.userRef, params.id, body.review, body.reason ?? null);
       audit({ target: `finding:${params.id} scan:${reviewed.scanId} review:${body.review ?? 'cleared'}`, patientId: reviewed.patientId });
       return { kind: 'data', data: reviewed.finding };
     },

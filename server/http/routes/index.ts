@@ -7,13 +7,14 @@ import { exportRoutes } from '#server/http/routes/export-routes.ts';
 import { imageRoutes } from '#server/http/routes/image-routes.ts';
 import { importRoutes } from '#server/http/routes/import-routes.ts';
 import { findingRoutes } from '#server/http/routes/finding-routes.ts';
+import { readerFindingRoutes } from '#server/http/routes/reader-finding-routes.ts';
 import { measurementRoutes } from '#server/http/routes/measurement-routes.ts';
 import { metaRoutes } from '#server/http/routes/meta-routes.ts';
 import { reportRoutes } from '#server/http/routes/report-routes.ts';
 import { scanRoutes } from '#server/http/routes/scan-routes.ts';
 import { userRoutes } from '#server/http/routes/user-routes.ts';
 
-const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...reportRoutes, ...exportRoutes, ...importRoutes, ...imageRoutes, ...measurementRoutes, ...analysisRoutes, ...metaRoutes];
+const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...readerFindingRoutes, ...reportRoutes, ...exportRoutes, ...importRoutes, ...imageRoutes, ...measurementRoutes, ...analysisRoutes, ...metaRoutes];
 
 let openApiDocument: unknown;
 

@@ -1,0 +1,94 @@
+/**
+ * Issue 11, reading tools: a radiologist adds a finding the model missed (a box on an image of
+ * the scan, a glossary label) and says why they reject one; both enter the report, its
+ * recommendation and the exports, and a final report locks them (addenda instead).
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseCsv } from '../helpers/csv.ts';
+import { seedImportedInstance } from '../helpers/image-fixture.ts';
+import { seedAnalysis } from '../helpers/seed.ts';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
+
+let t: TestServer;
+let reader: { key: string; userId: string };
+beforeAll(async () => {
+  t = await startTestServer();
+  reader = t.keyFor('radiologist', { email: 'reader@hospital.test' });
+});
+afterAll(async () => {
+  await t.close();
+});
+
+/** pydicom's CT_small (128 x 128, 0.661 mm pixels) with the model's infarct on it. */
+function analysedCt() {
+  const image = seedImportedInstance(t);
+  const { db } = t.server.services;
+  const scanRef = (db.prepare('SELECT id FROM scans WHERE scan_id = ?').get(image.scanId) as { id: number }).id;
+  seedAnalysis(db, { scanId: image.scanId, patientId: '', studyUid: '', scanRef }, [
+    { label: 'infarct_detected', confidence: 0.7, x: 10, y: 10, width: 20, height: 20, instanceUid: image.instanceUid },
+  ]);
+  return image;
+}
+
+const add = (scanId: string, body: Record<string, unknown>, key = reader.key) => t.request('POST', `/v1/scans/${scanId}/findings`, { key, body });
+const results = async (scanId: string) => (await t.request('GET', `/v1/scans/${scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data;
+
+describe('reader-drawn findings and reasons for rejecting', () => {
+  it('adds a glossary-labelled box as an accepted reader finding that the report, its recommendation and the CSV carry', async () => {
+    const image = analysedCt();
+    const box = { x: 60, y: 50, width: 30, height: 20 };
+    const added = await add(image.scanId, { source: 'reader', label: 'tumor_detected', instance_uid: image.instanceUid, location: box });
+    expect(added.status).toBe(201);
+    expect(added.json.data).toMatchObject({ label: 'tumor_detected', source: 'reader', review: 'accepted', confidence: 1, location: box, place: { slice: 1, slices: 1 } });
+    expect(added.json.data.place.width_mm).toBeCloseTo(30 * 0.661, 0);
+
+    const infarct = (await results(image.scanId)).findings.find((f: { label: string }) => f.label === 'infarct_detected');
+    expect(infarct.source).toBe('model');
+    const rejected = await t.request('PATCH', `/v1/findings/${infarct.id}`, { key: reader.key, body: { review: 'rejected', reason: 'Beam-hardening artefact, not an infarct.' } });
+    expect(rejected.status).toBe(200);
+    expect(rejected.json.data).toMatchObject({ review: 'rejected', review_reason: 'Beam-hardening artefact, not an infarct.' });
+
+    const report = (await t.request('POST', '/v1/reports', { key: reader.key, body: { scan_id: image.scanId } })).json.data;
+    expect(report.findings).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ id: added.json.data.id, source: 'reader', review: 'accepted' }),
+        expect.objectContaining({ id: infarct.id, review: 'rejected', review_reason: 'Beam-hardening artefact, not an infarct.' }),
+      ]),
+    );
+    // The reader's tumour drives the recommendation; the rejected infarct does not.
+    expect(report.recommendation_basis).toBe('verdicts');
+    expect(report.recommendation).toMatch(/tumour/i);
+    expect(report.recommendation).not.toMatch(/infarct/i);
+
+    const csv = parseCsv((await t.request('GET', `/v1/scan/results?format=csv&scan_id=${image.scanId}`, { key: reader.key, headers: { 'API-Version': '1.1' } })).text);
+    const h = csv[0]!;
+    const rows = csv.slice(1).map((r) => [r[h.indexOf('label')], r[h.indexOf('source')], r[h.indexOf('review')], r[h.indexOf('review_reason')]]);
+    expect(rows).toEqual(
+      expect.arrayContaining([
+        ['tumor_detected', 'reader', 'accepted', ''],
+        ['infarct_detected', 'model', 'rejected', 'Beam-hardening artefact, not an infarct.'],
+      ]),
+    );
+
+    // Final: the verdicts and the findings are locked; a change goes through an addendum.
+    expect((await t.request('PATCH', `/v1/reports/${report.id}`, { key: reader.key, body: { status: 'final' } })).status).toBe(200);
+    const late = await add(image.scanId, { source: 'reader', label: 'tumor_detected', instance_uid: image.instanceUid, location: box });
+    expect(late.status).toBe(409);
+    expect(late.json.error.details).toContain(`/v1/reports/${report.id}/addenda`);
+  });
+
+  it('refuses a label outside the glossary, an image of another scan, a box off the image, a reason without a rejection, and readers without write:reports', async () => {
+    const image = analysedCt();
+    const other = seedImportedInstance(t, '/usr/lib/python3/dist-packages/pydicom/data/test_files/MR_small.dcm');
+    const box = { x: 1, y: 1, width: 5, height: 5 };
+    const body = { source: 'reader', label: 'tumor_detected', instance_uid: image.instanceUid, location: box };
+    expect((await add(image.scanId, { ...body, label: 'made_up' })).status).toBe(400);
+    expect((await add(image.scanId, { ...body, instance_uid: other.instanceUid })).status).toBe(400);
+    expect((await add(image.scanId, { ...body, location: { x: 120, y: 0, width: 20, height: 5 } })).status).toBe(400);
+    expect((await add(image.scanId, { ...body, source: 'model' })).status).toBe(400);
+    const viewer = t.keyFor('data_engineer');
+    expect((await add(image.scanId, body, viewer.key)).status).toBe(403);
+    const infarct = (await results(image.scanId)).findings[0];
+    expect((await t.request('PATCH', `/v1/findings/${infarct.id}`, { key: reader.key, body: { review: 'accepted', reason: 'why' } })).status).toBe(400);
+  });
+});
