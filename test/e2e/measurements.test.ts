@@ -119,7 +119,10 @@ describe('measurement tools', () => {
     const inside = await pageAt(ui, 100.5, 100.5);
     await ui.page.mouse.click(inside.x, inside.y);
     await expect.poll(async () => (await labels(ui)).length, WAIT).toBe(6);
-    await ui.page.getByTestId('measure-probe').click();
+    // Esc puts the tool down and stays in the viewer.
+    await ui.page.keyboard.press('Escape');
+    await expect.poll(() => ui.page.getByTestId('measure-layer').getAttribute('data-tool'), WAIT).toBe('');
+    await expect(ui.page.getByTestId('viewer').count()).resolves.toBe(1);
 
     const all = await labels(ui);
     const ellipse = all.find((l) => l.kind === 'ellipse');

@@ -65,6 +65,21 @@ export function MeasureLayer({ client, scanId, modality, slice, frame, transform
     return () => controller.abort();
   }, [client, scanId]);
 
+  // Esc while a tool is on puts the tool down instead of leaving the viewer (the viewer's own
+  // Esc goes to the worklist): a capture listener on window runs before the viewer's.
+  useEffect(() => {
+    if (!tool) return;
+    const onKey = (event: KeyboardEvent) => {
+      if (event.key !== 'Escape') return;
+      event.stopPropagation();
+      event.preventDefault();
+      setTool(null);
+      setDraft(null);
+    };
+    window.addEventListener('keydown', onKey, { capture: true });
+    return () => window.removeEventListener('keydown', onKey, { capture: true });
+  }, [tool]);
+
   // Image pixel (column, row) <-> CSS pixel on the viewport, through the turn/mirror and the fit.
   const toImage = (x: number, y: number): Point => {
     const f = screenPointToFrame(orient, size, x, y);
