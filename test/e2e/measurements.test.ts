@@ -13,6 +13,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR, type Ui } from '../helpers/browser.ts';
 import { seedImportedInstance } from '../helpers/image-fixture.ts';
+import { readPng } from '../helpers/png.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { seedAnalysis } from '../helpers/seed.ts';
 
@@ -158,4 +159,30 @@ describe('measurement tools', () => {
     await again.page.getByTestId('report-measurements').scrollIntoViewIfNeeded();
     await again.screenshot('measurements-report');
   }, 120_000);
+
+  it('measures on a turned image: a length across the drawn block after a quarter turn is its 80 mm height', async () => {
+    const ui = await openPhantom();
+    await ui.page.keyboard.press('t');
+    await ui.page.evaluate('new Promise((resolve) => requestAnimationFrame(() => requestAnimationFrame(resolve)))');
+    // Find the block's edges in the canvas pixels themselves, not through the code under test.
+    const url = (await ui.page.evaluate(`document.querySelector('[data-testid="viewport-canvas"]').toDataURL()`)) as string;
+    const png = readPng(Buffer.from(url.slice(url.indexOf(',') + 1), 'base64'));
+    const ratio = (await ui.page.evaluate('window.devicePixelRatio')) as number;
+    const y = Math.round(png.height / 2);
+    const lit: number[] = [];
+    for (let x = 0; x < png.width; x += 1) if ((png.pixels[(y * png.width + x) * png.channels] ?? 0) > 40) lit.push(x);
+    const left = (lit[0] ?? 0) / ratio;
+    const right = ((lit.at(-1) ?? 0) + 1) / ratio;
+    const box = await ui.page.getByTestId('viewport-canvas').boundingBox();
+    if (!box) throw new Error('no canvas');
+    await ui.page.getByTestId('measure-length').click();
+    await ui.page.mouse.move(box.x + left, box.y + y / ratio);
+    await ui.page.mouse.down();
+    await ui.page.mouse.move(box.x + right, box.y + y / ratio, { steps: 6 });
+    await ui.page.mouse.up();
+    const drawn = ui.page.getByTestId('measure-label').last();
+    await expect.poll(async () => Number(await drawn.getAttribute('data-length-mm')), WAIT).toBeGreaterThan(0);
+    expect(Math.abs(Number(await drawn.getAttribute('data-length-mm')) - 100 * ROW_MM)).toBeLessThan(1);
+    await ui.screenshot('measurements-turned');
+  }, 60_000);
 });
