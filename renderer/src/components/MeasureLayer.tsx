@@ -167,11 +167,14 @@ export function MeasureLayer({ client, scanId, modality, slice, frame, transform
       <ellipse cx={x + w / 2} cy={y + h / 2} rx={w / 2} ry={h / 2} fill="none" stroke={COLOUR} strokeWidth={1.5} />
     );
   };
-  const labelAt = (m: SavedMeasurement): { x: number; y: number } => {
+  // Beside the shape's right side, or its left when that would run off the viewport (labels are
+  // up to ~320 px wide), and never above the top edge.
+  const labelAt = (m: SavedMeasurement): { x: number; y: number; before: boolean } => {
     const screen = m.points.map(toScreen);
-    const x = Math.max(...screen.map((p) => p.x));
-    const y = Math.min(...screen.map((p) => p.y));
-    return { x: x + 6, y };
+    const right = Math.max(...screen.map((p) => p.x));
+    const left = Math.min(...screen.map((p) => p.x));
+    const y = Math.max(0, Math.min(...screen.map((p) => p.y)));
+    return right + 330 > size.width && left > 330 ? { x: left - 6, y, before: true } : { x: right + 6, y, before: false };
   };
 
   return (
@@ -207,7 +210,7 @@ export function MeasureLayer({ client, scanId, modality, slice, frame, transform
             data-mean={m.mean ?? ''}
             data-sd={m.sd ?? ''}
             data-value={m.value ?? ''}
-            style={{ left: at.x, top: at.y, color: COLOUR, whiteSpace: 'nowrap', pointerEvents: m.id === 'draft' ? 'none' : 'auto' }}
+            style={{ left: at.x, top: at.y, transform: at.before ? 'translateX(-100%)' : undefined, color: COLOUR, whiteSpace: 'nowrap', pointerEvents: m.id === 'draft' ? 'none' : 'auto' }}
           >
             {describeMeasurement(m)}
             {canEdit && m.id !== 'draft' ? (
