@@ -40,7 +40,11 @@ export function impressionFromLesions(
   const accepted = lesions.filter((l) => l.review === 'accepted');
   if (accepted.length === 0) return null;
   const places = new Map(findings.map((f) => [f.id, f.place]));
-  const lines = accepted.map((lesion) => `- ${sources.displayName(lesion.label)}: ${lesionText(lesion, places)} (AI confidence ${Math.round(lesion.confidence * 100)}%).`);
+  const byReader = new Set(findings.filter((f) => f.source === 'reader').map((f) => f.id));
+  // A lesion only the reader drew has no AI confidence to give.
+  const origin = (lesion: Lesion) =>
+    lesion.finding_ids.every((id) => byReader.has(id)) ? 'added by the reader' : `AI confidence ${Math.round(lesion.confidence * 100)}%`;
+  const lines = accepted.map((lesion) => `- ${sources.displayName(lesion.label)}: ${lesionText(lesion, places)} (${origin(lesion)}).`);
   const by = sources.model ? ` (${sources.model}, not for clinical use)` : '';
   return `AI findings accepted on review${by}:\n${lines.join('\n')}`;
 }

@@ -79,6 +79,10 @@ export type Finding = {
   review: FindingReview | null;
   /** Slice in the viewer's stack and box size in mm (server/findings/places.ts); null when the image is not in the series. */
   place?: FindingPlace | null;
+  /** model: the AI's; reader: drawn by a radiologist. */
+  source?: 'model' | 'reader';
+  /** Why the reader rejected it, when they said. */
+  review_reason?: string | null;
 };
 
 export type FindingPlace = { slice: number; slices: number; position_mm: number | null; width_mm: number | null; height_mm: number | null };

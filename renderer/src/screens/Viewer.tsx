@@ -29,6 +29,8 @@ import { applyOrient, edgeMarkers, orientedSize, scaleBar, screenDeltaToFrame, s
 import { useDisplayTools } from '../imaging/use-display-tools.ts';
 import { DisplayControls, DisplayOverlay } from '../components/DisplayOverlay.tsx';
 import { MeasureLayer } from '../components/MeasureLayer.tsx';
+import { FindingDrawLayer } from '../components/FindingDrawLayer.tsx';
+import { RejectReason } from '../components/RejectReason.tsx';
 import { SeriesStrip } from '../components/SeriesStrip.tsx';
 import { PatientName } from '../components/PatientName.tsx';
 import { navigate } from '../route.ts';
@@ -321,7 +323,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
       setReviewError(null);
       try {
         const updated = await client.patch<Finding>(`/v1/findings/${encodeURIComponent(finding.id)}`, { body: { review: verdict } });
-        setFindings((list) => list.map((f) => (f.id === finding.id ? { ...f, review: updated.review } : f)));
+        setFindings((list) => list.map((f) => (f.id === finding.id ? { ...f, review: updated.review, review_reason: updated.review_reason } : f)));
       } catch (error) {
         setReviewError(error);
       }
@@ -508,6 +510,9 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
             bar={scaleBar(transform.scale / (sliceSpacing(slice)?.[1] ?? NaN), size.width)}
           />
           <MeasureLayer client={client} scanId={scan.scan_id} modality={scan.modality} slice={slice} frame={frame} transform={transform} orient={tools.orient} size={size} canEdit={canReview} />
+          {canReview && result && scan.status !== 'reported' ? (
+            <FindingDrawLayer client={client} scanId={scan.scan_id} slice={slice} transform={transform} orient={tools.orient} size={size} onAdded={(f) => setFindings((list) => [...list, f])} />
+          ) : null}
           <div className="overlay-text bl" data-testid="window-readout">
             {effectiveWindow ? `W ${Math.round(effectiveWindow.width)} / L ${Math.round(effectiveWindow.center)} · ${presetName}` : ''}
             <br />
@@ -643,7 +648,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
                   ) : null}
                   <div className="row">
                     <b className="grow">{labelText(finding.label)}</b>
-                    <span>{percent(finding.confidence)}</span>
+                    <span data-testid="finding-source">{finding.source === 'reader' ? 'drawn by reader' : percent(finding.confidence)}</span>
                   </div>
                   <div className="row muted">
                     <span className="grow">
@@ -682,6 +687,13 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
                         ✗ Reject
                       </button>
                     </div>
+                  ) : null}
+                  {canReview && scan.status !== 'reported' && finding.review === 'rejected' ? (
+                    <RejectReason
+                      client={client}
+                      finding={finding}
+                      onSaved={(u) => setFindings((list) => list.map((f) => (f.id === u.id ? { ...f, review: u.review, review_reason: u.review_reason } : f)))}
+                    />
                   ) : null}
                   {canReview && blocked !== null && finding.id === currentId ? (
                     <div className="muted review-blocked" data-testid="review-blocked">
