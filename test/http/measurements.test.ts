@@ -1,4 +1,8 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { philipsMprage } from '../helpers/enhanced.ts';
 import { seedImportedInstance, type SeededInstance } from '../helpers/image-fixture.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { seedAnalysis } from '../helpers/seed.ts';
@@ -109,5 +113,34 @@ describe('measurements', () => {
     await t.request('POST', path(), { key: author, body: { ...roi(), kind: 'probe', points: [[3, 3]] } });
     const final = await t.request('GET', `/v1/reports/${reportId}`, { key: author });
     expect(final.json.data.measurements).toHaveLength(1);
+  });
+
+  it('uses the frame\'s own pixel spacing and rescale on an Enhanced MR (nibabel\'s philips_mprage.dcm, slope 2.1079 per frame)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mia-measure-enhanced-'));
+    try {
+      const file = join(dir, 'philips_mprage.dcm');
+      writeFileSync(file, philipsMprage());
+      const mr = seedImportedInstance(t, file);
+      const instance = (await t.request('GET', `/v1/scans/${mr.scanId}/instances`)).json.data.items[0];
+      const spacing: number[] = instance.frame_values?.[88]?.pixel_spacing ?? instance.pixel_spacing;
+      const measurements = `/v1/scans/${mr.scanId}/measurements`;
+      const length = await t.request('POST', measurements, { key: reader, body: { instance_uid: mr.instanceUid, frame: 88, kind: 'length', points: [[10, 20], [40, 60]] } });
+      expect(length.status).toBe(201);
+      expect(length.json.data.length_mm).toBeCloseTo(Math.hypot(30 * (spacing[1] ?? 0), 40 * (spacing[0] ?? 0)), 6);
+      expect(length.json.data.unit).toBeNull();
+      // The probe is the raw stored value times the frame's slope (the raw endpoint's headers).
+      const raw = await fetch(`${t.url}/v1/instances/${mr.instanceUid}/frames/88/raw`, { headers: { Authorization: `Bearer ${t.adminKey}`, Accept: '*/*' } });
+      const body = Buffer.from(await raw.arrayBuffer());
+      const slope = Number(raw.headers.get('x-rescale-slope'));
+      const intercept = Number(raw.headers.get('x-rescale-intercept'));
+      expect(slope).toBeCloseTo(2.1079, 3);
+      const columns = Number(raw.headers.get('x-columns'));
+      const bytes = new DataView(body.buffer, body.byteOffset, body.byteLength);
+      const stored = bytes.getUint16((40 * columns + 30) * 2, true);
+      const probe = await t.request('POST', measurements, { key: reader, body: { instance_uid: mr.instanceUid, frame: 88, kind: 'probe', points: [[30.5, 40.5]] } });
+      expect(probe.json.data.value).toBeCloseTo(stored * slope + intercept, 3);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
