@@ -15,6 +15,7 @@ export const AUDIT_ACTIONS = [
   'exports.create',
   'exports.download',
   'exports.list',
+  'findings.add',
   'findings.review',
   'imports.create',
   'imports.events',
