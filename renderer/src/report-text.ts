@@ -46,5 +46,7 @@ export function impressionFromLesions(
     lesion.finding_ids.every((id) => byReader.has(id)) ? 'added by the reader' : `AI confidence ${Math.round(lesion.confidence * 100)}%`;
   const lines = accepted.map((lesion) => `- ${sources.displayName(lesion.label)}: ${lesionText(lesion, places)} (${origin(lesion)}).`);
   const by = sources.model ? ` (${sources.model}, not for clinical use)` : '';
-  return `AI findings accepted on review${by}:\n${lines.join('\n')}`;
+  // Not "AI findings" when the reader drew some of them.
+  const what = accepted.some((l) => origin(l) === 'added by the reader') ? 'Findings accepted on review, AI and reader-drawn' : 'AI findings accepted on review';
+  return `${what}${by}:\n${lines.join('\n')}`;
 }

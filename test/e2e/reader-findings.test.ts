@@ -87,7 +87,9 @@ describe('reader-drawn findings and reasons for rejecting', () => {
     expect(tumourRow).toContain('drawn by reader');
     expect(tumourRow).toMatch(/\d+(\.\d)? × \d+(\.\d)? mm/);
     expect(await ui.page.getByTestId('report-lesion').filter({ hasText: /infarct/i }).textContent()).toContain('rejected: Beam-hardening artefact at the skull base.');
-    expect(await ui.page.getByTestId('impression').inputValue()).toMatch(/: \d+(\.\d)? × \d+(\.\d)? mm, slice 1 of 1 \(added by the reader\)\./);
+    const impression = await ui.page.getByTestId('impression').inputValue();
+    expect(impression).toMatch(/^Findings accepted on review, AI and reader-drawn/);
+    expect(impression).toMatch(/: \d+(\.\d)? × \d+(\.\d)? mm, slice 1 of 1 \(added by the reader\)\./);
     await ui.screenshot('reader-finding-report');
   }, 60_000);
 });

@@ -66,7 +66,7 @@ export function drawSlice(ctx: CanvasRenderingContext2D, width: number, height: 
       ctx.lineWidth = current ? 3 : 2;
       ctx.setLineDash(finding.review === 'rejected' ? [6, 4] : []);
       ctx.strokeRect(topLeft.x, topLeft.y, w, h);
-      const text = `${labelText(finding.label)} ${percent(finding.confidence)}${finding.review ? ` · ${finding.review}` : ''}`;
+      const text = `${labelText(finding.label)} ${finding.source === 'reader' ? '(reader)' : percent(finding.confidence)}${finding.review ? ` · ${finding.review}` : ''}`;
       const textWidth = ctx.measureText(text).width;
       const labelY = topLeft.y > 20 ? topLeft.y - 3 : topLeft.y + h + 18;
       ctx.fillStyle = 'rgba(0,0,0,0.65)';
