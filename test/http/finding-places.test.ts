@@ -3,6 +3,7 @@
  * frame's own pixel spacing), and findings of one lesion on neighbouring slices are grouped with
  * their 3D extent, in the results API, the report and the exports.
  */
+import { XMLValidator } from 'fast-xml-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inTransaction } from '#server/store/database.ts';
 import { insertInstance } from '#server/store/archive-index.ts';
@@ -141,6 +142,10 @@ describe('one lesion, one finding', () => {
     const csv = parseCsv((await t.request('GET', `/v1/reports?format=csv&scan_id=${scan.scanId}`, { key: reader.key })).text);
     const lesionsCell = csv[1]![csv[0]!.indexOf('lesions')]!;
     expect(lesionsCell.split('\n')).toContain('tumor_detected: slices 3-5 of 8, largest 40 mm (accepted)');
+    const xml = (await t.request('GET', `/v1/reports?format=xml&scan_id=${scan.scanId}`, { key: reader.key })).text;
+    expect(XMLValidator.validate(xml)).toBe(true);
+    expect(xml).toMatch(new RegExp(`<lesion><id>${on(3)}</id><label>tumor_detected</label><finding_ids><finding_id>${on(3)}</finding_id>`));
+    expect(xml).toContain('<first_slice>3</first_slice><last_slice>5</last_slice><slices>8</slices><largest_diameter_mm>40</largest_diameter_mm>');
     const rows = parseCsv((await t.request('GET', `/v1/scan/results?format=csv&scan_id=${scan.scanId}`, { key: reader.key, headers: { 'API-Version': '1.1' } })).text);
     const h = rows[0]!;
     const row = rows.find((r) => r[h.indexOf('finding_id')] === on(5))!;
