@@ -6,7 +6,7 @@
  * the probe reads HU, and everything is kept for the reader and shown again after a reload.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
@@ -16,6 +16,7 @@ import { seedImportedInstance } from '../helpers/image-fixture.ts';
 import { readPng } from '../helpers/png.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { seedAnalysis } from '../helpers/seed.ts';
+import { makePhantoms } from '../imports/helpers.ts';
 
 const WAIT = { timeout: 10_000 };
 const ROW_MM = 0.8;
@@ -26,6 +27,8 @@ let browser: Browser;
 let work: string;
 let scanId = '';
 let reader = '';
+let stackScan = '';
+const STACK_SEED = 20261123;
 
 beforeAll(async () => {
   ensureRendererBuilt();
@@ -40,6 +43,9 @@ beforeAll(async () => {
     .get(scanId) as { id: number; study_uid: string; patient_id: string };
   seedAnalysis(t.server.services.db, { scanId, scanRef: row.id, studyUid: row.study_uid, patientId: row.patient_id }, [{}]);
   reader = t.keyFor('radiologist').key;
+  makePhantoms(join(work, 'stack'), { series: 1, seed: STACK_SEED, size: 64, slices: 6, modality: 'CT' });
+  const stackDir = join(work, 'stack', `series-${STACK_SEED}-CT`);
+  for (const name of readdirSync(stackDir)) stackScan = seedImportedInstance(t, join(stackDir, name)).scanId;
   browser = await launchBrowser();
 }, 120_000);
 
@@ -184,5 +190,27 @@ describe('measurement tools', () => {
     await expect.poll(async () => Number(await drawn.getAttribute('data-length-mm')), WAIT).toBeGreaterThan(0);
     expect(Math.abs(Number(await drawn.getAttribute('data-length-mm')) - 100 * ROW_MM)).toBeLessThan(1);
     await ui.screenshot('measurements-turned');
+  }, 60_000);
+
+  it('scrolls the stack with the wheel while a tool is on, and keeps each measurement on its own slice', async () => {
+    const ui = await openUi(browser, t.url);
+    await ui.signIn(reader);
+    await ui.openScan(stackScan);
+    const canvas = ui.page.getByTestId('viewport-canvas');
+    // The viewer opens on the middle slice: start from wherever it is.
+    await expect.poll(async () => (await canvas.getAttribute('data-rendered-slice')) || null, WAIT).not.toBeNull();
+    const start = Number(await canvas.getAttribute('data-slice-index'));
+    await ui.page.getByTestId('measure-length').click();
+    await drag(ui, [10, 10], [50, 10]);
+    await expect.poll(() => ui.page.getByTestId('measure-label').count(), WAIT).toBe(1);
+    const box = await canvas.boundingBox();
+    if (!box) throw new Error('no canvas');
+    await ui.page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    await ui.page.mouse.wheel(0, 120);
+    await expect.poll(() => canvas.getAttribute('data-slice-index'), WAIT).toBe(String(start + 1));
+    expect(await ui.page.getByTestId('measure-layer').getAttribute('data-tool')).toBe('length');
+    await expect.poll(() => ui.page.getByTestId('measure-label').count(), WAIT).toBe(0);
+    await ui.page.mouse.wheel(0, -120);
+    await expect.poll(() => ui.page.getByTestId('measure-label').count(), WAIT).toBe(1);
   }, 60_000);
 });

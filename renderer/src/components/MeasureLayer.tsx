@@ -80,6 +80,31 @@ export function MeasureLayer({ client, scanId, modality, slice, frame, transform
     return () => window.removeEventListener('keydown', onKey, { capture: true });
   }, [tool]);
 
+  // While a tool is on the layer covers the canvas; the wheel still scrolls the stack: the event
+  // is handed to the canvas (the viewer's wheel listener) and the page itself does not scroll.
+  useEffect(() => {
+    const svg = svgRef.current;
+    if (!svg || !tool) return;
+    const onWheel = (event: WheelEvent) => {
+      event.preventDefault();
+      const canvas = svg.parentElement?.querySelector('canvas');
+      canvas?.dispatchEvent(
+        new WheelEvent('wheel', {
+          deltaX: event.deltaX,
+          deltaY: event.deltaY,
+          deltaMode: event.deltaMode,
+          ctrlKey: event.ctrlKey,
+          shiftKey: event.shiftKey,
+          clientX: event.clientX,
+          clientY: event.clientY,
+          cancelable: true,
+        }),
+      );
+    };
+    svg.addEventListener('wheel', onWheel, { passive: false });
+    return () => svg.removeEventListener('wheel', onWheel);
+  }, [tool]);
+
   // Image pixel (column, row) <-> CSS pixel on the viewport, through the turn/mirror and the fit.
   const toImage = (x: number, y: number): Point => {
     const f = screenPointToFrame(orient, size, x, y);
