@@ -335,6 +335,18 @@ export const updateReportBody = z
   .strict()
   .refine((body) => Object.keys(body).length > 0, { message: 'give at least one of impression, recommendation, status' });
 
+export const readerFindingInput = z
+  .object({
+    label: z.string().min(1).max(64).describe('A label of the glossary, GET /v1/labels'),
+    instance_uid: z.string().min(1).max(64).describe('The image of the scan the box is on'),
+    frame: z.number().int().min(0).default(0),
+    location: z
+      .object({ x: z.number().min(0), y: z.number().min(0), width: z.number().positive(), height: z.number().positive() })
+      .strict()
+      .describe('The box in pixels of that image, as findings give it'),
+  })
+  .strict();
+
 export const createAddendumBody = z
   .object({
     text: text(20_000).refine((value) => value.trim() !== '', { message: 'write the addendum text' }),
@@ -343,6 +355,11 @@ export const createAddendumBody = z
       .max(200)
       .optional()
       .describe("Verdict changes on the report's findings (accepted, rejected, or null to clear) that the addendum records"),
+    new_findings: z
+      .array(readerFindingInput)
+      .max(50)
+      .optional()
+      .describe('Findings the model missed, drawn by the reader after signing: added accepted (source reader) and recorded in the addendum'),
   })
   .strict();
 

@@ -3,10 +3,11 @@
  * frame of the scan and a label from the glossary. It joins the scan's latest analysis, so the
  * report's snapshot, its recommendation (it counts as accepted) and the final-report lock treat
  * it exactly like the model's findings: after finalizing, adding one is refused with 409 and
- * the reader writes an addendum instead.
+ * the reader adds it with an addendum instead (POST /v1/reports/{id}/addenda, new_findings).
  */
 import type { FindingV11 } from '#server/api/schemas.ts';
-import { conflict, invalid } from '#server/errors.ts';
+import { conflict } from '#server/errors.ts';
+import { checkReaderFinding } from '#server/findings/reader-finding-check.ts';
 import { loadSliceIndex } from '#server/findings/places.ts';
 import type { ModelVocabularies } from '#server/reports/recommendation.ts';
 import { beforeVerdict } from '#server/reports/reports.ts';
@@ -15,7 +16,6 @@ import { getScanRow, type ScanDeps } from '#server/scans/scans.ts';
 import { toFinding } from '#server/scans/scan-views.ts';
 import { findFindingsByAnalyses, insertReaderFinding, type ReaderFindingInput } from '#server/store/analyses.ts';
 import { inDurableTransaction } from '#server/store/database.ts';
-import { findInstance } from '#server/store/instances.ts';
 
 export function addReaderFinding(
   deps: ScanDeps,
@@ -25,20 +25,12 @@ export function addReaderFinding(
   scanId: string,
   input: ReaderFindingInput,
 ): { finding: FindingV11; patientId: string } {
-  if (!glossaryLabels.has(input.label)) {
-    throw invalid('Unknown label', `label ${input.label} is not in the glossary (GET /v1/labels): ${[...glossaryLabels].join(', ')}`);
-  }
   return inDurableTransaction(deps.db, () => {
     const scan = getScanRow(deps, scanId);
     if (scan.latest_analysis_ref === null) {
       throw conflict('This scan has no analysis to add a finding to', `scan status is ${scan.status}; analyse it first, then add what the model missed`);
     }
-    const instance = findInstance(deps.db, input.instanceUid);
-    if (!instance || instance.scan_ref !== scan.id) throw invalid('The image is not in this scan', `instance ${input.instanceUid} is not an image of scan ${scanId}`);
-    if (input.frame >= Math.max(1, instance.frames)) throw invalid('No such frame', `instance ${input.instanceUid} has ${instance.frames} frame(s), numbered from 0`);
-    if (input.x + input.width > instance.columns || input.y + input.height > instance.rows) {
-      throw invalid('The box leaves the image', `the image is ${instance.columns} x ${instance.rows} pixels`);
-    }
+    checkReaderFinding(deps.db, glossaryLabels, scan, input);
     // 409 when a final report was built on this analysis; otherwise its drafts follow.
     const followDrafts = beforeVerdict(deps, scan.latest_analysis_ref);
     const at = deps.clock.now().toISOString();

@@ -12,7 +12,8 @@ import { findingV11 } from '#server/api/schemas.ts';
 import type { Clock } from '#server/clock.ts';
 import { conflict, invalid, MiaError, notFound } from '#server/errors.ts';
 import type { FindingReview } from '#common/vocabulary.ts';
-import { findFindingsByAnalyses, setFindingReview } from '#server/store/analyses.ts';
+import { findFindingsByAnalyses, insertReaderFinding, setFindingReview, type ReaderFindingInput } from '#server/store/analyses.ts';
+import { checkReaderFinding } from '#server/findings/reader-finding-check.ts';
 import { findFindingWithScan } from '#server/store/finding-reviews.ts';
 import { reportRecommendation, type ModelVocabularies } from '#server/reports/recommendation.ts';
 import type { Database } from '#server/store/database.ts';
@@ -220,7 +221,12 @@ export function addAddendum(
   deps: ReportDeps,
   userRef: number,
   reportId: string,
-  input: { text: string; findings?: readonly VerdictChange[] | undefined },
+  input: {
+    text: string;
+    findings?: readonly VerdictChange[] | undefined;
+    /** Reader-drawn findings added after signing, checked against the glossary's labels. */
+    newFindings?: { items: readonly ReaderFindingInput[]; labels: ReadonlySet<string> } | undefined;
+  },
 ): Report {
   inDurableTransaction(deps.db, () => {
     const row = findReport(deps.db, reportId);
@@ -238,6 +244,14 @@ export function addAddendum(
       setFindingReview(deps.db, finding.id, change.review, change.review === null ? null : userRef, change.review === null ? null : at);
       return { finding_id: change.id, label: finding.label, from: finding.review, to: change.review };
     });
+    // A finding the model missed, seen after signing, joins the analysis accepted (the signed
+    // snapshot stays as signed); the addendum records it as a change from nothing to accepted.
+    for (const item of input.newFindings?.items ?? []) {
+      if (row.analysis_ref === null) throw conflict('This report has no analysis to add a finding to', 'write the finding in the addendum text');
+      checkReaderFinding(deps.db, input.newFindings?.labels ?? new Set(), { id: row.scan_ref, scan_id: row.scan_id }, item);
+      const id = insertReaderFinding(deps.db, row.analysis_ref, item, userRef, at);
+      changes.push({ finding_id: id, label: item.label, from: null, to: 'accepted' });
+    }
     insertAddendum(deps.db, { reportRef: row.id, authorRef: userRef, text: input.text, findingChanges: JSON.stringify(changes), at });
   });
   return getReport(deps, reportId);

@@ -75,6 +75,25 @@ describe('reader-drawn findings and reasons for rejecting', () => {
     const late = await add(image.scanId, { source: 'reader', label: 'tumor_detected', instance_uid: image.instanceUid, location: box });
     expect(late.status).toBe(409);
     expect(late.json.error.details).toContain(`/v1/reports/${report.id}/addenda`);
+    // ... where the missed finding is added, signed, and recorded; the signed snapshot stays.
+    const second = { x: 5, y: 80, width: 10, height: 10 };
+    const withAddendum = await t.request('POST', `/v1/reports/${report.id}/addenda`, {
+      key: reader.key,
+      body: { text: 'A second small lesion on review.', new_findings: [{ label: 'tumor_detected', instance_uid: image.instanceUid, location: second }] },
+    });
+    expect(withAddendum.status).toBe(201);
+    const [change] = withAddendum.json.data.addenda[0].finding_changes;
+    expect(change).toMatchObject({ label: 'tumor_detected', from: null, to: 'accepted' });
+    expect(withAddendum.json.data.findings).toHaveLength(2);
+    const now = (await results(image.scanId)).findings.find((f: { id: string }) => f.id === change.finding_id);
+    expect(now).toMatchObject({ source: 'reader', review: 'accepted', location: second });
+    // The same checks as before signing: a label outside the glossary is refused, and nothing is added.
+    const refused = await t.request('POST', `/v1/reports/${report.id}/addenda`, {
+      key: reader.key,
+      body: { text: 'x', new_findings: [{ label: 'made_up', instance_uid: image.instanceUid, location: second }] },
+    });
+    expect(refused.status).toBe(400);
+    expect((await t.request('GET', `/v1/reports/${report.id}`, { key: reader.key })).json.data.addenda).toHaveLength(1);
   });
 
   it('refuses a label outside the glossary, an image of another scan, a box off the image, a reason without a rejection, and readers without write:reports', async () => {

@@ -6,20 +6,7 @@ import { addReaderFinding } from '#server/findings/reader-findings.ts';
 import { defineRoute, scopes, type Route } from '#server/http/route.ts';
 import { loadModelVocabularies } from '#server/reports/recommendation.ts';
 
-const readerFindingBody = z
-  .object({
-    source: z.literal('reader').describe('Who made it: only readers add findings'),
-    label: z.string().min(1).max(64).describe('A label of the glossary, GET /v1/labels'),
-    instance_uid: z.string().min(1).max(64).describe('The image of this scan the box is on'),
-    frame: z.number().int().min(0).default(0),
-    location: z.object({
-      x: z.number().min(0),
-      y: z.number().min(0),
-      width: z.number().positive(),
-      height: z.number().positive(),
-    }).strict().describe('The box in pixels of that image, as findings give it'),
-  })
-  .strict();
+const readerFindingBody = api.readerFindingInput.extend({ source: z.literal('reader').describe('Who made it: only readers add findings') }).strict();
 
 export const readerFindingRoutes: Route[] = [
   defineRoute({

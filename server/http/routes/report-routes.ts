@@ -1,5 +1,6 @@
 /** Reports (spec 4: GET /reports, with /v1/reports as its versioned twin). */
 import * as api from '#server/api/schemas.ts';
+import { glossary } from '#server/analysis/analyses.ts';
 import { reportSerializer } from '#server/formats/serializers.ts';
 import { pageRequest } from '#server/http/pagination.ts';
 import { defineRoute, scopes, type Route } from '#server/http/route.ts';
@@ -93,17 +94,20 @@ export const reportRoutes: Route[] = [
     description:
       'Appends a section (author = the key\'s user, time, text) to a final report; addenda cannot be changed or removed. ' +
       'Verdict changes listed in findings are applied to the report\'s findings and recorded in the addendum; the signed ' +
-      'snapshot keeps the verdicts it was built on. 409 on a draft (edit it instead).',
+      'snapshot keeps the verdicts it was built on. new_findings adds findings the model missed (reader-drawn, accepted), ' +
+      'recorded the same way. 409 on a draft (edit it instead).',
     access: scopes('write:reports'),
     params: api.idParam,
     body: api.createAddendumBody,
     response: api.report,
     successStatus: 201,
     audit: 'reports.addendum',
-    handle: ({ services, auth, params, body, audit }) => {
+    handle: async ({ services, auth, params, body, audit }) => {
       const changes = (body.findings ?? []).map((f) => `${f.id}:${f.review ?? 'cleared'}`).join(',');
       audit({ target: `report:${params.id}${changes === '' ? '' : ` findings:${changes}`}` });
-      const report = addAddendum(services, auth.userRef, params.id, { text: body.text, findings: body.findings });
+      const items = (body.new_findings ?? []).map((f) => ({ label: f.label, instanceUid: f.instance_uid, frame: f.frame, ...f.location }));
+      const labels = items.length === 0 ? new Set<string>() : new Set((await glossary(services)).map((l) => l.label));
+      const report = addAddendum(services, auth.userRef, params.id, { text: body.text, findings: body.findings, newFindings: { items, labels } });
       audit({ patientId: report.patient_id });
       return { kind: 'data', status: 201, data: report };
     },
