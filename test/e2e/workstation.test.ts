@@ -257,8 +257,9 @@ describe('workstation UI', () => {
     await ui.page.getByTestId('impression-suggested').waitFor();
     const suggested = await ui.page.getByTestId('impression').inputValue();
     expect(suggested).toMatch(/^AI findings accepted on review \(mia phantom detector v1\.0\.0, not for clinical use\):\n- /);
-    expect(suggested).toContain(`${await displayNameOf(accepted.label)}: AI confidence ${Math.round(accepted.confidence * 100)}%, slice `);
-    expect(suggested).toMatch(/slice \d+ of 16\./);
+    // One line per lesion, its size in mm and its slices (the lesion's confidence is its highest slice's).
+    const name = (await displayNameOf(accepted.label)).replace(/[/()]/g, '\\$&');
+    expect(suggested).toMatch(new RegExp(`${name}: (\\d+(\\.\\d)? × \\d+(\\.\\d)? mm, slice \\d+|largest diameter \\d+(\\.\\d)? mm, slices \\d+–\\d+) of 16 \\(AI confidence \\d+%\\)\\.`));
     expect(await ui.page.getByTestId('impression').getAttribute('readonly')).toBeNull();
     await ui.screenshot('report-suggested');
     await ui.page.getByTestId('impression').fill('Enhancing lesion, right frontal; see AI finding 1.');
