@@ -281,6 +281,7 @@ export const findingChange = z.object({
   label: z.string(),
   from: z.enum(FINDING_REVIEWS).nullable(),
   to: z.enum(FINDING_REVIEWS).nullable(),
+  added: z.boolean().optional().describe('True for a finding the reader added with this addendum (new_findings)'),
 });
 
 export const addendum = z.object({

@@ -61,7 +61,9 @@ function measurementsCell(report: Report): string {
 function addendaCell(report: Report): string {
   return report.addenda
     .map((a) => {
-      const changes = a.finding_changes.map((c) => `${c.label} ${c.finding_id}: ${c.from ?? 'not reviewed'} -> ${c.to ?? 'not reviewed'}`);
+      const changes = a.finding_changes.map((c) =>
+        c.added ? `${c.label} ${c.finding_id}: added by the reader, accepted` : `${c.label} ${c.finding_id}: ${c.from ?? 'not reviewed'} -> ${c.to ?? 'not reviewed'}`,
+      );
       return `${a.created_at} ${a.author.email}: ${a.text}${changes.length === 0 ? '' : ` [verdicts: ${changes.join('; ')}]`}`;
     })
     .join('\n\n');

@@ -42,7 +42,9 @@ export type ReportDeps = { db: Database; clock: Clock };
 const reportMeasurements = (db: Database, row: ReportRow): MeasurementRow[] => listReportMeasurements(db, row.scan_ref, row.author_ref, row.finalized_at);
 
 const findingsSnapshot = z.array(findingV11);
-const findingChanges = z.array(z.object({ finding_id: z.string(), label: z.string(), from: z.enum(['accepted', 'rejected']).nullable(), to: z.enum(['accepted', 'rejected']).nullable() }));
+const findingChanges = z.array(
+  z.object({ finding_id: z.string(), label: z.string(), from: z.enum(['accepted', 'rejected']).nullable(), to: z.enum(['accepted', 'rejected']).nullable(), added: z.boolean().optional() }),
+);
 
 function toAddendum(row: AddendumRow): Addendum {
   return {
@@ -235,7 +237,7 @@ export function addAddendum(
       throw conflict('This report is a draft; edit it instead of adding an addendum', 'addenda are added to final reports only');
     }
     const at = deps.clock.now().toISOString();
-    const changes = (input.findings ?? []).map((change, index, all) => {
+    const changes: Addendum['finding_changes'] = (input.findings ?? []).map((change, index, all) => {
       if (all.findIndex((c) => c.id === change.id) !== index) throw invalid('A finding is listed twice', `finding ${change.id} appears more than once in findings`);
       const finding = findFindingWithScan(deps.db, change.id);
       if (!finding || finding.analysis_ref !== row.analysis_ref) {
@@ -250,7 +252,7 @@ export function addAddendum(
       if (row.analysis_ref === null) throw conflict('This report has no analysis to add a finding to', 'write the finding in the addendum text');
       checkReaderFinding(deps.db, input.newFindings?.labels ?? new Set(), { id: row.scan_ref, scan_id: row.scan_id }, item);
       const id = insertReaderFinding(deps.db, row.analysis_ref, item, userRef, at);
-      changes.push({ finding_id: id, label: item.label, from: null, to: 'accepted' });
+      changes.push({ finding_id: id, label: item.label, from: null, to: 'accepted', added: true });
     }
     insertAddendum(deps.db, { reportRef: row.id, authorRef: userRef, text: input.text, findingChanges: JSON.stringify(changes), at });
   });

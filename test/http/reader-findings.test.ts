@@ -83,7 +83,9 @@ describe('reader-drawn findings and reasons for rejecting', () => {
     });
     expect(withAddendum.status).toBe(201);
     const [change] = withAddendum.json.data.addenda[0].finding_changes;
-    expect(change).toMatchObject({ label: 'tumor_detected', from: null, to: 'accepted' });
+    expect(change).toMatchObject({ label: 'tumor_detected', from: null, to: 'accepted', added: true });
+    const csv2 = parseCsv((await t.request('GET', `/v1/reports?format=csv&scan_id=${image.scanId}`, { key: reader.key })).text);
+    expect(csv2[1]![csv2[0]!.indexOf('addenda')]).toContain(`[verdicts: tumor_detected ${change.finding_id}: added by the reader, accepted]`);
     expect(withAddendum.json.data.findings).toHaveLength(2);
     const now = (await results(image.scanId)).findings.find((f: { id: string }) => f.id === change.finding_id);
     expect(now).toMatchObject({ source: 'reader', review: 'accepted', location: second });

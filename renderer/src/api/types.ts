@@ -163,7 +163,7 @@ export type Addendum = {
   author: { id: string; email: string };
   created_at: string;
   text: string;
-  finding_changes: Array<{ finding_id: string; label: string; from: FindingReview | null; to: FindingReview | null }>;
+  finding_changes: Array<{ finding_id: string; label: string; from: FindingReview | null; to: FindingReview | null; added?: boolean }>;
 };
 
 export type ExportFilters = {

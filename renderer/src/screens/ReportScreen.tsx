@@ -269,7 +269,7 @@ function Addenda(props: {
           </p>
           {addendum.finding_changes.map((c) => (
             <p className="muted" key={c.finding_id} data-testid="addendum-change">
-              {labelText(c.label)}: {VERDICT_TEXT(c.from)} → {VERDICT_TEXT(c.to)}
+              {labelText(c.label)}: {c.added ? 'added by the reader, accepted' : `${VERDICT_TEXT(c.from)} → ${VERDICT_TEXT(c.to)}`}
             </p>
           ))}
         </div>
