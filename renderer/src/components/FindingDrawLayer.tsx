@@ -115,7 +115,8 @@ export function FindingDrawLayer({ client, scanId, slice, transform, orient, siz
       >
         {rect ? <rect data-testid="draw-finding-box" {...rect} fill="none" stroke={COLOUR} strokeWidth={2} strokeDasharray="6 3" /> : null}
       </svg>
-      <div style={{ position: 'absolute', top: 40, left: '50%', transform: 'translateX(-50%)', display: 'flex', gap: 4, alignItems: 'center' }}>
+      {/* Below the measurement tools (top 6) and the top orientation marker (top 44, styles.css). */}
+      <div style={{ position: 'absolute', top: 70, left: '50%', transform: 'translateX(-50%)', display: 'flex', gap: 4, alignItems: 'center' }}>
         <button
           type="button"
           data-testid="draw-finding"
