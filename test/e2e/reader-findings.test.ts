@@ -92,4 +92,43 @@ describe('reader-drawn findings and reasons for rejecting', () => {
     expect(impression).toMatch(/: \d+(\.\d)? × \d+(\.\d)? mm, slice 1 of 1 \(added by the reader\)\./);
     await ui.screenshot('reader-finding-report');
   }, 60_000);
+
+  it('after the report is final, a drawn finding goes in a signed addendum', async () => {
+    const image = seedImportedInstance(t, '/usr/lib/python3/dist-packages/pydicom/data/test_files/MR_small.dcm');
+    const { db } = t.server.services;
+    const scanRef = (db.prepare('SELECT id FROM scans WHERE scan_id = ?').get(image.scanId) as { id: number }).id;
+    seedAnalysis(db, { scanId: image.scanId, patientId: '', studyUid: '', scanRef }, [
+      { label: 'infarct_detected', confidence: 0.7, x: 2, y: 2, width: 10, height: 10, instanceUid: image.instanceUid },
+    ]);
+    const reader = t.keyFor('radiologist', { email: 'dr.final@hospital.test' });
+    const report = (await t.request('POST', '/v1/reports', { key: reader.key, body: { scan_id: image.scanId } })).json.data;
+    expect((await t.request('PATCH', `/v1/reports/${report.id}`, { key: reader.key, body: { status: 'final' } })).status).toBe(200);
+
+    const ui = await openUi(browser, t.url);
+    await ui.signIn(reader.key);
+    await ui.openScan(image.scanId);
+    await expect.poll(() => ui.page.getByTestId('finding').count(), WAIT).toBe(1);
+    await ui.page.getByText('Loading image').waitFor({ state: 'hidden', ...WAIT });
+    await ui.page.getByTestId('draw-finding').click();
+    const layer = (await ui.page.getByTestId('draw-finding-layer').boundingBox())!;
+    const cx = layer.x + layer.width / 2;
+    const cy = layer.y + layer.height / 2;
+    await ui.page.mouse.move(cx - 40, cy - 40);
+    await ui.page.mouse.down();
+    await ui.page.mouse.move(cx + 40, cy + 40, { steps: 5 });
+    await ui.page.mouse.up();
+    await ui.page.getByTestId('draw-finding-label').selectOption('tumor_detected');
+    await ui.page.getByTestId('draw-finding-add').click();
+    await expect.poll(() => ui.page.getByTestId('finding').count(), WAIT).toBe(2);
+    await ui.screenshot('reader-finding-addendum-viewer');
+
+    const signed = (await t.request('GET', `/v1/reports/${report.id}`, { key: reader.key })).json.data;
+    expect(signed.findings).toHaveLength(1);
+    expect(signed.addenda).toHaveLength(1);
+    expect(signed.addenda[0]).toMatchObject({ text: 'Finding added in the viewer after signing: Mass / tumour.', author: { email: 'dr.final@hospital.test' } });
+    expect(signed.addenda[0].finding_changes[0]).toMatchObject({ label: 'tumor_detected', added: true, to: 'accepted' });
+    await ui.openReport(image.scanId);
+    await expect.poll(() => ui.page.getByTestId('addendum-change').first().textContent(), WAIT).toContain('added by the reader, accepted');
+    await ui.screenshot('reader-finding-addendum-report');
+  }, 60_000);
 });

@@ -7,7 +7,7 @@
  */
 import { useEffect, useState, type PointerEvent as ReactPointerEvent } from 'react';
 import type { Client } from '../api/client.ts';
-import type { Finding, Label, Page } from '../api/types.ts';
+import type { Finding, Label, Page, Report, ScanResult } from '../api/types.ts';
 import { screenPointToFrame, type Orient } from '../imaging/display-tools.ts';
 import type { Slice } from '../imaging/stack.ts';
 import type { Transform } from '../imaging/viewport.ts';
@@ -22,10 +22,12 @@ type Props = {
   transform: Transform;
   orient: Orient;
   size: { width: number; height: number };
+  /** The scan's report is final: the finding is added by a signed addendum to it (new_findings). */
+  locked: boolean;
   onAdded(finding: Finding): void;
 };
 
-export function FindingDrawLayer({ client, scanId, slice, transform, orient, size, onAdded }: Props) {
+export function FindingDrawLayer({ client, scanId, slice, transform, orient, size, locked, onAdded }: Props) {
   const [on, setOn] = useState(false);
   const [drag, setDrag] = useState<[Point, Point] | null>(null);
   const [box, setBox] = useState<[Point, Point] | null>(null);
@@ -76,10 +78,9 @@ export function FindingDrawLayer({ client, scanId, slice, transform, orient, siz
     const y0 = Math.max(0, Math.min(box[0][1], box[1][1]));
     const x1 = Math.min(columns, Math.max(box[0][0], box[1][0]));
     const y1 = Math.min(rows, Math.max(box[0][1], box[1][1]));
+    const drawn = { label, instance_uid: slice.instance.instance_uid, frame: slice.frame, location: { x: x0, y: y0, width: x1 - x0, height: y1 - y0 } };
     try {
-      const finding = await client.post<Finding>(`/v1/scans/${encodeURIComponent(scanId)}/findings`, {
-        body: { source: 'reader', label, instance_uid: slice.instance.instance_uid, frame: slice.frame, location: { x: x0, y: y0, width: x1 - x0, height: y1 - y0 } },
-      });
+      const finding = locked ? await addByAddendum(drawn) : await client.post<Finding>(`/v1/scans/${encodeURIComponent(scanId)}/findings`, { body: { source: 'reader', ...drawn } });
       onAdded(finding);
       setBox(null);
       setOn(false);
@@ -87,6 +88,22 @@ export function FindingDrawLayer({ client, scanId, slice, transform, orient, siz
     } catch (e) {
       setError(`Finding not added: ${e instanceof Error ? e.message : String(e)}`);
     }
+  };
+
+  // A final report locks its findings: the new one goes in a signed addendum, which says so.
+  const addByAddendum = async (drawn: { label: string }): Promise<Finding> => {
+    const finals = await client.get<Page<Report>>(`/v1/reports?scan_id=${encodeURIComponent(scanId)}&status=final`);
+    const report = finals.items[0];
+    if (!report) throw new Error('this scan has no final report to add an addendum to');
+    const name = labels.find((l) => l.label === drawn.label)?.display_name ?? drawn.label;
+    const updated = await client.post<Report>(`/v1/reports/${encodeURIComponent(report.id)}/addenda`, {
+      body: { text: `Finding added in the viewer after signing: ${name}.`, new_findings: [drawn] },
+    });
+    const id = updated.addenda.at(-1)?.finding_changes.find((c) => c.added)?.finding_id;
+    const result = await client.get<ScanResult>(`/v1/scans/${encodeURIComponent(scanId)}/results`);
+    const finding = result.findings.find((f) => f.id === id);
+    if (!finding) throw new Error('the addendum was signed but its finding is not in the result');
+    return finding;
   };
 
   return (
@@ -121,7 +138,7 @@ export function FindingDrawLayer({ client, scanId, slice, transform, orient, siz
           type="button"
           data-testid="draw-finding"
           className={on ? 'primary' : ''}
-          title="Add a finding the model missed: drag a box, then pick its label"
+          title={locked ? 'Add a finding the model missed, by a signed addendum to the final report' : 'Add a finding the model missed: drag a box, then pick its label'}
           onClick={() => {
             setOn((v) => !v);
             setBox(null);
@@ -148,7 +165,7 @@ export function FindingDrawLayer({ client, scanId, slice, transform, orient, siz
           </>
         ) : on ? (
           <span className="overlay-text" style={{ position: 'static' }}>
-            Drag a box around the lesion
+            Drag a box around the lesion{locked ? ' (added by a signed addendum)' : ''}
           </span>
         ) : null}
       </div>

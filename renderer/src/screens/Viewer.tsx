@@ -510,8 +510,17 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
             bar={scaleBar(transform.scale / (sliceSpacing(slice)?.[1] ?? NaN), size.width)}
           />
           <MeasureLayer client={client} scanId={scan.scan_id} modality={scan.modality} slice={slice} frame={frame} transform={transform} orient={tools.orient} size={size} canEdit={canReview} />
-          {canReview && result && scan.status !== 'reported' ? (
-            <FindingDrawLayer client={client} scanId={scan.scan_id} slice={slice} transform={transform} orient={tools.orient} size={size} onAdded={(f) => setFindings((list) => [...list, f])} />
+          {canReview && result ? (
+            <FindingDrawLayer
+              client={client}
+              scanId={scan.scan_id}
+              slice={slice}
+              transform={transform}
+              orient={tools.orient}
+              size={size}
+              locked={scan.status === 'reported'}
+              onAdded={(f) => setFindings((list) => [...list, f])}
+            />
           ) : null}
           <div className="overlay-text bl" data-testid="window-readout">
             {effectiveWindow ? `W ${Math.round(effectiveWindow.width)} / L ${Math.round(effectiveWindow.center)} · ${presetName}` : ''}
