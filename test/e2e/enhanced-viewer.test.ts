@@ -120,6 +120,6 @@ describe('Enhanced CT in the viewer', () => {
     await ui.openReport(enhanced.series_uid);
     await ui.page.getByTestId('draft-report').click();
     await ui.page.getByTestId('impression-suggested').waitFor(WAIT);
-    expect(await ui.page.getByTestId('impression').inputValue()).toContain('AI confidence 90%, slice 2 of 6.');
+    expect(await ui.page.getByTestId('impression').inputValue()).toContain('slice 2 of 6 (AI confidence 90%)');
   }, 60_000);
 });

@@ -253,11 +253,12 @@ describe('non-square pixels are drawn by physical aspect', () => {
     expect(scaleY / scale).toBeCloseTo(2, 5);
 
     // The drawn image: the bright run along image row 100 (below the box) and down image
-    // column 20 (left of it), measured in screenshot pixels over the whole canvas.
+    // column 124 (right of it, clear of the tool buttons and markers over the image's top
+    // middle), measured in screenshot pixels over the whole canvas.
     const bright = ([r, g, b]: number[]) => r! > 100 && g! > 100 && b! > 100;
     const longest = (found: { length: number }[]) => Math.max(0, ...found.map((r) => r.length));
     const width = longest(runs(png, { x: box.x, y: box.y + offsetY + 100 * scaleY }, { x: 1, y: 0 }, Math.floor(box.width), bright));
-    const height = longest(runs(png, { x: box.x + offsetX + 20 * scale, y: box.y }, { x: 0, y: 1 }, Math.floor(box.height), bright));
+    const height = longest(runs(png, { x: box.x + offsetX + 124 * scale, y: box.y }, { x: 0, y: 1 }, Math.floor(box.height), bright));
     expect(width).toBeGreaterThan(100);
     // The whole image is in the canvas (fit), not cropped.
     expect(height).toBeLessThanOrEqual(Math.ceil(box.height));

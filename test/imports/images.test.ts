@@ -72,6 +72,7 @@ describe('CT_small.dcm', () => {
           window_width: null,
           frame_values: null,
           frames_problem: null,
+          image_orientation: [1, 0, 0, 0, 1, 0],
         },
       ],
       next_cursor: null,
