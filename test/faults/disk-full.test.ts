@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makePhantoms } from '../imports/helpers.ts';
-import { call, createKey, eventually, fillDisk, run, startServe, type ApiReply, type ServeProcess } from './serve-process.ts';
+import { call, createKey, dicomFiles, eventually, fillDisk, run, startServe, type ApiReply, type ServeProcess } from './serve-process.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'mia-disk-full-'));
 const dataDir = join(work, 'data');
@@ -28,13 +28,6 @@ let readerKey = '';
 /** SOP Instance UIDs the server answered 200 "imported" for: they must survive everything. */
 const acknowledged = new Set<string>();
 let scanId = '';
-
-function dicomFiles(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile() && entry.name.endsWith('.dcm'))
-    .map((entry) => join(entry.parentPath, entry.name))
-    .sort();
-}
 
 async function upload(file: string): Promise<ApiReply> {
   return await call(server?.url ?? '', key, 'POST', '/v1/instances', { dicom: readFileSync(file) });

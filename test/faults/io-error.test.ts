@@ -11,42 +11,24 @@
  * lost, and a new server serves it.
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makePhantoms } from '../imports/helpers.ts';
-import { call, createKey, run, startServe, type ApiReply, type ServeProcess } from './serve-process.ts';
+import { loopExt4, type LoopDisk } from './loop-disk.ts';
+import { call, createKey, dicomFiles, startServe, type ApiReply, type ServeProcess } from './serve-process.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'mia-io-error-'));
 const image = join(work, 'disk.img');
 const dataDir = join(work, 'data');
 const uploads = join(work, 'uploads');
 
-let unavailable: string | null = null;
-let mounted = false;
+let disk: LoopDisk | undefined;
 let server: ServeProcess | undefined;
 let key = '';
 const acknowledged = new Set<string>();
-
-/**
- * FS_IOC_SHUTDOWN (_IOR('X', 125, __u32)) with FS_GOING_FLAGS_DEFAULT: what mia handed to the
- * kernel is written out first, then every operation fails with EIO. That is the I/O error alone.
- * FS_GOING_FLAGS_NOLOGFLUSH (a power cut, in effect) is power-cut.test.ts. Node has no ioctl.
- */
-const SHUTDOWN = `
-import fcntl, os, struct, sys
-fd = os.open(sys.argv[1], os.O_RDONLY)
-fcntl.ioctl(fd, 0x8004587D, struct.pack('I', 0))
-`;
-
-function dicomFiles(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile() && entry.name.endsWith('.dcm'))
-    .map((entry) => join(entry.parentPath, entry.name))
-    .sort();
-}
 
 /** A read may still be answered from what SQLite has cached; if not, the failure is named. */
 function expectNamedOrFine(reply: ApiReply): void {
@@ -61,12 +43,8 @@ function expectIoError(reply: ApiReply): void {
 
 beforeAll(async () => {
   mkdirSync(dataDir);
-  unavailable =
-    run('truncate', ['-s', '64M', image]) ??
-    run('mkfs.ext4', ['-q', '-F', image]) ??
-    run('mount', ['-o', 'loop', image, dataDir]);
-  if (unavailable) return;
-  mounted = true;
+  disk = loopExt4(image, dataDir);
+  if (disk.unavailable) return;
   makePhantoms(uploads, { series: 1, seed: 410, size: 64, slices: 10, modality: 'CT' });
   key = createKey(dataDir, 'admin@hospital.test');
   server = await startServe(dataDir);
@@ -74,13 +52,13 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await server?.stop();
-  if (mounted) run('umount', [dataDir]);
+  disk?.unmount();
   rmSync(work, { recursive: true, force: true });
 });
 
 describe('an I/O error on the data disk (ext4 shut down under the server)', () => {
   it('stores uploads while the disk works', async ({ skip }) => {
-    skip(unavailable !== null, `needs a loop-mounted ext4 as the data folder: ${unavailable ?? ''}`);
+    skip(disk?.unavailable !== null, `needs a loop-mounted ext4 as the data folder: ${disk?.unavailable ?? ''}`);
     for (const file of dicomFiles(uploads)) {
       const reply = await call(server?.url ?? '', key, 'POST', '/v1/instances', { dicom: readFileSync(file) });
       expect(reply.status, reply.text).toBe(200);
@@ -90,10 +68,9 @@ describe('an I/O error on the data disk (ext4 shut down under the server)', () =
   });
 
   it('answers 503 naming the I/O error, never a bare 500, and stays up', async ({ skip }) => {
-    skip(unavailable !== null, `needs a loop-mounted ext4 as the data folder: ${unavailable ?? ''}`);
+    skip(disk?.unavailable !== null, `needs a loop-mounted ext4 as the data folder: ${disk?.unavailable ?? ''}`);
     const s = server as ServeProcess;
-    const shutdown = run('python3', ['-c', SHUTDOWN, dataDir]);
-    expect(shutdown).toBeNull();
+    expect(disk?.shutDown('io-error')).toBeNull();
 
     const upload = await call(s.url, key, 'POST', '/v1/instances', { dicom: readFileSync(dicomFiles(uploads)[0] ?? '') });
     // Already stored: a duplicate needs no disk write, but it needs the database, which fails.
@@ -113,12 +90,9 @@ describe('an I/O error on the data disk (ext4 shut down under the server)', () =
   });
 
   it('once the disk is back, the database is sound and holds every acknowledged instance', async ({ skip }) => {
-    skip(unavailable !== null, `needs a loop-mounted ext4 as the data folder: ${unavailable ?? ''}`);
+    skip(disk?.unavailable !== null, `needs a loop-mounted ext4 as the data folder: ${disk?.unavailable ?? ''}`);
     await server?.stop();
-    expect(run('umount', [dataDir])).toBeNull();
-    mounted = false;
-    expect(run('mount', ['-o', 'loop', image, dataDir])).toBeNull();
-    mounted = true;
+    expect(disk?.remount()).toBeNull();
     const db = new BetterSqlite3(join(dataDir, 'mia.sqlite'));
     try {
       expect(db.pragma('integrity_check', { simple: true })).toBe('ok');

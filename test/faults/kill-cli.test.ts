@@ -5,7 +5,7 @@
  * process died is still there with its bytes; re-running the command finishes the work, and the
  * next command's clean-up removes the dead process's files but never the live server's.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -15,7 +15,7 @@ import { phantomDicom } from '../analysis/analysis-helpers.ts';
 import { archiveTempFiles, killWhen, readCount, spawnMia, stopWhen } from '../helpers/kill.ts';
 import { makePhantoms, runMia } from '../imports/helpers.ts';
 import { committedInstances, expectIntact, importJobStatuses, openReadOnly, sha256, type Acknowledged } from './checks.ts';
-import { call, createKey, startServe, type ServeProcess } from './serve-process.ts';
+import { call, createKey, dicomFiles, startServe, type ServeProcess } from './serve-process.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'mia-kill-cli-'));
 const started: ServeProcess[] = [];
@@ -24,13 +24,6 @@ afterAll(() => {
   for (const server of started) if (server.alive()) server.child.kill('SIGKILL');
   rmSync(work, { recursive: true, force: true });
 });
-
-function dicomFiles(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile() && entry.name.endsWith('.dcm'))
-    .map((entry) => join(entry.parentPath, entry.name))
-    .sort();
-}
 
 const ownedBy = (pid: number | undefined) => (file: string): boolean => basename(file).includes(`.${pid ?? 0}.`);
 

@@ -14,7 +14,7 @@ import { phantomDicom } from '../analysis/analysis-helpers.ts';
 import { archiveTempFiles, killWhen, readCount } from '../helpers/kill.ts';
 import { makePhantoms, runMia } from '../imports/helpers.ts';
 import { committedInstances, expectIntact, importJobStatuses, openReadOnly, sha256, type Acknowledged } from './checks.ts';
-import { call, createKey, eventually, startServe, type ServeProcess } from './serve-process.ts';
+import { call, createKey, dicomFiles, eventually, startServe, type ServeProcess } from './serve-process.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'mia-kill-server-'));
 const started: ServeProcess[] = [];
@@ -28,13 +28,6 @@ async function serve(dataDir: string): Promise<ServeProcess> {
   const server = await startServe(dataDir);
   started.push(server);
   return server;
-}
-
-function dicomFiles(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((entry) => entry.isFile() && entry.name.endsWith('.dcm'))
-    .map((entry) => join(entry.parentPath, entry.name))
-    .sort();
 }
 
 /** Bytes of request bodies the server has spooled so far (tmp/uploads/<pid>-<id>/part-N). */

@@ -5,50 +5,39 @@
  * must all be there after the file system is mounted again (their commits sync the write-ahead
  * log: store/database.ts inDurableTransaction), and the database must be sound.
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makePhantoms } from '../imports/helpers.ts';
-import { call, createKey, run, startServe, type ServeProcess } from './serve-process.ts';
+import { loopExt4, type LoopDisk } from './loop-disk.ts';
+import { call, createKey, dicomFiles, startServe, type ServeProcess } from './serve-process.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'mia-power-cut-'));
 const image = join(work, 'disk.img');
 const dataDir = join(work, 'data');
 const uploads = join(work, 'uploads');
 
-let unavailable: string | null = null;
-let mounted = false;
+let disk: LoopDisk | undefined;
 let server: ServeProcess | undefined;
-
-/** FS_IOC_SHUTDOWN with FS_GOING_FLAGS_NOLOGFLUSH (2): nothing unsynced reaches the disk. */
-const POWER_CUT = `
-import fcntl, os, struct, sys
-fd = os.open(sys.argv[1], os.O_RDONLY)
-fcntl.ioctl(fd, 0x8004587D, struct.pack('I', 2))
-`;
 
 beforeAll(() => {
   mkdirSync(dataDir);
-  unavailable =
-    run('truncate', ['-s', '64M', image]) ??
-    run('mkfs.ext4', ['-q', '-F', image]) ??
-    run('mount', ['-o', 'loop', image, dataDir]);
-  if (unavailable) return;
-  mounted = true;
+  disk = loopExt4(image, dataDir);
+  if (disk.unavailable) return;
   makePhantoms(uploads, { series: 1, seed: 420, size: 64, slices: 10, modality: 'CT' });
 });
 
 afterAll(async () => {
   await server?.stop();
-  if (mounted) run('umount', [dataDir]);
+  disk?.unmount();
   rmSync(work, { recursive: true, force: true });
 });
 
 describe('a power cut under the server', () => {
   it('keeps every upload answered 200 and the database sound', async ({ skip }) => {
-    skip(unavailable !== null, `needs a loop-mounted ext4 as the data folder: ${unavailable ?? ''}`);
+    skip(disk?.unavailable !== null, `needs a loop-mounted ext4 as the data folder: ${disk?.unavailable ?? ''}`);
     const key = createKey(dataDir, 'admin@hospital.test');
     // The key's own commit (a CLI process that has exited) is made durable by a checkpoint:
     // the cut below is about what the running server acknowledges.
@@ -57,24 +46,17 @@ describe('a power cut under the server', () => {
     db.close();
     server = await startServe(dataDir);
     const acknowledged: string[] = [];
-    const files = readdirSync(uploads, { recursive: true, withFileTypes: true })
-      .filter((e) => e.isFile() && e.name.endsWith('.dcm'))
-      .map((e) => join(e.parentPath, e.name))
-      .sort();
-    for (const file of files) {
+    for (const file of dicomFiles(uploads)) {
       const reply = await call(server.url, key, 'POST', '/v1/instances', { dicom: readFileSync(file) });
       expect(reply.status, reply.text).toBe(200);
       for (const o of reply.json.data.outcomes as Array<{ sop_instance_uid: string }>) acknowledged.push(o.sop_instance_uid);
     }
     expect(acknowledged).toHaveLength(10);
 
-    expect(run('python3', ['-c', POWER_CUT, dataDir])).toBeNull();
+    expect(disk?.shutDown('power-cut')).toBeNull();
     await server.stop();
     server = undefined;
-    expect(run('umount', [dataDir])).toBeNull();
-    mounted = false;
-    expect(run('mount', ['-o', 'loop', image, dataDir])).toBeNull();
-    mounted = true;
+    expect(disk?.remount()).toBeNull();
 
     const after = new BetterSqlite3(join(dataDir, 'mia.sqlite'));
     try {

@@ -4,7 +4,7 @@
  * byte, and file systems mounted for a test (root only; a test says why it skips otherwise).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, writeSync } from 'node:fs';
+import { closeSync, openSync, readdirSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 
 export const BIN = join(import.meta.dirname, '../../bin/mia.js');
@@ -127,4 +127,12 @@ export async function eventually(what: string, check: () => boolean | Promise<bo
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+/** The DICOM files under `dir`, in a stable order. */
+export function dicomFiles(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile() && entry.name.endsWith('.dcm'))
+    .map((entry) => join(entry.parentPath, entry.name))
+    .sort();
 }

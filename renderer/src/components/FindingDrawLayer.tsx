@@ -8,7 +8,7 @@
 import { useEffect, useState, type PointerEvent as ReactPointerEvent } from 'react';
 import type { Client } from '../api/client.ts';
 import type { Finding, Label, Page, Report, ScanResult } from '../api/types.ts';
-import { screenPointToFrame, type Orient } from '../imaging/display-tools.ts';
+import { imagePointMapping, type Orient } from '../imaging/display-tools.ts';
 import type { Slice } from '../imaging/stack.ts';
 import type { Transform } from '../imaging/viewport.ts';
 
@@ -46,16 +46,7 @@ export function FindingDrawLayer({ client, scanId, slice, transform, orient, siz
       .catch((e: unknown) => setError(`Labels not loaded: ${e instanceof Error ? e.message : String(e)}`));
   }, [on, labels.length, client]);
 
-  const toImage = (x: number, y: number): Point => {
-    const f = screenPointToFrame(orient, size, x, y);
-    return [(f.x - transform.offsetX) / transform.scale, (f.y - transform.offsetY) / transform.scaleY];
-  };
-  const toScreen = (p: Point): { x: number; y: number } => {
-    const frameSize = orient[0] === 0 ? { width: size.height, height: size.width } : size;
-    const dx = transform.offsetX + p[0] * transform.scale - frameSize.width / 2;
-    const dy = transform.offsetY + p[1] * transform.scaleY - frameSize.height / 2;
-    return { x: orient[0] * dx + orient[1] * dy + size.width / 2, y: orient[2] * dx + orient[3] * dy + size.height / 2 };
-  };
+  const { toImage, toScreen } = imagePointMapping(orient, size, transform);
   const pointer = (event: ReactPointerEvent<SVGSVGElement>): Point => {
     const r = event.currentTarget.getBoundingClientRect();
     return toImage(event.clientX - r.left, event.clientY - r.top);

@@ -10,7 +10,7 @@
  */
 import { useEffect, useRef, useState, type PointerEvent as ReactPointerEvent } from 'react';
 import type { Client } from '../api/client.ts';
-import { screenPointToFrame, type Orient } from '../imaging/display-tools.ts';
+import { imagePointMapping, type Orient } from '../imaging/display-tools.ts';
 import type { RawFrame } from '../imaging/frame.ts';
 import { describeMeasurement, measure, valueUnit, type MeasureKind, type MeasureValues, type Point } from '../imaging/measure.ts';
 import { sliceSpacing } from '../imaging/stack.ts';
@@ -105,18 +105,7 @@ export function MeasureLayer({ client, scanId, modality, slice, frame, transform
     return () => svg.removeEventListener('wheel', onWheel);
   }, [tool]);
 
-  // Image pixel (column, row) <-> CSS pixel on the viewport, through the turn/mirror and the fit.
-  const toImage = (x: number, y: number): Point => {
-    const f = screenPointToFrame(orient, size, x, y);
-    return [(f.x - transform.offsetX) / transform.scale, (f.y - transform.offsetY) / transform.scaleY];
-  };
-  const toScreen = (p: Point): { x: number; y: number } => {
-    const frameSize = orient[0] === 0 ? { width: size.height, height: size.width } : size;
-    const dx = transform.offsetX + p[0] * transform.scale - frameSize.width / 2;
-    const dy = transform.offsetY + p[1] * transform.scaleY - frameSize.height / 2;
-    // screenPointToFrame applies M^T; the orientations are orthogonal, so M undoes it.
-    return { x: orient[0] * dx + orient[1] * dy + size.width / 2, y: orient[2] * dx + orient[3] * dy + size.height / 2 };
-  };
+  const { toImage, toScreen } = imagePointMapping(orient, size, transform);
 
   const pointer = (event: ReactPointerEvent<SVGSVGElement>): Point => {
     const box = event.currentTarget.getBoundingClientRect();

@@ -70,6 +70,33 @@ export function screenPointToFrame(m: Orient, size: { width: number; height: num
   return { x: d.x + frame.width / 2, y: d.y + frame.height / 2 };
 }
 
+/** The fit of the image in its frame: viewport.ts's Transform, by shape. */
+type Fit = { scale: number; scaleY: number; offsetX: number; offsetY: number };
+
+/**
+ * Image pixel (column, row) <-> CSS pixel on the viewport, through the turn/mirror and the fit:
+ * one definition for every layer that draws on the image or takes points from it.
+ */
+export function imagePointMapping(
+  m: Orient,
+  size: { width: number; height: number },
+  fit: Fit,
+): { toImage(x: number, y: number): [number, number]; toScreen(p: readonly [number, number]): { x: number; y: number } } {
+  return {
+    toImage(x, y) {
+      const f = screenPointToFrame(m, size, x, y);
+      return [(f.x - fit.offsetX) / fit.scale, (f.y - fit.offsetY) / fit.scaleY];
+    },
+    toScreen(p) {
+      const frame = orientedSize(size, m);
+      const dx = fit.offsetX + p[0] * fit.scale - frame.width / 2;
+      const dy = fit.offsetY + p[1] * fit.scaleY - frame.height / 2;
+      // screenPointToFrame applies M^T; the orientations are orthogonal, so M undoes it.
+      return { x: m[0] * dx + m[1] * dy + size.width / 2, y: m[2] * dx + m[3] * dy + size.height / 2 };
+    },
+  };
+}
+
 type Vector = readonly [number, number, number];
 
 /**
