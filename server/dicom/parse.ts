@@ -219,8 +219,7 @@ function encodingOf(bytes: Uint8Array): Encoding | { reason: string } {
   return { dataSetStart: meta.end, syntax, meta: meta.elements };
 }
 
-function layout(bytes: Uint8Array): Layout | { reason: string } {
-  const encoding = encodingOf(bytes);
+function layout(bytes: Uint8Array, encoding: Encoding | { reason: string } = encodingOf(bytes)): Layout | { reason: string } {
   if ('reason' in encoding) return encoding;
   if (!encoding.syntax.deflated) return { bytes, ...encoding };
   let inflated = inflatedCache.get(bytes);
@@ -274,15 +273,15 @@ function pixelLocation(el: Element): PixelDataLocation {
  * under caps that tighten as the data set declares its size (inflate.ts), before parsing.
  */
 export async function readDicom(bytes: Uint8Array): Promise<ParseResult> {
-  if (bytes.length >= 8 && !inflatedCache.has(bytes)) {
-    const encoding = encodingOf(bytes);
-    if (!('reason' in encoding) && encoding.syntax.deflated) {
-      const inflated = await inflateDataSet(bytes, encoding.dataSetStart);
-      if (!inflated.ok) return fail(inflated.reason);
-      inflatedCache.set(bytes, inflated.bytes);
-    }
+  if (bytes.length < 8) return fail('not a DICOM file');
+  // Read once here and handed on: this is every import's path.
+  const encoding = encodingOf(bytes);
+  if (!('reason' in encoding) && encoding.syntax.deflated && !inflatedCache.has(bytes)) {
+    const inflated = await inflateDataSet(bytes, encoding.dataSetStart);
+    if (!inflated.ok) return fail(inflated.reason);
+    inflatedCache.set(bytes, inflated.bytes);
   }
-  return parseDicom(bytes);
+  return parseSafely(bytes, encoding);
 }
 
 /** The most samples (rows x columns x samples per pixel) one frame may have. */
@@ -319,17 +318,21 @@ function pixelDataReason(i: DicomInstance): string | null {
 }
 
 export function parseDicom(bytes: Uint8Array): ParseResult {
+  return parseSafely(bytes, undefined);
+}
+
+function parseSafely(bytes: Uint8Array, encoding: Encoding | { reason: string } | undefined): ParseResult {
   try {
-    return parseUnsafe(bytes);
+    return parseUnsafe(bytes, encoding);
   } catch (err) {
     // Our own code is meant not to throw; this keeps the contract if a dependency does.
     return fail(`unreadable DICOM: ${err instanceof Error ? err.message : String(err)}`);
   }
 }
 
-function parseUnsafe(bytes: Uint8Array): ParseResult {
+function parseUnsafe(bytes: Uint8Array, encoding: Encoding | { reason: string } | undefined): ParseResult {
   if (bytes.length < 8) return fail('not a DICOM file');
-  const l = layout(bytes);
+  const l = layout(bytes, encoding ?? encodingOf(bytes));
   if ('reason' in l) return fail(l.reason);
   const { syntax } = l;
   const walked = walkElements(l.bytes, l.dataSetStart, syntax);
