@@ -55,3 +55,10 @@ export type FindingReview = (typeof FINDING_REVIEWS)[number];
 
 export const API_VERSIONS = ['v1', 'v1.1'] as const;
 export type ApiVersion = (typeof API_VERSIONS)[number];
+
+/**
+ * How soon a finding of a label needs a reader (the manifest's `urgency`), most urgent first:
+ * the worklist's triage priority. A scan with no finding at or above threshold is routine.
+ */
+export const URGENCIES = ['urgent', 'soon', 'routine'] as const;
+export type Urgency = (typeof URGENCIES)[number];

@@ -480,6 +480,11 @@ def choose_thresholds(results: list[dict[str, Any]]) -> list[float]:
 # Manifest
 
 
+# Worklist triage: how soon a reader must see a finding of the label. Acute haemorrhage and
+# acute infarct are time-critical (neurosurgery, thrombolysis/thrombectomy windows); a mass
+# needs reading soon but rarely within the hour.
+URGENCY: dict[str, str] = {'tumor_detected': 'soon', 'hemorrhage_detected': 'urgent', 'infarct_detected': 'urgent'}
+
 LABEL_INFO: dict[str, dict[str, Any]] = {
     'tumor_detected': {
         'display_name': 'Mass / tumour',
@@ -560,7 +565,7 @@ def build_manifest(model_path: str, thresholds: list[float], metrics: dict[str, 
             'max_detections': MAX_DETECTIONS,
             'aggregation': {'link_iou': LINK_IOU, 'max_slice_gap': MAX_SLICE_GAP},
         },
-        'labels': [dict(label=lab, **LABEL_INFO[lab], threshold=t) for lab, t in zip(LABELS, thresholds)],
+        'labels': [dict(label=lab, **LABEL_INFO[lab], threshold=t, urgency=URGENCY[lab]) for lab, t in zip(LABELS, thresholds)],
         'recommendations': RECOMMENDATIONS,
         'training_data': training,
         'metrics': metrics,

@@ -47,6 +47,7 @@ export const AUDIT_ACTIONS = [
   'scans.read',
   'scans.status',
   'scans.thumbnail',
+  'studies.list',
   'users.create',
   'users.list',
   'users.read',

@@ -9,7 +9,7 @@
  * two writers finish one job.
  */
 import { runAnalysis, type EngineHooks, type EngineSlice } from '#server/analysis/engine.ts';
-import { listInstalledModels, readyModel, selectedModelId, thresholdsOf, type ReadyModel } from '#server/analysis/registry.ts';
+import { listInstalledModels, readyModel, selectedModelId, thresholdsOf, triageLabelsOf, type ReadyModel } from '#server/analysis/registry.ts';
 import { SessionCache } from '#server/analysis/session-cache.ts';
 import { join } from 'node:path';
 import { MiaError, conflict, notFound } from '#server/errors.ts';
@@ -190,6 +190,7 @@ export class AnalysisQueue {
         scanRef: scan.id,
         model: modelRecord(model),
         thresholds: thresholdsOf(model.manifest),
+        triageLabels: triageLabelsOf(model.manifest),
         requestedBy: options.requestedBy,
         at: this.#now(),
       });
@@ -339,7 +340,7 @@ export class AnalysisQueue {
     try {
       const models = await listInstalledModels(this.#services.config);
       model = readyModel(models, job.model_id);
-      setAnalysisModel(db, job.id, pid, modelRecord(model), thresholdsOf(model.manifest));
+      setAnalysisModel(db, job.id, pid, modelRecord(model), { thresholds: thresholdsOf(model.manifest), triageLabels: triageLabelsOf(model.manifest) });
       const session = await this.sessions.get(model).catch((err: unknown) => {
         throw new MiaError('internal', `model ${model.id} does not load in onnxruntime`, err instanceof Error ? err.message : undefined);
       });

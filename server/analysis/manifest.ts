@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { URGENCIES } from '#common/vocabulary.ts';
 
 const UNIT = 'expected number between 0 and 1';
 const unitInterval = () => z.number({ error: UNIT }).min(0, { error: UNIT }).max(1, { error: UNIT });
@@ -93,6 +94,9 @@ const label = z.object({
   definition: nonEmpty(),
   code,
   threshold: unitInterval(),
+  // How soon a finding of this label needs a reader (worklist triage). Optional so manifests
+  // written before triage stay valid: their labels are routine.
+  urgency: z.enum(URGENCIES).default('routine'),
 });
 export type ManifestLabel = z.infer<typeof label>;
 

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import type { ServerConfig } from '#server/config.ts';
 import { MiaError } from '#server/errors.ts';
 import { ManifestError, loadManifest, verifyModelFile, type Manifest } from '#server/analysis/manifest.ts';
+import type { TriageLabels } from '#server/store/analyses.ts';
 import type { Database } from '#server/store/database.ts';
 import { getSetting, setSetting } from '#server/store/settings.ts';
 
@@ -138,6 +139,11 @@ export function saveSelectedModel(db: Database, models: readonly InstalledModel[
   const model = readyModel(models, id);
   setSetting(db, SELECTED_MODEL_SETTING, model.id);
   return model;
+}
+
+/** Per-label urgency and name (worklist triage), stored with each analysis like its thresholds. */
+export function triageLabelsOf(manifest: Manifest): TriageLabels {
+  return Object.fromEntries(manifest.labels.map((l) => [l.label, { urgency: l.urgency, display_name: l.display_name }]));
 }
 
 /** Per-label decision thresholds, as stored with each analysis. */

@@ -13,6 +13,7 @@ import {
   ROLES,
   SCAN_STATUSES,
   SCOPES,
+  URGENCIES,
   USER_STATUSES,
 } from '#common/vocabulary.ts';
 
@@ -155,6 +156,15 @@ export const rotatedKey = issuedKey.extend({
 
 export const scanStatus = z.enum(SCAN_STATUSES);
 
+export const triage = z
+  .object({
+    priority: z.enum(URGENCIES).describe('urgent, soon or routine: the most urgent label (its urgency in the manifest the analysis ran with) among findings at or above threshold that no reader rejected'),
+    reason: z.string().nullable().describe('The finding behind the priority, e.g. "Intracranial haemorrhage 91%, slice 12 of 30"; null when nothing was found'),
+    finding_id: z.string().nullable(),
+  })
+  .describe('Worklist triage from the latest analysis; null before any analysis');
+export type Triage = z.infer<typeof triage>;
+
 export const scan = z.object({
   scan_id: z.string().describe('SeriesInstanceUID'),
   patient_id: z.string(),
@@ -173,10 +183,33 @@ export const scan = z.object({
     .object({ label: z.string(), confidence: z.number(), analysis_id: z.string() })
     .nullable()
     .describe('Top finding of the latest analysis; null before analysis or when nothing was found'),
+  triage: triage.nullable(),
   created_at: isoTime,
   updated_at: isoTime,
 });
 export type Scan = z.infer<typeof scan>;
+
+/** A study (StudyInstanceUID) with its series: the worklist's study rows (issue 11). */
+export const study = z.object({
+  study_uid: z.string(),
+  patient_id: z.string(),
+  patient_name: z.string().nullable().describe('Patient\'s Name (0010,0010) as a DICOM PN value (family^given^middle^prefix^suffix), decoded from the file\'s character set; PHI, audited'),
+  accession_number: z.string().nullable(),
+  study_date: z.string().nullable(),
+  study_description: z.string().nullable(),
+  modalities: z.array(z.string()).describe('Distinct modalities of its series'),
+  series_count: z.number().int(),
+  triage: triage.nullable().describe('The most urgent of its series\' triage; null when none was analysed'),
+  series: z.array(scan).describe('Every series of the study, by series number'),
+});
+export type Study = z.infer<typeof study>;
+
+export const studiesQuery = pageQuery
+  .extend({
+    q: text(64).optional().describe('Words that must each appear, case- and accent-insensitively, in the patient\'s name, patient ID, accession number or study description'),
+    patient_id: text(64).optional(),
+  })
+  .strict();
 
 /** MRI is accepted as an alias of the DICOM code MR (the spec's example uses it). */
 const modalityQuery = z

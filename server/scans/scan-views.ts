@@ -6,6 +6,7 @@ import type { Database } from '#server/store/database.ts';
 import type { ScanRow } from '#server/store/scans.ts';
 import { groupLesions } from '#server/findings/lesions.ts';
 import { placeOf, type SliceIndex } from '#server/findings/places.ts';
+import { triageOf } from '#server/scans/triage.ts';
 
 export type FindingFilter = { label?: string | undefined; minConfidence?: number | undefined };
 
@@ -38,7 +39,8 @@ export function loadLatestAnalyses(
   return { analyses: findAnalysesByIds(db, ids), findings: findFindingsByAnalyses(db, ids) };
 }
 
-export function toScan(row: ScanRow, findings: readonly FindingRow[] | undefined, analysis: AnalysisRow | undefined): Scan {
+/** `slices` numbers the triage reason's slice; without it the reason names no slice. */
+export function toScan(row: ScanRow, findings: readonly FindingRow[] | undefined, analysis: AnalysisRow | undefined, slices?: SliceIndex): Scan {
   // Findings arrive ordered by confidence, so the first is the worklist's "top" finding.
   const top = findings?.[0];
   return {
@@ -56,6 +58,7 @@ export function toScan(row: ScanRow, findings: readonly FindingRow[] | undefined
     status: row.status,
     status_reason: row.status_reason,
     ai_summary: top && analysis ? { label: top.label, confidence: top.confidence, analysis_id: analysis.public_id } : null,
+    triage: triageOf(analysis, findings ?? [], slices),
     created_at: row.created_at,
     updated_at: row.updated_at,
   };

@@ -10,6 +10,7 @@ import { findScan, listScans as listScanRows, listScansWithResults, setScanStatu
 import { loadSliceIndex } from '#server/findings/places.ts';
 import { checkClientTransition } from '#server/scans/state-machine.ts';
 import { loadLatestAnalyses, toScan, toScanResult } from '#server/scans/scan-views.ts';
+import { needsSlices } from '#server/scans/triage.ts';
 
 export type ScanDeps = { db: Database; clock: Clock };
 
@@ -19,13 +20,16 @@ export function getScanRow(deps: ScanDeps, scanId: string): ScanRow {
   return row;
 }
 
-function withSummaries(deps: ScanDeps, rows: readonly ScanRow[]): Scan[] {
+export function withSummaries(deps: ScanDeps, rows: readonly ScanRow[]): Scan[] {
   const { analyses, findings } = loadLatestAnalyses(deps.db, rows);
-  return rows.map((row) =>
-    row.latest_analysis_ref === null
-      ? toScan(row, undefined, undefined)
-      : toScan(row, findings.get(row.latest_analysis_ref), analyses.get(row.latest_analysis_ref)),
-  );
+  return rows.map((row) => {
+    if (row.latest_analysis_ref === null) return toScan(row, undefined, undefined);
+    const analysis = analyses.get(row.latest_analysis_ref);
+    const own = findings.get(row.latest_analysis_ref) ?? [];
+    // The slice index costs a query: only scans whose findings set a priority need it.
+    const slices = analysis && needsSlices(analysis, own) ? loadSliceIndex(deps.db, row.id) : undefined;
+    return toScan(row, own, analysis, slices);
+  });
 }
 
 export function listScans(deps: ScanDeps, filter: ScanFilter, page: PageRequest): Page<Scan> {

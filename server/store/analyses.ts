@@ -1,7 +1,10 @@
 /** SQL for analyses and their findings. */
-import type { FindingReview } from '#common/vocabulary.ts';
+import type { FindingReview, Urgency } from '#common/vocabulary.ts';
 import { sql, type Database } from '#server/store/database.ts';
 import { newPublicId } from '#server/store/public-id.ts';
+
+/** Label -> its urgency and display name in the manifest an analysis ran with (worklist triage). */
+export type TriageLabels = Record<string, { urgency: Urgency; display_name: string }>;
 
 export type AnalysisRow = {
   id: number;
@@ -12,6 +15,8 @@ export type AnalysisRow = {
   model_version: string;
   model_sha256: string;
   thresholds: string;
+  /** JSON TriageLabels from the manifest the analysis ran with (migration 13). */
+  triage_labels: string;
   status: 'queued' | 'running' | 'succeeded' | 'failed' | 'not_applicable' | 'cancelled';
   error: string | null;
   recommendation: string | null;
@@ -64,6 +69,8 @@ export type CompletedAnalysisInput = {
   scanRef: number;
   model: { id: string; name: string; version: string; sha256: string };
   thresholds: Record<string, number>;
+  /** Labels not named are routine. */
+  triageLabels?: TriageLabels;
   recommendation: string;
   findings: readonly FindingInput[];
   startedAt: string;
@@ -75,8 +82,8 @@ export type CompletedAnalysisInput = {
 export function insertCompletedAnalysis(db: Database, input: CompletedAnalysisInput): AnalysisRow {
   const analysis = sql(db,
       `INSERT INTO analyses (public_id, scan_ref, model_id, model_name, model_version, model_sha256, thresholds,
-         status, recommendation, created_at, started_at, finished_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, 'succeeded', ?, ?, ?, ?) RETURNING *`,
+         triage_labels, status, recommendation, created_at, started_at, finished_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'succeeded', ?, ?, ?, ?) RETURNING *`,
     )
     .get(
       newPublicId('ana'),
@@ -86,6 +93,7 @@ export function insertCompletedAnalysis(db: Database, input: CompletedAnalysisIn
       input.model.version,
       input.model.sha256,
       JSON.stringify(input.thresholds),
+      JSON.stringify(input.triageLabels ?? {}),
       input.recommendation,
       input.startedAt,
       input.startedAt,

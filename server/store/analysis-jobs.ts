@@ -4,7 +4,7 @@
  * cancel, a second process or a restart can never make two writers finish the same job.
  */
 import type { ScanStatus } from '#common/vocabulary.ts';
-import { insertFindings, type AnalysisRow, type FindingInput } from '#server/store/analyses.ts';
+import { insertFindings, type AnalysisRow, type FindingInput, type TriageLabels } from '#server/store/analyses.ts';
 import { sql, type Database } from '#server/store/database.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 
@@ -25,12 +25,12 @@ const JOB_SELECT = `
 
 export function insertQueuedAnalysis(
   db: Database,
-  input: { scanRef: number; model: ModelRecord; thresholds: Record<string, number>; requestedBy: string | null; at: string },
+  input: { scanRef: number; model: ModelRecord; thresholds: Record<string, number>; triageLabels: TriageLabels; requestedBy: string | null; at: string },
 ): AnalysisJobRow {
   const info = sql(db,
     `INSERT INTO analyses (public_id, scan_ref, model_id, model_name, model_version, model_sha256, thresholds,
-       status, requested_by, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)`,
+       triage_labels, status, requested_by, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)`,
   ).run(
     newPublicId('ana'),
     input.scanRef,
@@ -39,6 +39,7 @@ export function insertQueuedAnalysis(
     input.model.version,
     input.model.sha256,
     JSON.stringify(input.thresholds),
+    JSON.stringify(input.triageLabels),
     input.requestedBy,
     input.at,
   );
@@ -91,11 +92,17 @@ export function requeueAnalysis(db: Database, id: number, expectedPid: number | 
 }
 
 /** Records the model actually loaded (a user may have replaced the folder since queuing). */
-export function setAnalysisModel(db: Database, id: number, pid: number, model: ModelRecord, thresholds: Record<string, number>): void {
+export function setAnalysisModel(
+  db: Database,
+  id: number,
+  pid: number,
+  model: ModelRecord,
+  labels: { thresholds: Record<string, number>; triageLabels: TriageLabels },
+): void {
   sql(db,
-    `UPDATE analyses SET model_id = ?, model_name = ?, model_version = ?, model_sha256 = ?, thresholds = ?
+    `UPDATE analyses SET model_id = ?, model_name = ?, model_version = ?, model_sha256 = ?, thresholds = ?, triage_labels = ?
      WHERE id = ? AND status = 'running' AND owner_pid = ?`,
-  ).run(model.id, model.name, model.version, model.sha256, JSON.stringify(thresholds), id, pid);
+  ).run(model.id, model.name, model.version, model.sha256, JSON.stringify(labels.thresholds), JSON.stringify(labels.triageLabels), id, pid);
 }
 
 /** False when the job is no longer this process's to run (cancelled meanwhile). */

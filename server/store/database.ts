@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
 import { applyMigrations } from '#server/store/migrations.ts';
+import { registerSearchFold } from '#server/store/search-fold.ts';
 
 export type Database = BetterSqlite3.Database;
 
@@ -33,6 +34,7 @@ export function openDatabase(dataDir: string, nativeBinding = process.env['MIA_S
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 10000');
   applyMigrations(db);
+  registerSearchFold(db);
   return db;
 }
 

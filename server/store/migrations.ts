@@ -427,6 +427,24 @@ const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE findings ADD COLUMN review_reason TEXT;
     `,
   },
+  {
+    version: 13,
+    name: 'analyses: the triage urgency of each label, as the model declared it',
+    sql: `
+      -- Triage (issue 11): the worklist priority comes from the findings and the urgency their
+      -- labels had in the manifest the analysis ran with, kept like the thresholds so a later
+      -- manifest cannot re-prioritise what was already read. JSON: label -> { urgency
+      -- (urgent | soon | routine), display_name } (the name the priority's reason used).
+      ALTER TABLE analyses ADD COLUMN triage_labels TEXT NOT NULL DEFAULT '{}';
+      -- Analyses made before triage: the bundled model is the only one whose labels' urgency is
+      -- known (its manifest of this release); any other model's findings stay routine.
+      UPDATE analyses SET triage_labels = json_object(
+          'tumor_detected', json_object('urgency', 'soon', 'display_name', 'Mass / tumour'),
+          'hemorrhage_detected', json_object('urgency', 'urgent', 'display_name', 'Intracranial haemorrhage'),
+          'infarct_detected', json_object('urgency', 'urgent', 'display_name', 'Infarct'))
+        WHERE model_id = 'mia-phantom-detector';
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

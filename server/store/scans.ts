@@ -21,6 +21,7 @@ export type ScanRow = {
   created_at: string;
   updated_at: string;
   latest_analysis_ref: number | null;
+  study_ref: number;
 };
 
 export type ScanFilter = {
@@ -33,7 +34,7 @@ export type ScanFilter = {
 const SCAN_SELECT = `
   SELECT s.id, s.scan_id, p.patient_id, st.study_uid, st.study_date, st.description AS study_description,
          st.accession_number, s.modality, s.body_part, s.description, s.series_number, s.instance_count,
-         s.status, s.status_reason, s.created_at, s.updated_at, s.latest_analysis_ref
+         s.status, s.status_reason, s.created_at, s.updated_at, s.latest_analysis_ref, s.study_ref
   FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref`;
 
 const FILTER_SQL = `
@@ -78,6 +79,13 @@ export function listScansWithResults(db: Database, filter: ResultFilter, page: P
       limit: page.limit + 1,
     }) as ScanRow[];
   return toPage(rows, page.limit);
+}
+
+/** Every scan of the given studies, in series order: the series of a page of studies. */
+export function listScansOfStudies(db: Database, studyRefs: readonly number[]): ScanRow[] {
+  if (studyRefs.length === 0) return [];
+  return sql(db, `${SCAN_SELECT} WHERE s.study_ref IN (SELECT value FROM json_each(?)) ORDER BY s.series_number IS NULL, s.series_number, s.id`)
+    .all(JSON.stringify(studyRefs)) as ScanRow[];
 }
 
 export function findScan(db: Database, scanId: string): ScanRow | undefined {

@@ -113,6 +113,22 @@ describe('import -> analyse -> results on phantom DICOM', () => {
     }
   });
 
+  it('gives each analysed series the triage its findings call for: haemorrhage and infarct urgent, a mass soon', async () => {
+    const urgent = ['hemorrhage_detected', 'infarct_detected'];
+    let urgentSeries = 0;
+    for (const series of [...tumour, ...mixed, ...clean]) {
+      const { triage } = (await t.request('GET', `/v1/scans/${series.scan_uid}`)).json.data;
+      // The model stores only findings at or above their threshold, and none is reviewed yet.
+      const labels = (results.get(series.scan_uid) ?? []).map((f) => f.label);
+      const expected = labels.some((l) => urgent.includes(l)) ? 'urgent' : labels.includes('tumor_detected') ? 'soon' : 'routine';
+      expect(triage.priority, series.scan_uid).toBe(expected);
+      if (expected === 'routine') expect(triage.reason).toBeNull();
+      else expect(triage.reason).toMatch(/^(Intracranial haemorrhage|Infarct|Mass \/ tumour) \d+%, slice \d+ of \d+$/);
+      if (expected === 'urgent') urgentSeries += 1;
+    }
+    expect(urgentSeries).toBeGreaterThan(0);
+  });
+
   it('records the model, version, file hash and thresholds with each result (API-Version 1.1)', async () => {
     const scanUid = tumour[0]!.scan_uid;
     const reply = await t.request('GET', `/v1/scans/${scanUid}/results`, { headers: { 'API-Version': '1.1' } });

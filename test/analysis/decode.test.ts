@@ -31,8 +31,8 @@ const manifest: Pick<Manifest, 'input' | 'output' | 'labels'> = {
     aggregation: { link_iou: 0.2, max_slice_gap: 1 },
   },
   labels: [
-    { label: 'tumor_detected', display_name: 'T', definition: 'd', code: { system: 'SNOMED CT', value: '1', meaning: 'm', provisional: true }, threshold: 0.5 },
-    { label: 'hemorrhage_detected', display_name: 'H', definition: 'd', code: { system: 'SNOMED CT', value: '2', meaning: 'm', provisional: true }, threshold: 0.6 },
+    { label: 'tumor_detected', display_name: 'T', definition: 'd', code: { system: 'SNOMED CT', value: '1', meaning: 'm', provisional: true }, threshold: 0.5, urgency: 'soon' },
+    { label: 'hemorrhage_detected', display_name: 'H', definition: 'd', code: { system: 'SNOMED CT', value: '2', meaning: 'm', provisional: true }, threshold: 0.6, urgency: 'urgent' },
   ],
 };
 

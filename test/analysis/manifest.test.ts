@@ -52,6 +52,30 @@ describe('bundled model manifest', () => {
   });
 });
 
+describe('label urgency (worklist triage)', () => {
+  it('the bundled model declares haemorrhage and infarct urgent, a mass soon', async () => {
+    const m = await loadManifest(MODEL_DIR);
+    expect(Object.fromEntries(m.labels.map((l) => [l.label, l.urgency]))).toEqual({
+      tumor_detected: 'soon',
+      hemorrhage_detected: 'urgent',
+      infarct_detected: 'urgent',
+    });
+  });
+
+  it('a label without urgency is routine, so manifests written before triage stay valid', async () => {
+    const json = await committedJson();
+    for (const label of json.labels as { urgency?: unknown }[]) delete label.urgency;
+    expect(parseManifest(json).labels.map((l) => l.urgency)).toEqual(['routine', 'routine', 'routine']);
+  });
+
+  it('an urgency outside urgent, soon and routine is refused, naming the field', async () => {
+    const json = await committedJson();
+    (json.labels as { urgency: unknown }[])[1]!.urgency = 'stat';
+    const err = errorOf(() => parseManifest(json));
+    expect(err.issues.map((i) => i.path)).toEqual(['labels[1].urgency']);
+  });
+});
+
 describe('parseManifest errors name the field', () => {
   it('labels[2].threshold out of range', async () => {
     const json = await committedJson();

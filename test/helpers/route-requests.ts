@@ -67,6 +67,7 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
     'GET /v1/users/{id}': () => ({ path: `/v1/users/${radiologistId()}` }),
     'PATCH /v1/users/{id}': () => ({ path: `/v1/users/${radiologistId()}`, body: { name: 'Dr. Matrix' } }),
     'GET /v1/scans': () => ({ path: '/v1/scans' }),
+    'GET /v1/studies': () => ({ path: '/v1/studies?q=a' }),
     'GET /v1/scans/{scan_id}': () => ({ path: `/v1/scans/${analysedScan()}` }),
     'POST /v1/scans/{scan_id}': () => ({ path: `/v1/scans/${analysedScan()}`, body: { status: 'in_review' } }),
     'GET /v1/scan/results': () => ({ path: '/v1/scan/results' }),

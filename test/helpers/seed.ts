@@ -4,7 +4,7 @@
  */
 import { inTransaction } from '#server/store/database.ts';
 import type { Database } from '#server/store/database.ts';
-import { insertCompletedAnalysis, type FindingInput } from '#server/store/analyses.ts';
+import { insertCompletedAnalysis, type FindingInput, type TriageLabels } from '#server/store/analyses.ts';
 import { upsertPatient, upsertScan, upsertStudy } from '#server/store/archive-index.ts';
 
 export type SeededScan = { scanId: string; patientId: string; studyUid: string; scanRef: number };
@@ -18,24 +18,38 @@ export function uid(prefix = '1.2.826.0.1.3680043.10.1000'): string {
 
 export function seedScan(
   db: Database,
-  options: { patientId?: string; modality?: string; description?: string; at?: string } = {},
+  options: {
+    patientId?: string;
+    modality?: string;
+    description?: string;
+    at?: string;
+    /** The study's values; a study seeded before keeps the ones it was first given. */
+    study?: { uid?: string; patientName?: string; date?: string; description?: string; accession?: string };
+    seriesNumber?: number;
+  } = {},
 ): SeededScan {
   const at = options.at ?? '2026-03-01T08:00:00.000Z';
   const patientId = options.patientId ?? `PAT-${uid('').slice(1)}`;
-  const studyUid = uid();
+  const studyUid = options.study?.uid ?? uid();
   const scanId = uid();
   const scanRef = inTransaction(db, () => {
-    const patientRef = upsertPatient(db, { patientId, name: 'Doe^Jane', birthDate: '19700101', sex: 'F' }, at);
+    const patientRef = upsertPatient(db, { patientId, name: options.study?.patientName ?? 'Doe^Jane', birthDate: '19700101', sex: 'F' }, at);
     const studyRef = upsertStudy(
       db,
       patientRef,
-      { studyUid, studyDate: '20260301', studyTime: '080000', description: 'Head', accessionNumber: 'ACC1' },
+      {
+        studyUid,
+        studyDate: options.study?.date ?? '20260301',
+        studyTime: '080000',
+        description: options.study?.description ?? 'Head',
+        accessionNumber: options.study?.accession ?? 'ACC1',
+      },
       at,
     );
     return upsertScan(
       db,
       studyRef,
-      { scanId, modality: options.modality ?? 'MR', bodyPart: 'HEAD', description: options.description ?? 'T1 axial', seriesNumber: 1 },
+      { scanId, modality: options.modality ?? 'MR', bodyPart: 'HEAD', description: options.description ?? 'T1 axial', seriesNumber: options.seriesNumber ?? 1 },
       at,
     );
   });
@@ -46,13 +60,21 @@ export function seedAnalysis(
   db: Database,
   scan: SeededScan,
   findings: readonly Partial<FindingInput>[],
-  options: { recommendation?: string; version?: string; setStatus?: boolean } = {},
+  options: {
+    recommendation?: string;
+    version?: string;
+    setStatus?: boolean;
+    thresholds?: Record<string, number>;
+    /** Label urgencies as stored with the analysis; none by default (every finding routine). */
+    triageLabels?: TriageLabels;
+  } = {},
 ): void {
   inTransaction(db, () => {
     insertCompletedAnalysis(db, {
       scanRef: scan.scanRef,
       model: { id: 'mia-phantom-detector', name: 'mia phantom detector', version: options.version ?? '1.0.0', sha256: 'ab'.repeat(32) },
-      thresholds: { tumor_detected: 0.5 },
+      thresholds: options.thresholds ?? { tumor_detected: 0.5 },
+      ...(options.triageLabels ? { triageLabels: options.triageLabels } : {}),
       recommendation: options.recommendation ?? 'Follow-up MRI in 3 months.',
       findings: findings.map((f, i) => ({
         label: f.label ?? 'tumor_detected',

@@ -7,6 +7,7 @@ import { pageRequest } from '#server/http/pagination.ts';
 import { defineRoute, scopes, type Route } from '#server/http/route.ts';
 import { analysisQueueOf } from '#server/analysis/analysis-queue.ts';
 import { getLatestResult, getScan, listResults, listScans, requestScanStatus } from '#server/scans/scans.ts';
+import { listStudies } from '#server/scans/studies.ts';
 
 /** v1 is exactly spec 2.3-2.5 plus instance_uid and frame; v1.1 adds ids, review and analysis. */
 export function resultForVersion(result: ScanResultV11, version: ApiVersion): unknown {
@@ -44,6 +45,30 @@ export const scanRoutes: Route[] = [
     handle: ({ services, query, audit }) => {
       audit({ patientId: query.patient_id ?? null });
       const page = listScans(services, { patientId: query.patient_id, modality: query.modality, status: query.status }, pageRequest(query));
+      return { kind: 'list', items: page.items, nextAfterId: page.nextAfterId };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/studies',
+    summary: 'List studies with their series (the worklist by study)',
+    description:
+      'One item per study (StudyInstanceUID): patient ID and name (PHI: the read is audited with ' +
+      'every patient listed), accession, date, description, modalities, its series as in GET /v1/scans, ' +
+      'and the most urgent triage of its series. q searches name, patient ID, accession and description.',
+    access: scopes('read:scans'),
+    query: api.studiesQuery,
+    response: api.study,
+    list: true,
+    audit: 'studies.list',
+    handle: ({ services, query, audit }) => {
+      // The search words may be a patient's name: the audit keeps which patients the read
+      // reached (its patient_ids), not the name typed.
+      const filters: [string, string][] = [];
+      if (query.q !== undefined) filters.push(['q', 'redacted']);
+      if (query.patient_id !== undefined) filters.push(['patient_id', query.patient_id]);
+      audit({ patientId: query.patient_id ?? null, target: filters.length > 0 ? `filter:${new URLSearchParams(filters).toString()}` : null });
+      const page = listStudies(services, { q: query.q, patientId: query.patient_id }, pageRequest(query));
       return { kind: 'list', items: page.items, nextAfterId: page.nextAfterId };
     },
   }),

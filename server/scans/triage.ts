@@ -1,0 +1,64 @@
+/**
+ * Worklist triage (issue 11): how soon a scan needs a reader, from its latest analysis. The
+ * priority is the most urgent label among the findings a reader would be shown (at or above
+ * their label's threshold) and has not rejected; the urgency and the label's name are the ones
+ * stored with the analysis (migration 13), so a later manifest cannot re-prioritise old results.
+ * A reader rejecting the haemorrhage drops the priority; accepting it keeps it.
+ */
+import { URGENCIES, type Urgency } from '#common/vocabulary.ts';
+import type { Triage } from '#server/api/schemas.ts';
+import type { AnalysisRow, FindingRow, TriageLabels } from '#server/store/analyses.ts';
+import type { SliceIndex } from '#server/findings/places.ts';
+import { z } from 'zod';
+
+const triageLabels = z.record(z.string(), z.object({ urgency: z.enum(URGENCIES), display_name: z.string() }));
+const thresholds = z.record(z.string(), z.number());
+
+/** Lower is more urgent (the order of URGENCIES). */
+export const urgencyRank = (urgency: Urgency): number => URGENCIES.indexOf(urgency);
+
+function parsed<T>(schema: z.ZodType<T>, json: string, fallback: T): T {
+  const result = schema.safeParse(JSON.parse(json));
+  return result.success ? result.data : fallback;
+}
+
+/** The findings that set the priority, most urgent first, then the most confident. */
+export function triageFindings(analysis: AnalysisRow, findings: readonly FindingRow[]): { finding: FindingRow; urgency: Urgency; name: string }[] {
+  const labels: TriageLabels = parsed(triageLabels, analysis.triage_labels, {});
+  const cut = parsed(thresholds, analysis.thresholds, {});
+  return findings
+    // A reader-drawn finding is the reader's own call: it counts whatever its nominal confidence.
+    .filter((f) => f.review !== 'rejected' && (f.source === 'reader' || f.confidence >= (cut[f.label] ?? 0)))
+    .map((finding) => ({ finding, urgency: labels[finding.label]?.urgency ?? 'routine', name: labels[finding.label]?.display_name ?? finding.label }))
+    .sort((a, b) => urgencyRank(a.urgency) - urgencyRank(b.urgency) || b.finding.confidence - a.finding.confidence || a.finding.id - b.finding.id);
+}
+
+/** Only scans whose findings set a priority need their slice index (for the reason's slice). */
+export function needsSlices(analysis: AnalysisRow, findings: readonly FindingRow[]): boolean {
+  return triageFindings(analysis, findings).length > 0;
+}
+
+/** Null before any analysis; routine with no reason when nothing a reader would see was found. */
+export function triageOf(analysis: AnalysisRow | undefined, findings: readonly FindingRow[], slices: SliceIndex | undefined): Triage | null {
+  if (!analysis) return null;
+  const [top] = triageFindings(analysis, findings);
+  if (!top) return { priority: 'routine', reason: null, finding_id: null };
+  const { finding } = top;
+  const entry = slices?.entries.get(`${finding.instance_uid}#${finding.frame}`);
+  const parts = [
+    finding.source === 'reader' ? `${top.name} (drawn by the reader)` : `${top.name} ${Math.round(finding.confidence * 100)}%`,
+    ...(entry && slices ? [`slice ${entry.slice} of ${slices.slices}`] : []),
+    ...(finding.review === 'accepted' && finding.source === 'model' ? ['accepted'] : []),
+  ];
+  return { priority: top.urgency, reason: parts.join(', '), finding_id: finding.public_id };
+}
+
+/** The most urgent of several (a study's series); null when none was analysed. */
+export function highestTriage(triages: readonly (Triage | null)[]): Triage | null {
+  let best: Triage | null = null;
+  for (const triage of triages) {
+    if (!triage) continue;
+    if (!best || urgencyRank(triage.priority) < urgencyRank(best.priority) || (best.reason === null && triage.reason !== null && triage.priority === best.priority)) best = triage;
+  }
+  return best;
+}

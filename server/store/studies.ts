@@ -1,0 +1,41 @@
+/** SQL for studies (StudyInstanceUID) with their patient: the worklist's study rows. */
+import { sql, type Database } from '#server/store/database.ts';
+import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
+import { SEARCH_FOLD_FUNCTION } from '#server/store/search-fold.ts';
+
+export type StudyRow = {
+  id: number;
+  study_uid: string;
+  patient_id: string;
+  patient_name: string | null;
+  accession_number: string | null;
+  study_date: string | null;
+  study_description: string | null;
+};
+
+export type StudyFilter = {
+  patientId?: string | undefined;
+  /** Folded words (searchFold) that must each appear in the name, patient ID, accession or description. */
+  words?: readonly string[] | undefined;
+};
+
+export function listStudies(db: Database, filter: StudyFilter, page: PageRequest): Page<StudyRow> {
+  const rows = sql(db,
+      `SELECT st.id, st.study_uid, p.patient_id, p.name AS patient_name, st.accession_number, st.study_date,
+              st.description AS study_description
+       FROM studies st JOIN patients p ON p.id = st.patient_ref
+       WHERE st.id > @after AND (@patientId IS NULL OR p.patient_id = @patientId)
+         AND EXISTS (SELECT 1 FROM scans s WHERE s.study_ref = st.id)
+         AND NOT EXISTS (
+           SELECT 1 FROM json_each(@words) w
+           WHERE instr(${SEARCH_FOLD_FUNCTION}(coalesce(p.name, '') || ' ' || p.patient_id || ' ' || coalesce(st.accession_number, '') || ' ' || coalesce(st.description, '')), w.value) = 0)
+       ORDER BY st.id LIMIT @limit`,
+    )
+    .all({
+      after: page.afterId,
+      limit: page.limit + 1,
+      patientId: filter.patientId ?? null,
+      words: JSON.stringify(filter.words ?? []),
+    }) as StudyRow[];
+  return toPage(rows, page.limit);
+}
