@@ -4,7 +4,7 @@
  * of a round length in mm from the pixel spacing. And the display tools' controls: invert,
  * rotate, flip and cine playback.
  */
-import { useState } from 'react';
+import { useState, type ReactNode } from 'react';
 import { CINE_RATES, type DisplayTools } from '../imaging/use-display-tools.ts';
 import { TagBrowser } from './TagBrowser.tsx';
 import type { EdgeMarkers } from '../imaging/display-tools.ts';
@@ -30,10 +30,12 @@ export function DisplayOverlay({ markers, bar }: { markers: EdgeMarkers | null; 
   );
 }
 
-export function DisplayControls({ tools, slices, instanceUid }: { tools: DisplayTools; slices: number; instanceUid: string | null }) {
+/** `children`: controls of the viewer's own placed first in the row (the layout and sync buttons). */
+export function DisplayControls({ tools, slices, instanceUid, children }: { tools: DisplayTools; slices: number; instanceUid: string | null; children?: ReactNode }) {
   const [tagsOpen, setTagsOpen] = useState(false);
   return (
     <div className="display-tools" data-testid="display-tools">
+      {children}
       {tagsOpen && instanceUid ? <TagBrowser instanceUid={instanceUid} onClose={() => setTagsOpen(false)} /> : null}
       <button type="button" onClick={tools.togglePlay} disabled={slices < 2} data-testid="cine-play" title="Cine: play or pause the stack (c)" className={tools.playing ? 'primary' : ''}>
         {tools.playing ? '❚❚ Pause' : '▶ Cine'}

@@ -22,7 +22,8 @@ import { AnalyseButton, AnalysisStatus, useCanAnalyse, useRequestAnalysis } from
 import { ModelTag } from '../components/ClinicalBanner.tsx';
 import { ErrorState, InlineError, Loading } from '../components/StateMessage.tsx';
 import { dateTime, dicomDate, labelText, percent } from '../format.ts';
-import { autoWindow, dragWindow, parseRawFrame, presetsFor, renderFrame, type Preset, type RawFrame, type Window } from '../imaging/frame.ts';
+import { autoWindow, dragWindow, presetsFor, renderFrame, type Preset, type Window } from '../imaging/frame.ts';
+import { useFrames } from '../imaging/use-frames.ts';
 import { sliceSpacing, stackOf, type Slice } from '../imaging/stack.ts';
 import { drawSlice, imageTransform, pixelAspect, type View } from '../imaging/viewport.ts';
 import { applyOrient, edgeMarkers, orientedSize, scaleBar, screenDeltaToFrame, slicePositionMm } from '../imaging/display-tools.ts';
@@ -31,7 +32,11 @@ import { DisplayControls, DisplayOverlay } from '../components/DisplayOverlay.ts
 import { MeasureLayer } from '../components/MeasureLayer.tsx';
 import { FindingDrawLayer } from '../components/FindingDrawLayer.tsx';
 import { RejectReason } from '../components/RejectReason.tsx';
-import { SeriesStrip } from '../components/SeriesStrip.tsx';
+import { SERIES_DRAG_TYPE, SeriesStrip, usePatientSeries } from '../components/SeriesStrip.tsx';
+import { ComparePane } from '../components/ComparePane.tsx';
+import { LayoutControls } from '../components/LayoutControls.tsx';
+import { nextLayout } from '../imaging/layout.ts';
+import { usePaneSync } from '../imaging/use-pane-sync.ts';
 import { PatientName } from '../components/PatientName.tsx';
 import { navigate } from '../route.ts';
 import { boxSizeText, lesionRows, lesionText } from '../lesion-text.ts';
@@ -41,11 +46,6 @@ import { useLoad } from '../use-load.ts';
 type ViewerData = { scan: Scan; result: ScanResult | null; slices: Slice[]; imagesProblem: string | null };
 
 const RESET_VIEW: View = { zoom: 1, panX: 0, panY: 0 };
-const PREFETCH_CONCURRENCY = 4;
-
-function sliceKey(uid: string, frame: number): string {
-  return `${uid}#${frame}`;
-}
 
 async function orNull<T>(promise: Promise<T>): Promise<T | null> {
   try {
@@ -122,15 +122,18 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
   // Invert, rotate/flip and cine (a loop through the stack): use-display-tools.ts.
   const advance = useCallback(() => setIndex((i) => (i + 1) % Math.max(1, slices.length)), [slices.length]);
   const tools = useDisplayTools(slices.length, advance);
+  // Layouts and synchronized scrolling (issue 11, study-level reading): pane 1 is this scan.
+  const patientScans = usePatientSeries(scan.patient_id);
+  const panes = usePaneSync(scan, patientScans, slices, index, setIndex);
 
   const canvasRef = useRef<HTMLCanvasElement>(null);
   const boxRef = useRef<HTMLDivElement>(null);
-  const cache = useRef(new Map<string, RawFrame>());
-  const pending = useRef(new Map<string, Promise<RawFrame>>());
+  const frames = useFrames(client, slices, index);
+  const loadFrame = frames.load;
   const scratch = useRef<HTMLCanvasElement | null>(null);
 
   const slice = slices[index] ?? null;
-  const frame = slice ? cache.current.get(sliceKey(slice.instance.instance_uid, slice.frame)) ?? null : null;
+  const frame = frames.cached(slice);
   const visible = useMemo(() => findings.filter((f) => f.confidence >= threshold), [findings, threshold]);
   const onSlice = useMemo(
     () => (slice ? visible.filter((f) => f.instance_uid === slice.instance.instance_uid && f.frame === slice.frame) : []),
@@ -139,28 +142,6 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
   const sliceOf = useCallback(
     (f: Finding) => slices.findIndex((s) => s.instance.instance_uid === f.instance_uid && s.frame === f.frame),
     [slices],
-  );
-
-  const loadFrame = useCallback(
-    (target: Slice): Promise<RawFrame> => {
-      const key = sliceKey(target.instance.instance_uid, target.frame);
-      const cached = cache.current.get(key);
-      if (cached) return Promise.resolve(cached);
-      const inFlight = pending.current.get(key);
-      if (inFlight) return inFlight;
-      const promise = client
-        .binary(`/v1/instances/${encodeURIComponent(target.instance.instance_uid)}/frames/${target.frame}/raw`, { accept: '*/*' })
-        .then(async ({ blob, headers }) => parseRawFrame(await blob.arrayBuffer(), headers))
-        .then((parsed) => {
-          cache.current.set(key, parsed);
-          pending.current.delete(key);
-          return parsed;
-        });
-      pending.current.set(key, promise);
-      promise.catch(() => pending.current.delete(key));
-      return promise;
-    },
-    [client],
   );
 
   // The current slice first, then the whole series in the background so scrolling is smooth.
@@ -182,31 +163,6 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
       cancelled = true;
     };
   }, [slice, loadFrame, retries]);
-
-  useEffect(() => {
-    let stopped = false;
-    const order = slices.map((_, i) => i).sort((a, b) => Math.abs(a - index) - Math.abs(b - index));
-    let next = 0;
-    const worker = async (): Promise<void> => {
-      while (!stopped && next < order.length) {
-        const target = slices[order[next++] ?? 0];
-        if (!target) continue;
-        try {
-          await loadFrame(target);
-        } catch {
-          // The visible slice reports its own error; background failures are retried on demand.
-        }
-      }
-    };
-    const timer = setTimeout(() => {
-      for (let i = 0; i < PREFETCH_CONCURRENCY; i += 1) void worker();
-    }, 150);
-    return () => {
-      stopped = true;
-      clearTimeout(timer);
-    };
-    // Restarts only when the series changes, not on every scroll step (index is read once).
-  }, [slices, loadFrame]);
 
   // Size the canvas to its box, in device pixels.
   useEffect(() => {
@@ -356,7 +312,12 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
       if (target instanceof HTMLTextAreaElement || (target instanceof HTMLInputElement && target.type !== 'range' && target.type !== 'checkbox')) return;
       if (event.ctrlKey || event.metaKey || event.altKey) return;
       const preset = presets.find((p) => p.key === event.key);
+      const paneDelta = { ArrowUp: -1, ArrowLeft: -1, ArrowDown: 1, ArrowRight: 1, PageUp: -10, PageDown: 10 }[event.key];
       if (preset) applyPreset(preset);
+      else if (event.key === 'l') panes.setLayout(nextLayout(panes.layout));
+      else if (event.key === 's' && panes.layout !== '1x1') panes.toggleSync();
+      // Slice keys move the selected pane; a comparison pane moves the linked others with it.
+      else if (paneDelta !== undefined && panes.active > 1) panes.step(panes.active, paneDelta);
       else if (event.key === 'ArrowUp' || event.key === 'ArrowLeft') step(-1);
       else if (event.key === 'ArrowDown' || event.key === 'ArrowRight') step(1);
       else if (event.key === 'PageUp') step(-10);
@@ -393,7 +354,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
     };
     window.addEventListener('keydown', onKey);
     return () => window.removeEventListener('keydown', onKey);
-  }, [findings, presets, applyPreset, step, slices.length, cycleFinding, canReview, review, reviewTarget, goScan, canAnalyse, requestAnalysis, scan]);
+  }, [findings, presets, applyPreset, step, slices.length, cycleFinding, canReview, review, reviewTarget, goScan, canAnalyse, requestAnalysis, scan, panes]);
 
   // Wheel: a non-passive listener so the page does not scroll while the stack does.
   useEffect(() => {
@@ -471,7 +432,25 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
             Report
           </button>
         </div>
-        <div className="viewport" ref={boxRef}>
+        <div className={`viewer-grid layout-${panes.layout}`} data-testid="viewer-grid" data-layout={panes.layout}>
+        <div
+          className={`viewport${panes.layout !== '1x1' && panes.active === 1 ? ' active' : ''}`}
+          ref={boxRef}
+          data-testid="viewer-pane"
+          data-pane={1}
+          data-scan-id={scan.scan_id}
+          onPointerDownCapture={() => panes.setActive(1)}
+          onDragOver={(event) => {
+            if (event.dataTransfer.types.includes(SERIES_DRAG_TYPE)) event.preventDefault();
+          }}
+          onDrop={(event) => {
+            // Pane 1 is the scan the viewer reads: a series dropped on it is opened as that scan.
+            const id = event.dataTransfer.getData(SERIES_DRAG_TYPE);
+            if (!id) return;
+            event.preventDefault();
+            if (id !== scan.scan_id) navigate({ name: 'viewer', scanId: id });
+          }}
+        >
           <canvas
             ref={canvasRef}
             data-testid="viewport-canvas"
@@ -562,6 +541,28 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
             </div>
           ) : null}
         </div>
+        {panes.panes.map((p, k) => (
+          <ComparePane
+            key={k}
+            pane={k + 2}
+            primary={scan}
+            scan={p.scan}
+            index={p.index}
+            active={panes.active === k + 2}
+            linked={p.linked}
+            link={p.link}
+            sync={panes.sync}
+            onActivate={() => panes.setActive(k + 2)}
+            onSlices={(list) => panes.setSlices(k + 2, list)}
+            onScroll={(to) => panes.scroll(k + 2, to)}
+            onToggleLink={() => panes.toggleLink(k + 2)}
+            onDropScan={(id) => {
+              const target = patientScans?.find((s) => s.scan_id === id);
+              if (target) panes.show(k + 2, target);
+            }}
+          />
+        ))}
+        </div>
         {slices.length > 1 ? (
           <input
             className="slice-bar"
@@ -574,8 +575,19 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
             data-testid="slice-slider"
           />
         ) : null}
-        <DisplayControls tools={tools} slices={slices.length} instanceUid={slice?.instance.instance_uid ?? null} />
-        <SeriesStrip scan={scan} />
+        <DisplayControls tools={tools} slices={slices.length} instanceUid={slice?.instance.instance_uid ?? null}>
+          <LayoutControls layout={panes.layout} onLayout={panes.setLayout} sync={panes.sync} onSync={panes.toggleSync} />
+        </DisplayControls>
+        <SeriesStrip
+          scan={scan}
+          scans={patientScans}
+          shownIn={new Map([[scan.scan_id, 1], ...panes.panes.flatMap((p, k): [string, number][] => (p.scan ? [[p.scan.scan_id, k + 2]] : []))])}
+          onPick={(picked) => {
+            // A click fills the selected comparison pane; on pane 1 (or in 1x1) it opens the series.
+            if (panes.active > 1) panes.show(panes.active, picked);
+            else if (picked.scan_id !== scan.scan_id) navigate({ name: 'viewer', scanId: picked.scan_id });
+          }}
+        />
       </div>
       <aside className="side">
         <div>
