@@ -114,6 +114,7 @@ const scan = (id: string, study: string, date: string, modality: string, series:
   status: 'received',
   status_reason: null,
   ai_summary: null,
+  triage: null,
   created_at: '',
   updated_at: '',
 });

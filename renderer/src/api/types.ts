@@ -11,6 +11,7 @@ import type {
   Role,
   ScanStatus,
   Scope,
+  Urgency,
   UserStatus,
 } from '../../../common/vocabulary.ts';
 
@@ -63,8 +64,27 @@ export type Scan = {
   status: ScanStatus;
   status_reason: string | null;
   ai_summary: AiSummary | null;
+  /** From the latest analysis (server/scans/triage.ts); null before any. */
+  triage: Triage | null;
   created_at: string;
   updated_at: string;
+};
+
+/** How soon a scan needs a reader, from the findings and their labels' urgency in the manifest. */
+export type Triage = { priority: Urgency; reason: string | null; finding_id: string | null };
+
+/** GET /v1/studies: a study with its series (patient_name is a DICOM PN value). */
+export type Study = {
+  study_uid: string;
+  patient_id: string;
+  patient_name: string | null;
+  accession_number: string | null;
+  study_date: string | null;
+  study_description: string | null;
+  modalities: string[];
+  series_count: number;
+  triage: Triage | null;
+  series: Scan[];
 };
 
 export type Box = { x: number; y: number; width: number; height: number };

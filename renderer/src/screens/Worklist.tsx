@@ -1,76 +1,79 @@
 /**
- * The worklist: every scan with patient, modality, date, status and the AI summary; filters,
- * sorting, thumbnails, and live progress while scans are queued or analysing and while any
- * import runs. Statuses move on the server as scans are read (in review, reviewed, reported), so
- * the list is loaded afresh whenever the worklist opens or the window regains focus.
- * Keys: ↑/↓ or j/k select, Enter opens, / focuses the patient filter, shift+A analyses the
- * selected scan (a plain `a` means accept in the viewer, so it does nothing here).
+ * The worklist: studies (patient name and ID, accession, date, description, modalities, triage
+ * priority) that open to their series, each with modality, status, triage reason and the AI
+ * summary; filters, sorting (urgent first by default), thumbnails, and live progress while scans
+ * are queued or analysing and while any import runs. Statuses move on the server as scans are
+ * read (in review, reviewed, reported), so the list is loaded afresh whenever the worklist opens
+ * or the window regains focus.
+ * Keys: ↑/↓ or j/k select a series, Enter opens it, ←/→ close/open its study, / focuses the
+ * search, shift+A analyses the selected scan (a plain `a` means accept in the viewer).
  */
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { SCAN_STATUSES } from '../../../common/vocabulary.ts';
-import type { Scan } from '../api/types.ts';
+import type { Study, Triage } from '../api/types.ts';
 import { useAnalyses } from '../analyses.ts';
 import { AnalyseButton, AnalysisStatus, useCanAnalyse, useRequestAnalysis } from '../components/AnalysisControls.tsx';
 import { Empty, ErrorState, Loading } from '../components/StateMessage.tsx';
 import { Thumbnail } from '../components/Thumbnail.tsx';
-import { dicomDateKey } from '../dicom-date.ts';
 import { dicomDate, labelText, percent } from '../format.ts';
 import { navigate } from '../route.ts';
 import { hasScope, useSession } from '../session.ts';
 import { useImportActivity } from '../use-import-activity.ts';
 import { useLoad } from '../use-load.ts';
-
-type SortKey = 'patient' | 'modality' | 'date' | 'status' | 'ai';
-type Sort = { key: SortKey; descending: boolean };
+import '../worklist.css';
+import { DEFAULT_SORT, patientText, worklistRows, type Sort, type SortKey } from '../worklist-rows.ts';
 
 const BUSY_STATUSES = new Set(['queued', 'analyzing']);
 
-function compare(a: Scan, b: Scan, key: SortKey): number {
-  switch (key) {
-    case 'patient':
-      return a.patient_id.localeCompare(b.patient_id);
-    case 'modality':
-      return a.modality.localeCompare(b.modality);
-    case 'date':
-      // By the date read, not the text: "1997.04.24" sorts with 19970424 (issue 11).
-      return dicomDateKey(a.study_date).localeCompare(dicomDateKey(b.study_date)) || a.created_at.localeCompare(b.created_at);
-    case 'status':
-      return SCAN_STATUSES.indexOf(a.status) - SCAN_STATUSES.indexOf(b.status);
-    case 'ai':
-      return (a.ai_summary?.confidence ?? -1) - (b.ai_summary?.confidence ?? -1);
-  }
+const PRIORITY_TEXT = { urgent: 'Urgent', soon: 'Soon', routine: 'Routine' } as const;
+
+/** The priority and, beside it, the finding behind it; the whole reason also as a tooltip. */
+function TriageCell({ triage, empty }: { triage: Triage | null; empty: string }) {
+  if (!triage) return <span className="muted">{empty}</span>;
+  const title = triage.reason ? `${PRIORITY_TEXT[triage.priority]}: ${triage.reason}` : `${PRIORITY_TEXT[triage.priority]}: no finding at or above threshold`;
+  return (
+    <span className="triage" title={title} data-testid="triage" data-priority={triage.priority}>
+      <span className={`priority priority-${triage.priority}`}>{PRIORITY_TEXT[triage.priority]}</span>
+      {triage.reason ? <span className="triage-reason" data-testid="triage-reason">{triage.reason}</span> : null}
+    </span>
+  );
 }
 
 export function Worklist() {
   const { client, setScanOrder, me } = useSession();
-  const scans = useLoad((signal) => client.all<Scan>('/v1/scans', { signal, max: 5000 }), [client]);
+  const studies = useLoad((signal) => client.all<Study>('/v1/studies', { signal, max: 5000 }), [client]);
   const [patient, setPatient] = useState('');
   const [modality, setModality] = useState('');
   const [status, setStatus] = useState('');
   const [aiOnly, setAiOnly] = useState(false);
-  const [sort, setSort] = useState<Sort>({ key: 'date', descending: true });
+  const [sort, setSort] = useState<Sort>(DEFAULT_SORT);
+  // Studies are open by default, so every series row is one keystroke away; closing is per study.
+  const [closed, setClosed] = useState<ReadonlySet<string>>(() => new Set());
   const [selected, setSelected] = useState(0);
   const filterRef = useRef<HTMLInputElement>(null);
   const analyses = useAnalyses();
   const canAnalyse = useCanAnalyse();
   const requestAnalysis = useRequestAnalysis();
 
-  const all = scans.state === 'ready' ? scans.value : [];
+  const scans = studies;
+  const allStudies = useMemo(() => (studies.state === 'ready' ? studies.value : []), [studies]);
+  const all = useMemo(() => allStudies.flatMap((study) => study.series), [allStudies]);
   const modalities = useMemo(() => [...new Set(all.map((s) => s.modality))].sort(), [all]);
-  const rows = useMemo(() => {
-    const needle = patient.trim().toLowerCase();
-    const filtered = all.filter(
-      (s) =>
-        (!needle || s.patient_id.toLowerCase().includes(needle) || (s.description ?? '').toLowerCase().includes(needle)) &&
-        (!modality || s.modality === modality) &&
-        (!status || s.status === status) &&
-        (!aiOnly || s.ai_summary !== null),
-    );
-    filtered.sort((a, b) => (sort.descending ? -1 : 1) * compare(a, b, sort.key) || a.scan_id.localeCompare(b.scan_id));
-    return filtered;
-  }, [all, patient, modality, status, aiOnly, sort]);
+  const studyRows = useMemo(() => worklistRows(allStudies, { search: patient, modality, status, aiOnly }, sort), [allStudies, patient, modality, status, aiOnly, sort]);
+  // Every series that passes the filters, in list order: the viewer's next/previous scan.
+  const matching = useMemo(() => studyRows.flatMap((row) => row.series), [studyRows]);
+  // The series rows on screen (closed studies hide theirs): what j/k and Enter move through.
+  const rows = useMemo(() => studyRows.flatMap((row) => (closed.has(row.study.study_uid) ? [] : row.series)), [studyRows, closed]);
+  const rowIndex = useMemo(() => new Map(rows.map((scan, i) => [scan.scan_id, i])), [rows]);
+  const toggleStudy = (studyUid: string, open?: boolean) =>
+    setClosed((current) => {
+      const next = new Set(current);
+      if (open ?? next.has(studyUid)) next.delete(studyUid);
+      else next.add(studyUid);
+      return next;
+    });
 
-  useEffect(() => setScanOrder(rows.map((s) => s.scan_id)), [rows, setScanOrder]);
+  useEffect(() => setScanOrder(matching.map((s) => s.scan_id)), [matching, setScanOrder]);
 
   // Live progress: while anything is queued or analysing, refresh the list every 2 s.
   const busy = all.some((s) => BUSY_STATUSES.has(s.status));
@@ -113,6 +116,9 @@ export function Worklist() {
       else if (event.key === 'Enter') {
         const scan = rows[selected];
         if (scan) navigate({ name: 'viewer', scanId: scan.scan_id });
+      } else if (event.key === 'ArrowLeft' || event.key === 'ArrowRight') {
+        const scan = rows[selected];
+        if (scan) toggleStudy(scan.study_uid, event.key === 'ArrowRight');
       } else if (event.key === 'A' && event.shiftKey && canAnalyse) {
         const scan = rows[selected];
         if (scan) void requestAnalysis(scan);
@@ -125,11 +131,13 @@ export function Worklist() {
     window.addEventListener('keydown', onKey);
     return () => window.removeEventListener('keydown', onKey);
   }, [rows, selected, canAnalyse, requestAnalysis]);
+  // A series that was selected may now sit in a closed study or behind a filter.
+  useEffect(() => setSelected((i) => Math.min(i, Math.max(0, rows.length - 1))), [rows.length]);
 
   const header = (key: SortKey, text: string) => (
     <th
       aria-sort={sort.key === key ? (sort.descending ? 'descending' : 'ascending') : 'none'}
-      onClick={() => setSort((s) => ({ key, descending: s.key === key ? !s.descending : key === 'date' || key === 'ai' }))}
+      onClick={() => setSort((s) => ({ key, descending: s.key === key ? !s.descending : key === 'date' || key === 'ai' || key === 'priority' }))}
       className="sortable"
       data-testid={`sort-${key}`}
     >
@@ -143,7 +151,8 @@ export function Worklist() {
         <h2>Worklist</h2>
         <input
           ref={filterRef}
-          placeholder="Patient or description  ( / )"
+          placeholder="Name, ID, accession, description  ( / )"
+          title="Search by patient name (accents optional), patient ID, accession number or description"
           value={patient}
           onChange={(e) => setPatient(e.target.value)}
           data-testid="filter-patient"
@@ -166,7 +175,7 @@ export function Worklist() {
           <input type="checkbox" checked={aiOnly} onChange={(e) => setAiOnly(e.target.checked)} /> with AI findings
         </label>
         <span className="count" data-testid="worklist-count">
-          {scans.state === 'ready' ? `${rows.length} of ${all.length} scans` : ''}
+          {scans.state === 'ready' ? `${matching.length} of ${all.length} scans` : ''}
         </span>
         {canAnalyse && unanalysed.length > 0 ? (
           <button type="button" onClick={() => unanalysed.forEach((scan) => analyses.start(scan.scan_id))} data-testid="analyse-new" title="Queue every scan that has not been analysed yet">
@@ -200,76 +209,134 @@ export function Worklist() {
           )}
         </Empty>
       ) : null}
-      {scans.state === 'ready' && all.length > 0 && rows.length === 0 ? <Empty title="No scan matches these filters">Clear a filter to see more.</Empty> : null}
-      {rows.length > 0 ? (
-        <table className="grid" data-testid="worklist-table">
+      {scans.state === 'ready' && all.length > 0 && matching.length === 0 ? <Empty title="No scan matches these filters">Clear a filter to see more.</Empty> : null}
+      {studyRows.length > 0 ? (
+        <table className="grid worklist-grid" data-testid="worklist-table">
           <thead>
             <tr>
               <th aria-label="Thumbnail" />
               {header('patient', 'Patient')}
+              <th>Accession</th>
               {header('modality', 'Modality')}
               <th>Description</th>
               {header('date', 'Study date')}
               <th>Images</th>
               {header('status', 'Status')}
+              {header('priority', 'Priority')}
               {header('ai', 'AI summary')}
               {canAnalyse ? <th aria-label="Actions" /> : null}
             </tr>
           </thead>
-          <tbody>
-            {rows.map((scan, index) => (
-              <tr
-                key={scan.scan_id}
-                className={index === selected ? 'selected' : ''}
-                onClick={() => setSelected(index)}
-                onDoubleClick={() => navigate({ name: 'viewer', scanId: scan.scan_id })}
-                data-testid="scan-row"
-                data-scan-id={scan.scan_id}
-              >
-                <td>
-                  <Thumbnail scanId={scan.scan_id} />
-                </td>
-                <td className="nowrap">
-                  <a href={`#/scan/${encodeURIComponent(scan.scan_id)}`} data-testid="open-scan">
-                    {scan.patient_id}
-                  </a>
-                </td>
-                <td>{scan.modality}</td>
-                <td>{scan.description ?? scan.study_description ?? '—'}</td>
-                <td className="nowrap">{dicomDate(scan.study_date)}</td>
-                <td className="num">{scan.instance_count}</td>
-                <td>
-                  <span className={`status status-${scan.status}`} title={scan.status_reason ?? undefined}>
-                    {BUSY_STATUSES.has(scan.status) ? '⟳ ' : ''}
-                    {scan.status.replace('_', ' ')}
-                  </span>
-                  {analyses.runs.has(scan.scan_id) ? (
-                    <AnalysisStatus run={analyses.runs.get(scan.scan_id)} />
-                  ) : scan.status === 'failed' && scan.status_reason ? (
-                    <div className="run run-bad" data-testid="status-reason">
-                      {scan.status_reason}
-                    </div>
-                  ) : null}
-                </td>
-                <td data-testid="ai-summary" className="nowrap">
-                  {scan.ai_summary ? (
-                    <span className="ai">
-                      {labelText(scan.ai_summary.label)} <b>{percent(scan.ai_summary.confidence)}</b>
-                    </span>
-                  ) : scan.status === 'analyzed' || scan.status === 'in_review' || scan.status === 'reviewed' || scan.status === 'reported' ? (
-                    <span className="muted">no finding</span>
-                  ) : (
-                    <span className="muted">not analysed</span>
-                  )}
-                </td>
-                {canAnalyse ? (
-                  <td className="actions">
-                    <AnalyseButton scan={scan} compact />
+          {studyRows.map(({ study, series }) => {
+            const open = !closed.has(study.study_uid);
+            const urgent = study.triage?.priority === 'urgent';
+            return (
+              <tbody key={study.study_uid} className="study-group">
+                <tr
+                  className={`study-row${urgent ? ' urgent' : ''}`}
+                  onClick={() => toggleStudy(study.study_uid)}
+                  data-testid="study-row"
+                  data-study-uid={study.study_uid}
+                  data-priority={study.triage?.priority ?? 'none'}
+                  aria-expanded={open}
+                >
+                  <td>
+                    <button type="button" className="link-button toggle" aria-label={open ? 'Close study' : 'Open study'} data-testid="study-toggle">
+                      {open ? '▾' : '▸'}
+                    </button>
                   </td>
-                ) : null}
-              </tr>
-            ))}
-          </tbody>
+                  <td className="nowrap">
+                    <b data-testid="study-patient-name">{patientText(study)}</b>
+                    {study.patient_name ? (
+                      <span className="muted" data-testid="study-patient-id">
+                        {' '}
+                        · {study.patient_id}
+                      </span>
+                    ) : null}
+                  </td>
+                  <td className="nowrap" data-testid="study-accession">
+                    {study.accession_number || '—'}
+                  </td>
+                  <td data-testid="study-modalities">{study.modalities.join(', ')}</td>
+                  <td data-testid="study-description">{study.study_description || '—'}</td>
+                  <td className="nowrap" data-testid="study-date">
+                    {dicomDate(study.study_date)}
+                  </td>
+                  <td className="num muted" data-testid="study-series-count">
+                    {series.length === study.series_count ? `${study.series_count} series` : `${series.length} of ${study.series_count} series`}
+                  </td>
+                  <td />
+                  <td data-testid="study-triage">
+                    <TriageCell triage={study.triage} empty="not analysed" />
+                  </td>
+                  <td colSpan={canAnalyse ? 2 : 1} />
+                </tr>
+                {open
+                  ? series.map((scan) => {
+                      const index = rowIndex.get(scan.scan_id) ?? -1;
+                      return (
+                        <tr
+                          key={scan.scan_id}
+                          className={`series-row${index === selected ? ' selected' : ''}${scan.triage?.priority === 'urgent' ? ' urgent' : ''}`}
+                          onClick={() => setSelected(index)}
+                          onDoubleClick={() => navigate({ name: 'viewer', scanId: scan.scan_id })}
+                          data-testid="scan-row"
+                          data-scan-id={scan.scan_id}
+                          data-priority={scan.triage?.priority ?? 'none'}
+                        >
+                          <td>
+                            <Thumbnail scanId={scan.scan_id} />
+                          </td>
+                          <td className="nowrap series-open">
+                            <a href={`#/scan/${encodeURIComponent(scan.scan_id)}`} data-testid="open-scan" title={`Open series ${scan.series_number ?? ''} of ${patientText(study)}`}>
+                              {scan.patient_id}
+                            </a>
+                            {scan.series_number !== null ? <span className="muted"> · #{scan.series_number}</span> : null}
+                          </td>
+                          <td />
+                          <td>{scan.modality}</td>
+                          <td>{scan.description ?? scan.study_description ?? '—'}</td>
+                          <td className="nowrap">{dicomDate(scan.study_date)}</td>
+                          <td className="num">{scan.instance_count}</td>
+                          <td>
+                            <span className={`status status-${scan.status}`} title={scan.status_reason ?? undefined}>
+                              {BUSY_STATUSES.has(scan.status) ? '⟳ ' : ''}
+                              {scan.status.replace('_', ' ')}
+                            </span>
+                            {analyses.runs.has(scan.scan_id) ? (
+                              <AnalysisStatus run={analyses.runs.get(scan.scan_id)} />
+                            ) : scan.status === 'failed' && scan.status_reason ? (
+                              <div className="run run-bad" data-testid="status-reason">
+                                {scan.status_reason}
+                              </div>
+                            ) : null}
+                          </td>
+                          <td>
+                            <TriageCell triage={scan.triage} empty="—" />
+                          </td>
+                          <td data-testid="ai-summary" className="nowrap">
+                            {scan.ai_summary ? (
+                              <span className="ai">
+                                {labelText(scan.ai_summary.label)} <b>{percent(scan.ai_summary.confidence)}</b>
+                              </span>
+                            ) : scan.status === 'analyzed' || scan.status === 'in_review' || scan.status === 'reviewed' || scan.status === 'reported' ? (
+                              <span className="muted">no finding</span>
+                            ) : (
+                              <span className="muted">not analysed</span>
+                            )}
+                          </td>
+                          {canAnalyse ? (
+                            <td className="actions">
+                              <AnalyseButton scan={scan} compact />
+                            </td>
+                          ) : null}
+                        </tr>
+                      );
+                    })
+                  : null}
+              </tbody>
+            );
+          })}
         </table>
       ) : null}
     </section>
