@@ -37,6 +37,7 @@ function toModel(m: InstalledModel, selected: string | null): Model {
       definition: l.definition,
       code: { system: l.code.system, value: l.code.value, meaning: l.code.meaning },
       threshold: l.threshold,
+      urgency: l.urgency,
     })),
     metrics: manifest
       ? {

@@ -1,5 +1,6 @@
 /** The analysis part of the API contract: installed models, analysis jobs and their requests. */
 import { z } from 'zod';
+import { URGENCIES } from '#common/vocabulary.ts';
 
 const isoTime = z.string().describe('UTC time, ISO 8601');
 const modelId = z.string().min(1).max(64).regex(/^[a-z0-9][a-z0-9-]*$/, 'expected a model id (lowercase letters, digits, dashes)');
@@ -13,6 +14,7 @@ export const modelLabel = z.object({
   definition: z.string(),
   code: z.object({ system: z.string(), value: z.string(), meaning: z.string() }),
   threshold: z.number().describe('Decision threshold: boxes below it are not findings'),
+  urgency: z.enum(URGENCIES).describe('How soon a finding of this label needs a reader: the worklist\'s triage priority'),
 });
 
 export const model = z.object({

@@ -185,6 +185,11 @@ describe('triage', () => {
     expect(study).toMatchObject({ series_count: 3, triage: { priority: 'routine', reason: null } });
   });
 
+  it('GET /v1/models shows the urgency each label declares', async () => {
+    const model = ((await t.request('GET', '/v1/models')).json.data.items as { id: string; labels: { label: string; urgency: string }[] }[]).find((m) => m.id === 'mia-phantom-detector');
+    expect(Object.fromEntries(model!.labels.map((l) => [l.label, l.urgency]))).toEqual({ tumor_detected: 'soon', hemorrhage_detected: 'urgent', infarct_detected: 'urgent' });
+  });
+
   it('the study takes its most urgent series; the urgency stored with the analysis wins over any manifest since', async () => {
     const db = t.server.services.db;
     const routine = seedScan(db, { patientId: `${patient}-3`, modality: 'MR', seriesNumber: 1 });

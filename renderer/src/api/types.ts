@@ -335,7 +335,7 @@ export type Model = {
   intended_use: string | null;
   not_for_clinical_use: boolean | null;
   applies_to: { modalities: string[]; body_part: string | null; min_slices: number; image_types: string[]; photometric: string[] | null } | null;
-  labels: { label: string; display_name: string; definition: string; threshold: number }[];
+  labels: { label: string; display_name: string; definition: string; threshold: number; urgency: Urgency }[];
   metrics: {
     source: string;
     false_positives_per_series: number;

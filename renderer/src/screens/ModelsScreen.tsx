@@ -110,6 +110,7 @@ function ModelCard({ model, canSelect, selecting, onSelect }: { model: Model; ca
             <tr>
               <th>Label</th>
               <th>Threshold</th>
+              <th title="How soon a finding of the label needs a reader: the worklist's priority">Triage</th>
               <th>Sensitivity</th>
               <th>False positives / series</th>
             </tr>
@@ -121,6 +122,7 @@ function ModelCard({ model, canSelect, selecting, onSelect }: { model: Model; ca
                 <tr key={label.label} title={label.definition}>
                   <td>{label.display_name}</td>
                   <td className="num">{label.threshold.toFixed(2)}</td>
+                  <td data-testid="model-label-urgency">{label.urgency}</td>
                   <td className="num">{measured?.sensitivity === null || measured === undefined ? '—' : percent(measured.sensitivity)}</td>
                   <td className="num">{measured ? measured.false_positives_per_series.toFixed(2) : '—'}</td>
                 </tr>
