@@ -15,7 +15,7 @@
  */
 import { useCallback, useEffect, useMemo, useRef, useState, type PointerEvent as ReactPointerEvent } from 'react';
 import { ApiError } from '../api/client.ts';
-import type { Finding, Instance, Scan, ScanResult } from '../api/types.ts';
+import type { Finding, Instance, Lesion, Scan, ScanResult } from '../api/types.ts';
 import type { FindingReview } from '../../../common/vocabulary.ts';
 import { isActive, useAnalyses } from '../analyses.ts';
 import { AnalyseButton, AnalysisStatus, useCanAnalyse, useRequestAnalysis } from '../components/AnalysisControls.tsx';
@@ -274,17 +274,33 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
     [visible, currentId, jumpTo],
   );
 
+  // Lesions are grouped, and their verdict derived, by the server (server/findings/lesions.ts):
+  // after every verdict or added finding the list is read again, so it is never the stale one
+  // of the page load. Only the newest answer is kept when verdicts come quickly one after another.
+  const [lesions, setLesions] = useState<Lesion[]>(result?.lesions ?? []);
+  const lesionRequest = useRef(0);
+  const refreshLesions = useCallback(async () => {
+    const mine = ++lesionRequest.current;
+    try {
+      const fresh = await client.get<ScanResult>(`/v1/scans/${encodeURIComponent(scan.scan_id)}/results`);
+      if (mine === lesionRequest.current) setLesions(fresh.lesions);
+    } catch {
+      // The list keeps its last known grouping; the verdict itself was saved and shown.
+    }
+  }, [client, scan.scan_id]);
+
   const review = useCallback(
     async (finding: Finding, verdict: FindingReview | null) => {
       setReviewError(null);
       try {
         const updated = await client.patch<Finding>(`/v1/findings/${encodeURIComponent(finding.id)}`, { body: { review: verdict } });
         setFindings((list) => list.map((f) => (f.id === finding.id ? { ...f, review: updated.review, review_reason: updated.review_reason } : f)));
+        void refreshLesions();
       } catch (error) {
         setReviewError(error);
       }
     },
-    [client],
+    [client, refreshLesions],
   );
 
   const presets = useMemo(() => presetsFor(scan.modality), [scan.modality]);
@@ -498,7 +514,10 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
               orient={tools.orient}
               size={size}
               locked={scan.status === 'reported'}
-              onAdded={(f) => setFindings((list) => [...list, f])}
+              onAdded={(f) => {
+                setFindings((list) => [...list, f]);
+                void refreshLesions();
+              }}
             />
           ) : null}
           <div className="overlay-text bl" data-testid="window-readout">
@@ -648,7 +667,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
               {visible.length !== findings.length ? ` of ${findings.length}` : ''})
             </h3>
             {findings.length === 0 ? <p className="muted">The model found nothing above its thresholds.</p> : null}
-            {lesionRows(findings, result.lesions).map(({ finding, lesion, first }) => {
+            {lesionRows(findings, lesions).map(({ finding, lesion, first }) => {
               const at = sliceOf(finding);
               const below = finding.confidence < threshold;
               const blocked = notOnScreen(finding, at);
@@ -665,6 +684,10 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
                   {lesion && first ? (
                     <div className="lesion-head" data-testid="lesion">
                       One lesion: {lesionText(lesion, new Map(findings.map((f) => [f.id, f.place])))}
+                      <span className="muted" data-testid="lesion-review">
+                        {' '}
+                        · {lesion.review ?? 'not reviewed'}
+                      </span>
                     </div>
                   ) : null}
                   <div className="row">
@@ -713,7 +736,10 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
                     <RejectReason
                       client={client}
                       finding={finding}
-                      onSaved={(u) => setFindings((list) => list.map((f) => (f.id === u.id ? { ...f, review: u.review, review_reason: u.review_reason } : f)))}
+                      onSaved={(u) => {
+                        setFindings((list) => list.map((f) => (f.id === u.id ? { ...f, review: u.review, review_reason: u.review_reason } : f)));
+                        void refreshLesions();
+                      }}
                     />
                   ) : null}
                   {canReview && blocked !== null && finding.id === currentId ? (
@@ -751,7 +777,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
               <kbd>shift</kbd>+<kbd>A</kbd> analyse ·{' '}
             </>
           ) : null}
-          <kbd>[</kbd>/<kbd>]</kbd> scans · <kbd>Esc</kbd> worklist · <kbd>i</kbd> invert · <kbd>t</kbd> rotate · <kbd>h</kbd>/<kbd>v</kbd> flip · <kbd>c</kbd> cine
+          <kbd>[</kbd>/<kbd>]</kbd> scans · <kbd>Esc</kbd> worklist · <kbd>i</kbd> invert · <kbd>t</kbd> rotate · <kbd>h</kbd>/<kbd>v</kbd> flip · <kbd>c</kbd> cine · <kbd>l</kbd> layout · <kbd>s</kbd> sync
         </div>
       </aside>
     </section>
