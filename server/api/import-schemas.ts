@@ -96,6 +96,11 @@ export const instancesQuery = z
 export const frameValue = z.object({
   position: z.number().nullable().describe("The frame's Image Position (Patient) projected on its slice normal, mm"),
   image_position: z.tuple([z.number(), z.number(), z.number()]).nullable().describe('Image Position (Patient) of the frame, mm'),
+  image_orientation: z
+    .tuple([z.number(), z.number(), z.number(), z.number(), z.number(), z.number()])
+    .nullable()
+    .optional()
+    .describe("Image Orientation (Patient) of the frame (its Plane Orientation item, else the shared one); absent for files imported before mia kept it"),
   pixel_spacing: z.tuple([z.number(), z.number()]).nullable().describe('[row spacing, column spacing] in mm'),
   rescale_slope: z.number(),
   rescale_intercept: z.number(),

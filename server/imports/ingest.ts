@@ -108,6 +108,9 @@ function frameValue(f: FrameValues): FrameValue {
   return {
     position: slicePosition(f),
     image_position: f.imagePositionPatient,
+    // A frame may lie in its own plane (Plane Orientation per frame, PS3.3 C.7.6.16.2.4): the
+    // viewer's orientation markers follow it.
+    image_orientation: f.imageOrientationPatient,
     pixel_spacing: f.pixelSpacing,
     rescale_slope: f.rescaleSlope,
     rescale_intercept: f.rescaleIntercept,

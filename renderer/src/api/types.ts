@@ -261,6 +261,8 @@ export type Instance = {
 export type FrameValue = {
   position: number | null;
   image_position: number[] | null;
+  /** The frame's own Image Orientation (Patient); absent for files imported before it was kept. */
+  image_orientation?: [number, number, number, number, number, number] | null;
   pixel_spacing: number[] | null;
   rescale_slope: number;
   rescale_intercept: number;

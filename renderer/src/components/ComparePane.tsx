@@ -14,7 +14,7 @@ import { dicomDate } from '../dicom-date.ts';
 import { edgeMarkers, scaleBar, screenDeltaToFrame, slicePositionMm, IDENTITY } from '../imaging/display-tools.ts';
 import { autoWindow, dragWindow, renderFrame, type Window } from '../imaging/frame.ts';
 import { isPrior } from '../imaging/layout.ts';
-import { sliceSpacing, stackOf, type Slice } from '../imaging/stack.ts';
+import { sliceOrientation, sliceSpacing, stackOf, type Slice } from '../imaging/stack.ts';
 import type { Link } from '../imaging/sync.ts';
 import { linkText } from '../imaging/sync.ts';
 import { useFrames } from '../imaging/use-frames.ts';
@@ -244,7 +244,7 @@ function PaneStack({ primary, scan, index, linked, link, sync, onSlices, onScrol
           </>
         ) : null}
       </div>
-      <DisplayOverlay markers={edgeMarkers(slice?.instance.image_orientation, IDENTITY)} bar={scaleBar(transform.scale / (sliceSpacing(slice)?.[1] ?? NaN), size.width)} />
+      <DisplayOverlay markers={edgeMarkers(sliceOrientation(slice), IDENTITY)} bar={scaleBar(transform.scale / (sliceSpacing(slice)?.[1] ?? NaN), size.width)} />
       <div className="overlay-text bl">
         {effectiveWindow ? `W ${Math.round(effectiveWindow.width)} / L ${Math.round(effectiveWindow.center)}` : ''}
         <br />

@@ -23,3 +23,12 @@ export function sliceSpacing(slice: Slice | null): readonly number[] | null {
   if (!slice) return null;
   return slice.instance.frame_values?.[slice.frame]?.pixel_spacing ?? slice.instance.pixel_spacing;
 }
+
+/**
+ * The slice's Image Orientation (Patient): its frame's own for Enhanced multi-frame images whose
+ * frames lie in different planes, else the instance's. Orientation markers read it per slice.
+ */
+export function sliceOrientation(slice: Slice | null): readonly number[] | null {
+  if (!slice) return null;
+  return slice.instance.frame_values?.[slice.frame]?.image_orientation ?? slice.instance.image_orientation ?? null;
+}

@@ -9,7 +9,7 @@ import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import type { Scan } from '../api/types.ts';
 import { slicePositionMm } from './display-tools.ts';
 import { autoFill, paneCount, type Layout } from './layout.ts';
-import type { Slice } from './stack.ts';
+import { sliceOrientation, type Slice } from './stack.ts';
 import { followReference, linkPanes, nearestSlice, referenceOf, sliceNormal, type Link, type StackGeometry } from './sync.ts';
 
 /** A comparison pane (panes 2-4). `linked`: the reader's choice; the link itself needs sync on too. */
@@ -22,7 +22,7 @@ const EMPTY: ComparePane = { scan: null, index: null, linked: false, link: null 
 
 export function geometryOf(slices: readonly Slice[], studyUid: string): StackGeometry {
   const middle = slices[Math.floor(slices.length / 2)];
-  return { normal: sliceNormal(middle?.instance.image_orientation), positions: slices.map((s) => slicePositionMm(s)), studyUid };
+  return { normal: sliceNormal(sliceOrientation(middle ?? null)), positions: slices.map((s) => slicePositionMm(s)), studyUid };
 }
 
 export type PaneSync = {

@@ -24,7 +24,7 @@ import { ErrorState, InlineError, Loading } from '../components/StateMessage.tsx
 import { dateTime, dicomDate, labelText, percent } from '../format.ts';
 import { autoWindow, dragWindow, presetsFor, renderFrame, type Preset, type Window } from '../imaging/frame.ts';
 import { useFrames } from '../imaging/use-frames.ts';
-import { sliceSpacing, stackOf, type Slice } from '../imaging/stack.ts';
+import { sliceOrientation, sliceSpacing, stackOf, type Slice } from '../imaging/stack.ts';
 import { drawSlice, imageTransform, pixelAspect, type View } from '../imaging/viewport.ts';
 import { applyOrient, edgeMarkers, orientedSize, scaleBar, screenDeltaToFrame, slicePositionMm } from '../imaging/display-tools.ts';
 import { useDisplayTools } from '../imaging/use-display-tools.ts';
@@ -501,7 +501,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
             {slicePositionMm(slice) !== null ? <><br />Pos {slicePositionMm(slice)?.toFixed(1)} mm</> : null}
           </div>
           <DisplayOverlay
-            markers={edgeMarkers(slice?.instance.image_orientation, tools.orient)}
+            markers={edgeMarkers(sliceOrientation(slice), tools.orient)}
             bar={scaleBar(transform.scale / (sliceSpacing(slice)?.[1] ?? NaN), size.width)}
           />
           <MeasureLayer client={client} scanId={scan.scan_id} modality={scan.modality} slice={slice} frame={frame} transform={transform} orient={tools.orient} size={size} canEdit={canReview} />
