@@ -184,7 +184,7 @@ describe('viewer layouts and synchronized scrolling', () => {
     await wheel(ui, pane(ui, 2).getByTestId('pane-canvas'), -4);
     await expect.poll(() => paneSlice(ui, 2), WAIT).toBe(1);
     await expect.poll(() => primarySlice(ui), WAIT).toBe(nearest(made.current.positions, made.prior.positions[1]! - 27));
-    // Arrow keys move the selected pane (pane 2: its Link box was the last thing clicked).
+    // Slice keys move the active pane: pane 2, the one scrolled last.
     await ui.page.keyboard.press('ArrowDown');
     await expect.poll(() => paneSlice(ui, 2), WAIT).toBe(2);
     await expect.poll(() => primarySlice(ui), WAIT).toBe(nearest(made.current.positions, made.prior.positions[2]! - 27));

@@ -63,6 +63,8 @@ export function ComparePane(props: Props) {
       data-pane={pane}
       data-scan-id={scan?.scan_id ?? ''}
       onPointerDownCapture={onActivate}
+      // The pane last scrolled takes the slice keys, as the one last clicked does.
+      onWheelCapture={onActivate}
       onDragOver={onDragOver}
       onDrop={onDrop}
     >

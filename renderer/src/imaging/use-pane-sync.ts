@@ -149,7 +149,8 @@ export function usePaneSync(
       return;
     }
     const position = primaryGeometry.positions[index];
-    if (position === null || position === undefined) return;
+    // Nothing linked (1x1, sync off): no state update at all on a scroll step.
+    if (position === null || position === undefined || !panesRef.current.some((p) => p.link && p.link.mode !== 'none')) return;
     setPanes((list) => {
       let changed = false;
       const next = list.map((p, k) => {

@@ -456,6 +456,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
           data-pane={1}
           data-scan-id={scan.scan_id}
           onPointerDownCapture={() => panes.setActive(1)}
+          onWheelCapture={() => panes.setActive(1)}
           onDragOver={(event) => {
             if (event.dataTransfer.types.includes(SERIES_DRAG_TYPE)) event.preventDefault();
           }}
