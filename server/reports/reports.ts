@@ -155,6 +155,15 @@ export function draftReport(
     if (scan.latest_analysis_ref === null) {
       throw conflict('This scan has no analysis to draft a report from', `scan status is ${scan.status}; analyse it first`);
     }
+    // One signed report per result: a second draft beside a final report would let the scan
+    // carry two diagnoses; a later change of mind is an addendum to the signed one (issue 11).
+    const final = findReportsByAnalysis(deps.db, scan.latest_analysis_ref).find((r) => r.status === 'final');
+    if (final) {
+      throw conflict(
+        `This scan's report is final (report ${final.public_id}); a new draft cannot replace it`,
+        `report ${final.public_id} was finalized at ${final.finalized_at ?? 'unknown time'}; add an addendum instead: POST /v1/reports/${final.public_id}/addenda`,
+      );
+    }
     const { analyses, findings } = loadLatestAnalyses(deps.db, [scan]);
     const analysis = analyses.get(scan.latest_analysis_ref);
     if (!analysis) throw new MiaError('internal', 'latest analysis missing');

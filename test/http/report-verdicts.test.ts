@@ -142,6 +142,19 @@ describe('a final report locks its verdicts; changes are addenda', () => {
     expect((await t.request('GET', `/v1/scans/${s.scanId}`)).json.data.status).toBe('reported');
   });
 
+  it('refuses a second draft for a scan whose report is final with 409 naming the report and its addenda', async () => {
+    const s = await tumourAndInfarct('CT');
+    const report = await draft(s.scanId);
+    await finalize(report.id);
+    const again = await t.request('POST', '/v1/reports', { key: reader.key, body: { scan_id: s.scanId } });
+    expect(again.status).toBe(409);
+    expect(again.json).toMatchObject({ status: 'error', error: { code: 409 } });
+    expect(again.json.error.message).toContain(report.id);
+    expect(again.json.error.details).toContain(`POST /v1/reports/${report.id}/addenda`);
+    const reports = await t.request('GET', `/v1/reports?scan_id=${s.scanId}`, { key: reader.key });
+    expect(reports.json.data.items.map((r: { id: string; status: string }) => [r.id, r.status])).toEqual([[report.id, 'final']]);
+  });
+
   it('adds signed addenda in order with author and time; verdict changes are applied and recorded, the signed text stays', async () => {
     const s = await tumourAndInfarct('CT');
     await review(s.tumour, 'accepted');

@@ -131,7 +131,21 @@ export function ReportScreen({ scanId }: { scanId: string }) {
     }
   };
 
-  const draft = () => run(() => client.post<Report>('/v1/reports', { body: { scan_id: scan.scan_id } }), 'Draft created from the AI result.');
+  const draft = () =>
+    run(async () => {
+      try {
+        return await client.post<Report>('/v1/reports', { body: { scan_id: scan.scan_id } });
+      } catch (caught) {
+        // 409: another reader finalized this scan's report since the screen loaded. Its message
+        // names that report; show it here, with the form to add an addendum to it.
+        if (caught instanceof ApiError && caught.info.status === 409) {
+          const reports = await client.get<Page<Report>>('/v1/reports', { query: { scan_id: scan.scan_id, limit: 500 } });
+          const final = reports.items.findLast((r) => r.status === 'final');
+          if (final) loaded.set({ scan, report: final });
+        }
+        throw caught;
+      }
+    }, 'Draft created from the AI result.');
   const save = (current: Report) =>
     run(() => client.patch<Report>(`/v1/reports/${current.id}`, { body: { impression, recommendation } }), `Saved at ${new Date().toLocaleTimeString()}.`);
   const finalize = (current: Report) =>
@@ -220,7 +234,11 @@ export function ReportScreen({ scanId }: { scanId: string }) {
       ) : null}
       {saved ? <p className="muted" data-testid="report-saved">{saved}</p> : null}
       <InlineError error={error} />
-      {error instanceof ApiError && error.info.status === 409 ? <p className="muted">Reload to see the report as it is now.</p> : null}
+      {error instanceof ApiError && error.info.status === 409 ? (
+        <p className="muted" data-testid="report-conflict-hint">
+          {report?.status === 'final' && canWrite ? 'The report shown is final: add an addendum to it above.' : 'Reload to see the report as it is now.'}
+        </p>
+      ) : null}
     </section>
   );
 }
