@@ -2,12 +2,14 @@
  * Measurements on a frame (issue 11, reading tools): lengths and areas in mm from the frame's
  * pixel spacing, ROI statistics and probe values in modality units (after Rescale
  * Slope/Intercept: HU on CT). One definition for the viewer, which shows them while drawing, and
- * the server, which computes the values it keeps from the stored frame. Pure, no imports.
+ * the server, which computes the values it keeps from the stored frame. Pure; imports only common/.
  *
  * Points are image pixel coordinates (column, row) with pixel centres at .5: the pixel in
  * column 0 spans 0..1. Pixel Spacing is "row spacing \ column spacing" (PS3.3 10.7.1.3): the
  * first value is the distance between rows (vertical), the second between columns.
  */
+import { mmUnit, type PixelSpacingSource } from './pixel-spacing.ts';
+
 /** A decoded frame in modality values (one sample per pixel; colour frames have no values here). */
 export type MeasureFrame = { rows: number; columns: number; samplesPerPixel: number; values: ArrayLike<number> };
 
@@ -107,11 +109,14 @@ export const valueUnit = (modality: string): string | null => (modality.toUpperC
 const num = (n: number, digits: number): string => n.toFixed(digits);
 
 /** One line for the viewer and the report: "12.3 mm", "area 78.5 mm² · mean 40.1 ± 3.2 HU", "value -998 HU". */
-export function describeMeasurement(m: MeasureValues & { kind: MeasureKind; unit: string | null }): string {
+export function describeMeasurement(
+  m: MeasureValues & { kind: MeasureKind; unit: string | null; pixel_spacing_source?: PixelSpacingSource | null | undefined },
+): string {
   const unit = m.unit ? ` ${m.unit}` : '';
-  if (m.kind === 'length') return m.length_mm === null ? 'length (no pixel spacing)' : `${num(m.length_mm, 1)} mm`;
+  // "mm (detector)" when the spacing is Imager Pixel Spacing: the size includes the magnification.
+  if (m.kind === 'length') return m.length_mm === null ? 'length (no pixel spacing)' : `${num(m.length_mm, 1)} ${mmUnit(m.pixel_spacing_source)}`;
   if (m.kind === 'probe') return m.value === null ? 'value —' : `value ${num(m.value, 1)}${unit}`;
-  const area = m.area_mm2 === null ? 'area — (no pixel spacing)' : `area ${num(m.area_mm2, 1)} mm²`;
+  const area = m.area_mm2 === null ? 'area — (no pixel spacing)' : `area ${num(m.area_mm2, 1)} ${mmUnit(m.pixel_spacing_source, true)}`;
   const stats = m.mean === null ? 'mean —' : `mean ${num(m.mean, 1)} ± ${num(m.sd ?? 0, 1)}${unit} (SD)`;
   return `${area} · ${stats}`;
 }

@@ -1,6 +1,7 @@
 /** The API contract of imports, uploads and image access (zod; OpenAPI is generated from it). */
 import { z } from 'zod';
 import { queryInteger } from '#server/api/schemas.ts';
+import { PIXEL_SPACING_SOURCES } from '#common/pixel-spacing.ts';
 
 const isoTime = z.string().describe('UTC time, ISO 8601');
 const dicomUid = z.string().min(1).max(64).regex(/^[0-9.]+$/, 'expected a DICOM UID (digits and dots)');
@@ -120,7 +121,20 @@ export const instance = z.object({
   pixel_spacing: z
     .tuple([z.number(), z.number()])
     .nullable()
-    .describe('[row spacing, column spacing] in mm: Pixel Spacing, else Imager Pixel Spacing (detector plane, CR/DX); draw by their ratio'),
+    .describe(
+      '[row spacing, column spacing] in mm: Pixel Spacing, else Imager Pixel Spacing (detector plane, CR/DX/MG), divided by the ' +
+        'Estimated Radiographic Magnification Factor when present; draw by their ratio',
+    ),
+  pixel_spacing_source: z
+    .enum(PIXEL_SPACING_SOURCES)
+    .nullable()
+    .optional()
+    .describe(
+      'Where pixel_spacing comes from (PS3.3 10.7.1.1): pixel_spacing (in the patient), imager_pixel_spacing (at the detector: ' +
+        'sizes include the geometric magnification), imager_corrected_by_magnification (detector spacing / (0018,1114), an ' +
+        'estimate at the patient), calibrated (Pixel Spacing differs from Imager Pixel Spacing, or a Pixel Spacing Calibration ' +
+        'Type is given). Null without a spacing, or for files imported before mia kept it.',
+    ),
   photometric: z.string(),
   rescale_slope: z.number(),
   rescale_intercept: z.number(),

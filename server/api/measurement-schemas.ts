@@ -1,5 +1,6 @@
 /** Request and response shapes of a reader's measurements (length, ROI, probe) on a scan. */
 import { z } from 'zod';
+import { PIXEL_SPACING_SOURCES } from '#common/pixel-spacing.ts';
 
 // Not imported from schemas.ts: the report schema there lists measurements (no import cycle).
 const dicomUid = z.string().min(1).max(64).regex(/^[0-9.]+$/, 'expected a DICOM UID (digits and dots)');
@@ -43,6 +44,10 @@ export const measurement = z.object({
   sd: z.number().nullable(),
   value: z.number().nullable(),
   unit: z.string().nullable(),
+  pixel_spacing_source: z
+    .enum(PIXEL_SPACING_SOURCES)
+    .nullable()
+    .describe('Where the spacing behind length_mm/area_mm2 came from (the instance\'s pixel_spacing_source): imager_pixel_spacing means at the detector, not the patient'),
   created_at: z.string(),
 });
 export type Measurement = z.infer<typeof measurement>;

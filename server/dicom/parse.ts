@@ -3,6 +3,7 @@
  * why not. Nothing downstream reads tags again. Never throws on bad input, because imports
  * walk folders and discs full of files that are not DICOM, are truncated, or are odd.
  */
+import { choosePixelSpacing, type PixelSpacingSource } from '#common/pixel-spacing.ts';
 import { walkElements, type Element, type Elements } from '#server/dicom/data-set.ts';
 import { readFunctionalGroups, type FrameValues } from '#server/dicom/functional-groups.ts';
 import { inflateDataSet, inflateDataSetSync } from '#server/dicom/inflate.ts';
@@ -53,8 +54,14 @@ export type DicomInstance = {
   instanceNumber: number | null;
   imagePositionPatient: [number, number, number] | null;
   imageOrientationPatient: [number, number, number, number, number, number] | null;
-  /** Row spacing then column spacing, in mm (PS3.3 10.7.1.3); Imager Pixel Spacing when absent. */
+  /**
+   * Row spacing then column spacing, in mm (PS3.3 10.7.1.3), as common/pixel-spacing.ts chooses
+   * it: Pixel Spacing, else Imager Pixel Spacing (detector plane) divided by the magnification
+   * factor when there is one.
+   */
   pixelSpacing: [number, number] | null;
+  /** What pixelSpacing is: in the patient, at the detector, corrected or calibrated; null without one. */
+  pixelSpacingSource: PixelSpacingSource | null;
   sliceThickness: number | null;
   imageType: string[];
   rows: number;
@@ -139,6 +146,8 @@ const T = {
   columns: 'x00280011',
   spacing: 'x00280030',
   imagerSpacing: 'x00181164',
+  magnification: 'x00181114',
+  spacingCalibration: 'x00280a02',
   bitsAllocated: 'x00280100',
   bitsStored: 'x00280101',
   highBit: 'x00280102',
@@ -379,8 +388,14 @@ function parseUnsafe(bytes: Uint8Array, encoding: Encoding | { reason: string } 
   const orientation = fixed(v.numbers(T.orientation), 6);
   // A CR/DX radiograph often has only Imager Pixel Spacing (0018,1164), same row\column order:
   // without it its non-square pixels would be drawn square. It is spacing at the detector plane
-  // (PS3.3 10.7.1.1), so sizes from it include the geometric magnification, as in Cornerstone.
-  const spacing = fixed(v.numbers(T.spacing), 2) ?? fixed(v.numbers(T.imagerSpacing), 2);
+  // (PS3.3 10.7.1.1): the source says so, and sizes from it are labelled "at detector".
+  const chosen = choosePixelSpacing({
+    pixelSpacing: fixed(v.numbers(T.spacing), 2),
+    imagerPixelSpacing: fixed(v.numbers(T.imagerSpacing), 2),
+    magnification: v.number(T.magnification),
+    calibrationType: v.has(T.spacingCalibration) ? v.code(T.spacingCalibration) : null,
+  });
+  const spacing = chosen.spacing;
 
   const instance: DicomInstance = {
     patientId: v.text(T.patientId),
@@ -403,7 +418,8 @@ function parseUnsafe(bytes: Uint8Array, encoding: Encoding | { reason: string } 
     instanceNumber: v.number(T.instanceNumber),
     imagePositionPatient: position as [number, number, number] | null,
     imageOrientationPatient: orientation as [number, number, number, number, number, number] | null,
-    pixelSpacing: spacing as [number, number] | null,
+    pixelSpacing: spacing,
+    pixelSpacingSource: chosen.source,
     sliceThickness: v.number(T.sliceThickness),
     imageType: v.texts(T.imageType),
     rows,
@@ -437,7 +453,14 @@ function parseUnsafe(bytes: Uint8Array, encoding: Encoding | { reason: string } 
       const first = groups.frames[0] as FrameValues;
       return {
         ok: true,
-        instance: { ...instance, ...first, frames: groups.frames, functionalGroupsProblem: groups.problem },
+        // Pixel Measures (PS3.3 C.7.6.16.2.1) hold Pixel Spacing proper, in the patient.
+        instance: {
+          ...instance,
+          ...first,
+          pixelSpacingSource: first.pixelSpacing && !instance.pixelSpacing ? 'pixel_spacing' : instance.pixelSpacingSource,
+          frames: groups.frames,
+          functionalGroupsProblem: groups.problem,
+        },
       };
     }
   }

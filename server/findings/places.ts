@@ -8,7 +8,7 @@ import type { FindingPlace } from '#server/api/schemas.ts';
 import { frameValue } from '#server/api/import-schemas.ts';
 import { z } from 'zod';
 import type { Database } from '#server/store/database.ts';
-import { countScanInstances, listScanInstances, type InstanceRow } from '#server/store/instances.ts';
+import { countScanInstances, decodeSpacing, listScanInstances, type InstanceRow } from '#server/store/instances.ts';
 
 type SliceEntry = { slice: number; spacing: readonly [number, number] | null; position: number | null };
 
@@ -29,8 +29,8 @@ export function sliceIndexOf(rows: readonly InstanceRow[]): SliceIndex {
   for (const row of rows) {
     const parsedValues = row.frame_values ? frameValues.safeParse(JSON.parse(row.frame_values)) : null;
     const values = parsedValues?.success ? parsedValues.data : null;
-    const parsedSpacing = row.pixel_spacing ? spacing.safeParse(JSON.parse(row.pixel_spacing)) : null;
-    const shared = parsedSpacing?.success ? parsedSpacing.data : null;
+    const stored = decodeSpacing(row.pixel_spacing).spacing;
+    const shared = stored && spacing.safeParse(stored).success ? stored : null;
     const frames = Array.from({ length: Math.max(1, row.frames) }, (_, frame) => frame);
     const ordered = values && values.length === frames.length && values.every((v) => v.position !== null);
     if (ordered) frames.sort((a, b) => (values[a]?.position ?? 0) - (values[b]?.position ?? 0));

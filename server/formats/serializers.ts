@@ -2,6 +2,7 @@
  * One serializer per resource, feeding CSV and XML alike (JSON is the record itself). CSV
  * column orders are fixed and documented in docs/formats.md; never reorder, only append.
  */
+import { mmUnit } from '#common/pixel-spacing.ts';
 import type { ExportRecord, Report, ScanResultV11 } from '#server/api/schemas.ts';
 import type { CsvCell } from '#server/formats/csv.ts';
 
@@ -46,12 +47,13 @@ function measurementsCell(report: Report): string {
     .map((m) => {
       const unit = m.unit ? ` ${m.unit}` : '';
       const mm = (v: number | null, what: string) => (v === null ? `${what} unknown (no pixel spacing)` : `${what} ${v.toFixed(1)}`);
+      // Sizes from Imager Pixel Spacing are at the detector, and say so (common/pixel-spacing.ts).
       const text =
         m.kind === 'length'
-          ? `${mm(m.length_mm, 'length')} mm`
+          ? `${mm(m.length_mm, 'length')} ${mmUnit(m.pixel_spacing_source)}`
           : m.kind === 'probe'
             ? `value ${m.value === null ? 'unknown' : m.value.toFixed(1)}${unit}`
-            : `${m.kind} ${mm(m.area_mm2, 'area')} mm2, mean ${m.mean === null ? 'unknown' : m.mean.toFixed(1)}${unit}, SD ${m.sd === null ? 'unknown' : m.sd.toFixed(1)}${unit}`;
+            : `${m.kind} ${mm(m.area_mm2, 'area')} ${mmUnit(m.pixel_spacing_source).replace('mm', 'mm2')}, mean ${m.mean === null ? 'unknown' : m.mean.toFixed(1)}${unit}, SD ${m.sd === null ? 'unknown' : m.sd.toFixed(1)}${unit}`;
       return `${text} (image ${m.instance_uid} frame ${m.frame + 1})`;
     })
     .join('\n');

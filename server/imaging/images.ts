@@ -18,7 +18,7 @@ import type { MeasureFrame } from '#common/measure.ts';
 import { defaultWindow, downscale, littleEndianBytes, toDisplay, type DisplaySettings } from '#server/imaging/display.ts';
 import { encodePng } from '#server/imaging/png.ts';
 import type { Services } from '#server/services.ts';
-import { countScanInstances, findInstance, listScanInstances, type InstanceRow } from '#server/store/instances.ts';
+import { countScanInstances, decodeSpacing, findInstance, listScanInstances, type InstanceRow } from '#server/store/instances.ts';
 import { findScan } from '#server/store/scans.ts';
 
 export const THUMBNAIL_SIDE = 128;
@@ -42,7 +42,7 @@ function cacheOf(services: Services): FrameCache {
 }
 
 function toInstance(row: InstanceRow): Instance {
-  const spacing = row.pixel_spacing ? (JSON.parse(row.pixel_spacing) as [number, number]) : null;
+  const { spacing, source } = decodeSpacing(row.pixel_spacing);
   return {
     instance_uid: row.sop_instance_uid,
     instance_number: row.instance_number,
@@ -52,6 +52,7 @@ function toInstance(row: InstanceRow): Instance {
     frames: row.frames,
     transfer_syntax: row.transfer_syntax,
     pixel_spacing: spacing,
+    pixel_spacing_source: source,
     photometric: row.photometric,
     rescale_slope: row.rescale_slope,
     rescale_intercept: row.rescale_intercept,
@@ -185,7 +186,7 @@ export async function scanThumbnail(services: Services, scanId: string): Promise
   const values = middle.frame_values ? (JSON.parse(middle.frame_values) as FrameValue[]) : null;
   const frameIndex = middleFrame(middle.frames, values);
   const { frame, settings } = await loadFrame(services, middle, frameIndex);
-  const spacing = values?.[frameIndex]?.pixel_spacing ?? (middle.pixel_spacing ? (JSON.parse(middle.pixel_spacing) as [number, number]) : null);
+  const spacing = values?.[frameIndex]?.pixel_spacing ?? decodeSpacing(middle.pixel_spacing).spacing;
   const image = downscale(toDisplay(frame, settings, undefined), THUMBNAIL_SIDE, pixelAspect(spacing));
   return { png: encodePng(image.pixels, image.width, image.height, image.channels), patientId: scan.patientId };
 }
@@ -202,7 +203,7 @@ export async function modalityFrame(
 ): Promise<{ frame: MeasureFrame; spacing: readonly number[] | null }> {
   const { frame, settings } = await loadFrame(services, row, frameIndex);
   const values = row.frame_values ? (JSON.parse(row.frame_values) as FrameValue[]) : null;
-  const spacing = values?.[frameIndex]?.pixel_spacing ?? (row.pixel_spacing ? (JSON.parse(row.pixel_spacing) as [number, number]) : null);
+  const spacing = values?.[frameIndex]?.pixel_spacing ?? decodeSpacing(row.pixel_spacing).spacing;
   // The same rescale as rendering and analysis (applyRescale), so the numbers agree with the picture.
   const modality = frame.samplesPerPixel === 1 ? applyRescale(frame.pixels, settings.rescaleSlope, settings.rescaleIntercept) : new Int32Array(0);
   return { frame: { rows: frame.rows, columns: frame.columns, samplesPerPixel: frame.samplesPerPixel, values: modality }, spacing };

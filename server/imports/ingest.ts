@@ -13,7 +13,7 @@ import type { ArchiveWriter } from '#server/imports/archive.ts';
 import { insertInstance, upsertPatient, upsertScan, upsertStudy } from '#server/store/archive-index.ts';
 import { inDurableTransaction, type Database } from '#server/store/database.ts';
 import { addImportJobProgress, insertImportReject, type JobCountsDelta } from '#server/store/import-jobs.ts';
-import { findStoredDigest, setInstanceImaging } from '#server/store/instances.ts';
+import { encodeSpacing, findStoredDigest, setInstanceImaging } from '#server/store/instances.ts';
 
 export type FileOutcome =
   | { outcome: 'imported'; path: string; sop_instance_uid: string; scan_id: string; bytes: number }
@@ -178,7 +178,7 @@ function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, re
       frames: i.numberOfFrames,
       instanceNumber: i.instanceNumber !== null && Number.isInteger(i.instanceNumber) ? i.instanceNumber : null,
       position: slicePosition(i),
-      pixelSpacing: i.pixelSpacing ? JSON.stringify(i.pixelSpacing) : null,
+      pixelSpacing: encodeSpacing(i.pixelSpacing, i.pixelSpacingSource),
       filePath: p.archivePath,
       fileSha256: p.sha256,
       fileSize: p.bytes,

@@ -12,7 +12,7 @@ import { modalityFrame } from '#server/imaging/images.ts';
 import type { Services } from '#server/services.ts';
 import { forbidden, invalid, notFound } from '#server/errors.ts';
 import type { Database } from '#server/store/database.ts';
-import { findInstance } from '#server/store/instances.ts';
+import { decodeSpacing, findInstance } from '#server/store/instances.ts';
 import { deleteMeasurement, findMeasurement, insertMeasurement, listReaderMeasurements, type MeasurementRow } from '#server/store/measurements.ts';
 import type { PageRequest } from '#server/store/page.ts';
 import { newPublicId } from '#server/store/public-id.ts';
@@ -34,6 +34,7 @@ export function toMeasurement(row: MeasurementRow): Measurement {
     sd: row.sd,
     value: row.value,
     unit: row.unit,
+    pixel_spacing_source: decodeSpacing(row.instance_spacing).source,
     created_at: row.created_at,
   };
 }

@@ -3,7 +3,30 @@
  * Instance UID, the display attributes the archive index keeps beside it, and a series' images
  * in slice order.
  */
+import { z } from 'zod';
+import { PIXEL_SPACING_SOURCES, type PixelSpacingSource } from '#common/pixel-spacing.ts';
 import { sql, type Database } from '#server/store/database.ts';
+
+export type StoredSpacing = { spacing: [number, number] | null; source: PixelSpacingSource | null };
+
+const spacingPair = z.tuple([z.number(), z.number()]);
+// instances.pixel_spacing holds {spacing, source}; files imported before the source was kept
+// hold the bare [row, column] pair, whose source is unknown (null): no migration re-reads files.
+const storedSpacing = z.union([
+  z.object({ spacing: spacingPair, source: z.enum(PIXEL_SPACING_SOURCES) }),
+  spacingPair.transform((spacing) => ({ spacing, source: null })),
+]);
+
+export function encodeSpacing(spacing: [number, number] | null, source: PixelSpacingSource | null): string | null {
+  return spacing ? JSON.stringify({ spacing, source: source ?? 'pixel_spacing' }) : null;
+}
+
+/** The stored pixel spacing of an instance and where it came from; null spacing when absent or unreadable. */
+export function decodeSpacing(text: string | null): StoredSpacing {
+  if (text === null) return { spacing: null, source: null };
+  const parsed = storedSpacing.safeParse(JSON.parse(text));
+  return parsed.success ? parsed.data : { spacing: null, source: null };
+}
 
 export type InstanceImagingInput = {
   samplesPerPixel: number;

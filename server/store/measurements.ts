@@ -18,13 +18,15 @@ export type MeasurementRow = {
   value: number | null;
   unit: string | null;
   created_at: string;
+  /** The measured instance's stored pixel spacing (instances.ts decodeSpacing): its source labels the mm. */
+  instance_spacing: string | null;
 };
 
-export type MeasurementInsert = Omit<MeasurementRow, 'id' | 'scan_id' | 'instance_uid'> & { scan_ref: number; instance_ref: number };
+export type MeasurementInsert = Omit<MeasurementRow, 'id' | 'scan_id' | 'instance_uid' | 'instance_spacing'> & { scan_ref: number; instance_ref: number };
 
 const SELECT = `
   SELECT m.id, m.public_id, s.scan_id, m.user_ref, i.sop_instance_uid AS instance_uid, m.frame, m.kind, m.points,
-         m.length_mm, m.area_mm2, m.mean, m.sd, m.value, m.unit, m.created_at
+         m.length_mm, m.area_mm2, m.mean, m.sd, m.value, m.unit, m.created_at, i.pixel_spacing AS instance_spacing
   FROM measurements m JOIN scans s ON s.id = m.scan_ref JOIN instances i ON i.id = m.instance_ref`;
 
 export function insertMeasurement(db: Database, row: MeasurementInsert): void {

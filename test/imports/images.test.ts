@@ -65,6 +65,7 @@ describe('CT_small.dcm', () => {
           frames: 1,
           transfer_syntax: '1.2.840.10008.1.2.1',
           pixel_spacing: [0.661468, 0.661468],
+          pixel_spacing_source: 'pixel_spacing',
           photometric: 'MONOCHROME2',
           rescale_slope: 1,
           rescale_intercept: -1024,

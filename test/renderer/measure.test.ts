@@ -49,4 +49,14 @@ describe('measure', () => {
     const probe = { kind: 'probe' as const, unit: 'HU', ...measure(frame, 'probe', [[1.5, 0.5]], null) };
     expect(describeMeasurement(probe)).toBe('value 1.0 HU');
   });
+
+  it('labels sizes from detector-plane spacing "mm (detector)" (Imager Pixel Spacing, PS3.3 10.7.1.1)', () => {
+    const frame = ramp();
+    const length = { kind: 'length' as const, unit: null, ...measure(frame, 'length', [[0, 0], [10, 0]], [0.5, 0.5]) };
+    expect(describeMeasurement({ ...length, pixel_spacing_source: 'imager_pixel_spacing' })).toBe('5.0 mm (detector)');
+    expect(describeMeasurement({ ...length, pixel_spacing_source: 'imager_corrected_by_magnification' })).toBe('5.0 mm (est. magnification)');
+    expect(describeMeasurement({ ...length, pixel_spacing_source: 'calibrated' })).toBe('5.0 mm');
+    const roi = { kind: 'rectangle' as const, unit: null, pixel_spacing_source: 'imager_pixel_spacing' as const, ...measure(frame, 'rectangle', [[0, 0], [2, 2]], [0.5, 0.5]) };
+    expect(describeMeasurement(roi)).toMatch(/^area 1\.0 mm² \(detector\) · /);
+  });
 });

@@ -14,6 +14,7 @@ import type {
   Urgency,
   UserStatus,
 } from '../../../common/vocabulary.ts';
+import type { PixelSpacingSource } from '../../../common/pixel-spacing.ts';
 
 export type Me = { user: { id: string; email: string; role: Role; scopes: Scope[] } };
 
@@ -174,6 +175,8 @@ export type Measurement = {
   sd: number | null;
   value: number | null;
   unit: string | null;
+  /** imager_pixel_spacing: the mm are at the detector (shown "mm (detector)"); see Instance.pixel_spacing_source. */
+  pixel_spacing_source?: PixelSpacingSource | null;
   created_at: string;
 };
 
@@ -244,6 +247,8 @@ export type Instance = {
   frames: number;
   transfer_syntax: string;
   pixel_spacing: number[] | null;
+  /** Where pixel_spacing comes from (PS3.3 10.7.1.1); null without one or for files imported before mia kept it. */
+  pixel_spacing_source?: PixelSpacingSource | null;
   photometric: string;
   rescale_slope: number | null;
   rescale_intercept: number | null;

@@ -16,6 +16,7 @@ import { describeMeasurement, measure, valueUnit, type MeasureKind, type Measure
 import { sliceSpacing } from '../imaging/stack.ts';
 import type { Slice } from '../imaging/stack.ts';
 import type { Transform } from '../imaging/viewport.ts';
+import type { PixelSpacingSource } from '../../../common/pixel-spacing.ts';
 
 export type SavedMeasurement = MeasureValues & {
   id: string;
@@ -24,6 +25,7 @@ export type SavedMeasurement = MeasureValues & {
   kind: MeasureKind;
   points: Point[];
   unit: string | null;
+  pixel_spacing_source?: PixelSpacingSource | null | undefined;
 };
 
 const TOOLS: ReadonlyArray<{ kind: MeasureKind; label: string; title: string }> = [
@@ -162,7 +164,16 @@ export function MeasureLayer({ client, scanId, modality, slice, frame, transform
   const onSlice = slice ? saved.filter((m) => m.instance_uid === slice.instance.instance_uid && m.frame === slice.frame) : [];
   const live: SavedMeasurement | null =
     draft && tool && frame && slice
-      ? { id: 'draft', instance_uid: '', frame: 0, kind: tool, points: draft, unit: valueUnit(modality), ...measure(frame, tool, draft, sliceSpacing(slice)) }
+      ? {
+          id: 'draft',
+          instance_uid: '',
+          frame: 0,
+          kind: tool,
+          points: draft,
+          unit: valueUnit(modality),
+          pixel_spacing_source: slice.instance.pixel_spacing_source,
+          ...measure(frame, tool, draft, sliceSpacing(slice)),
+        }
       : null;
 
   const shape = (m: SavedMeasurement) => {
