@@ -200,6 +200,13 @@ export const renderedQuery = z
   .object({
     window_center: windowNumber.optional().describe('VOI window center in modality units (e.g. HU)'),
     window_width: windowNumber.optional().describe('VOI window width (>= 1) in modality units'),
+    aspect: z
+      .enum(['native', 'physical'])
+      .optional()
+      .describe(
+        'native (default): one PNG pixel per stored pixel. physical: resampled (bilinear) so the PNG\'s width:height is the ' +
+          'image\'s in mm (non-square Pixel Spacing, e.g. 0.94\\0.47), for showing it as is',
+      ),
   })
   .strict()
   .refine((q) => (q.window_center === undefined) === (q.window_width === undefined), {

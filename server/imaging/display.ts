@@ -75,6 +75,54 @@ export function downscale(image: DisplayImage, maxSide: number, aspect = 1): Dis
   return { ...image, pixels: out, width, height };
 }
 
+/** The longest side a physical-aspect PNG is stretched to; past it the other side shrinks instead. */
+const MAX_PHYSICAL_SIDE = 8192;
+
+/**
+ * The image resampled so each output pixel is square in the patient: with pixels `aspect` times
+ * as tall as wide (row spacing / column spacing, PS3.3 10.7.1.3), the coarser axis is stretched
+ * to the finer one's spacing (no detail is dropped), by bilinear interpolation between pixel
+ * centres (a nearest pick would show steps; an area mean only fits shrinking).
+ */
+export function resampleToAspect(image: DisplayImage, aspect: number): DisplayImage {
+  if (aspect === 1) return image;
+  let width = aspect < 1 ? image.width / aspect : image.width;
+  let height = aspect > 1 ? image.height * aspect : image.height;
+  const longest = Math.max(width, height);
+  const limit = Math.max(MAX_PHYSICAL_SIDE, image.width, image.height);
+  if (longest > limit) {
+    width = (width * limit) / longest;
+    height = (height * limit) / longest;
+  }
+  width = Math.max(1, Math.round(width));
+  height = Math.max(1, Math.round(height));
+  if (width === image.width && height === image.height) return image;
+  const c = image.channels;
+  const out = new Uint8Array(width * height * c);
+  const sx = image.width / width;
+  const sy = image.height / height;
+  const clamp = (v: number, max: number): number => (v < 0 ? 0 : v > max ? max : v);
+  for (let y = 0; y < height; y++) {
+    const fy = clamp((y + 0.5) * sy - 0.5, image.height - 1);
+    const y0 = Math.floor(fy);
+    const y1 = Math.min(y0 + 1, image.height - 1);
+    const ty = fy - y0;
+    for (let x = 0; x < width; x++) {
+      const fx = clamp((x + 0.5) * sx - 0.5, image.width - 1);
+      const x0 = Math.floor(fx);
+      const x1 = Math.min(x0 + 1, image.width - 1);
+      const tx = fx - x0;
+      for (let k = 0; k < c; k++) {
+        const at = (yy: number, xx: number): number => image.pixels[(yy * image.width + xx) * c + k] ?? 0;
+        const top = at(y0, x0) * (1 - tx) + at(y0, x1) * tx;
+        const bottom = at(y1, x0) * (1 - tx) + at(y1, x1) * tx;
+        out[(y * width + x) * c + k] = Math.round(top * (1 - ty) + bottom * ty);
+      }
+    }
+  }
+  return { ...image, pixels: out, width, height };
+}
+
 /** Stored values as little-endian bytes (the raw endpoint's body). */
 export function littleEndianBytes(frame: DecodedFrame): { body: Uint8Array; bitsAllocated: number } {
   const p = frame.pixels;

@@ -15,7 +15,7 @@ import { MiaError, notFound } from '#server/errors.ts';
 import { createFrameCache, type FrameCache } from '#server/imaging/frame-cache.ts';
 import { pixelAspect } from '#common/pixel-aspect.ts';
 import type { MeasureFrame } from '#common/measure.ts';
-import { defaultWindow, downscale, littleEndianBytes, toDisplay, type DisplaySettings } from '#server/imaging/display.ts';
+import { defaultWindow, downscale, littleEndianBytes, resampleToAspect, toDisplay, type DisplaySettings } from '#server/imaging/display.ts';
 import { encodePng } from '#server/imaging/png.ts';
 import type { Services } from '#server/services.ts';
 import { countScanInstances, decodeSpacing, findInstance, listScanInstances, type InstanceRow } from '#server/store/instances.ts';
@@ -134,10 +134,22 @@ async function loadFrame(services: Services, row: InstanceRow, frameIndex: numbe
   return { row, frame, settings };
 }
 
-export async function renderedFrame(services: Services, instanceUid: string, frameIndex: number, window: Window | undefined): Promise<{ png: Buffer; patientId: string }> {
+/**
+ * One frame as a PNG. `physical`: resampled (bilinear) so its width:height is the image's size in
+ * mm, for clients that show the PNG as is; by default the stored pixel grid, one PNG pixel per
+ * image pixel, which pixel coordinates (boxes, measurements) and the viewer's pixel checks rely on.
+ */
+export async function renderedFrame(
+  services: Services,
+  instanceUid: string,
+  frameIndex: number,
+  window: Window | undefined,
+  aspect: 'native' | 'physical' = 'native',
+): Promise<{ png: Buffer; patientId: string }> {
   const row = instanceRow(services, instanceUid);
   const { frame, settings } = await loadFrame(services, row, frameIndex);
-  const image = toDisplay(frame, settings, window);
+  const drawn = toDisplay(frame, settings, window);
+  const image = aspect === 'physical' ? resampleToAspect(drawn, pixelAspect(frameSpacing(row, frameIndex))) : drawn;
   return { png: encodePng(image.pixels, image.width, image.height, image.channels), patientId: row.patient_id };
 }
 
@@ -191,6 +203,12 @@ export async function scanThumbnail(services: Services, scanId: string): Promise
   return { png: encodePng(image.pixels, image.width, image.height, image.channels), patientId: scan.patientId };
 }
 
+/** A frame's own pixel spacing (functional groups), else the instance's. */
+function frameSpacing(row: InstanceRow, frameIndex: number): [number, number] | null {
+  const values = row.frame_values ? (JSON.parse(row.frame_values) as FrameValue[]) : null;
+  return values?.[frameIndex]?.pixel_spacing ?? decodeSpacing(row.pixel_spacing).spacing;
+}
+
 /**
  * One frame in modality values (stored * the frame's own slope + intercept: HU on CT) with the
  * frame's own pixel spacing, for measurements the server computes itself (common/measure.ts)
@@ -202,8 +220,7 @@ export async function modalityFrame(
   frameIndex: number,
 ): Promise<{ frame: MeasureFrame; spacing: readonly number[] | null }> {
   const { frame, settings } = await loadFrame(services, row, frameIndex);
-  const values = row.frame_values ? (JSON.parse(row.frame_values) as FrameValue[]) : null;
-  const spacing = values?.[frameIndex]?.pixel_spacing ?? decodeSpacing(row.pixel_spacing).spacing;
+  const spacing = frameSpacing(row, frameIndex);
   // The same rescale as rendering and analysis (applyRescale), so the numbers agree with the picture.
   const modality = frame.samplesPerPixel === 1 ? applyRescale(frame.pixels, settings.rescaleSlope, settings.rescaleIntercept) : new Int32Array(0);
   return { frame: { rows: frame.rows, columns: frame.columns, samplesPerPixel: frame.samplesPerPixel, values: modality }, spacing };

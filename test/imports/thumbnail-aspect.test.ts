@@ -1,7 +1,8 @@
 /**
  * Worklist thumbnails keep the physical aspect of non-square pixels (issue 11): pydicom's
  * CT_small (128 x 128) rewritten with Pixel Spacing 0.94\0.47 is a 60 x 120 mm image, so its
- * thumbnail is 64 x 128 px, not a square.
+ * thumbnail is 64 x 128 px, not a square. The rendered frame does too when asked
+ * (aspect=physical, bilinear), and keeps the stored grid by default.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -63,5 +64,55 @@ describe('thumbnail aspect', () => {
 
   it('square pixels stay square', async () => {
     expect(await thumbnailSize(variant('square', 'pass'))).toEqual({ width: 128, height: 128 });
+  });
+});
+
+async function rendered(file: string, query: string): Promise<ReturnType<typeof readPng>> {
+  const { instanceUid } = seedImportedInstance(t, file);
+  const reply = await fetch(`${t.url}/v1/instances/${instanceUid}/frames/0/rendered${query}`, { headers: { Authorization: `Bearer ${t.adminKey}` } });
+  expect(reply.status).toBe(200);
+  return readPng(Buffer.from(await reply.arrayBuffer()));
+}
+
+describe('rendered frame aspect', () => {
+  it('aspect=physical: width:height is the physical 60.2 x 120.3 mm within 1%, stretched along the coarse axis', async () => {
+    const tall = variant('tall-rendered', 'ds.PixelSpacing = [0.94, 0.47]');
+    const png = await rendered(tall, '?aspect=physical');
+    const physical = (128 * 0.47) / (128 * 0.94);
+    expect(Math.abs(png.width / png.height / physical - 1)).toBeLessThan(0.01);
+    // No detail dropped: the 128 columns stay, the rows are stretched to the column spacing.
+    expect(png.width).toBe(128);
+    expect(png.height).toBe(256);
+    const wide = await rendered(variant('wide-rendered', 'ds.PixelSpacing = [0.47, 0.94]'), '?aspect=physical&window_center=40&window_width=400');
+    expect(Math.abs(wide.width / wide.height / 2 - 1)).toBeLessThan(0.01);
+  });
+
+  it('bilinear: a stretched row lies between the rows it came from', async () => {
+    const tall = variant('tall-bilinear', 'ds.PixelSpacing = [0.94, 0.47]');
+    const native = await rendered(tall, '');
+    const physical = await rendered(tall, '?aspect=physical');
+    // Output row 2y+1 has its centre a quarter of the way from source row y to y+1 (centres aligned).
+    const y = 60;
+    for (let x = 0; x < 128; x += 7) {
+      const a = native.pixels[(y * 128 + x) * native.channels] ?? 0;
+      const b = native.pixels[((y + 1) * 128 + x) * native.channels] ?? 0;
+      const got = physical.pixels[((2 * y + 1) * 128 + x) * physical.channels] ?? 0;
+      expect(Math.abs(got - (0.75 * a + 0.25 * b))).toBeLessThanOrEqual(1);
+    }
+  });
+
+  it('by default the stored grid, one PNG pixel per image pixel; square pixels unchanged either way', async () => {
+    const tall = await rendered(variant('tall-native', 'ds.PixelSpacing = [0.94, 0.47]'), '');
+    expect([tall.width, tall.height]).toEqual([128, 128]);
+    const square = await rendered(variant('square-rendered', 'pass'), '?aspect=physical');
+    expect([square.width, square.height]).toEqual([128, 128]);
+    const dx = await rendered(variant('dx-rendered', 'del ds.PixelSpacing\nds.ImagerPixelSpacing = [0.94, 0.47]\nds.Modality = "DX"'), '?aspect=physical');
+    expect([dx.width, dx.height]).toEqual([128, 256]);
+  });
+
+  it('refuses an unknown aspect', async () => {
+    const { instanceUid } = seedImportedInstance(t, variant('bad-aspect', 'pass'));
+    const reply = await fetch(`${t.url}/v1/instances/${instanceUid}/frames/0/rendered?aspect=square`, { headers: { Authorization: `Bearer ${t.adminKey}` } });
+    expect(reply.status).toBe(400);
   });
 });

@@ -38,7 +38,8 @@ export const imageRoutes: Route[] = [
     summary: 'One frame as an 8-bit PNG, windowed',
     description:
       'Frames count from 0. Grey images are rescaled to modality units and windowed with window_center and ' +
-      'window_width (default: the file\'s first window, else the modality preset); colour images are RGB.',
+      'window_width (default: the file\'s first window, else the modality preset); colour images are RGB. One PNG pixel per ' +
+      'stored pixel, unless aspect=physical: then resampled (bilinear) to the image\'s physical width:height.',
     access: scopes('read:scans'),
     params: api.frameParams,
     query: api.renderedQuery,
@@ -48,7 +49,7 @@ export const imageRoutes: Route[] = [
       audit({ target: `instance:${params.instance_uid}` });
       const window =
         query.window_center !== undefined && query.window_width !== undefined ? { center: query.window_center, width: query.window_width } : undefined;
-      const { png, patientId } = await renderedFrame(services, params.instance_uid, params.frame, window);
+      const { png, patientId } = await renderedFrame(services, params.instance_uid, params.frame, window, query.aspect);
       audit({ patientId });
       return { kind: 'binary', contentType: PNG, body: png, headers: IMAGE_CACHE };
     },
