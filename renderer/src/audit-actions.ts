@@ -33,6 +33,7 @@ export const AUDIT_ACTIONS = [
   'measurements.create',
   'measurements.delete',
   'measurements.list',
+  'measurements.update',
   'models.list',
   'models.select',
   'reports.addendum',

@@ -31,6 +31,17 @@ export const createMeasurementBody = z
   });
 export type CreateMeasurementBody = z.output<typeof createMeasurementBody>;
 
+export const updateMeasurementBody = z
+  .object({
+    points: z
+      .array(point)
+      .min(1)
+      .max(2)
+      .describe('The new geometry, as when created (length: its two ends; ellipse, rectangle: two opposite corners; probe: one point)'),
+  })
+  .strict();
+export type UpdateMeasurementBody = z.output<typeof updateMeasurementBody>;
+
 export const measurement = z.object({
   id: z.string(),
   scan_id: z.string(),

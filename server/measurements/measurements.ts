@@ -5,15 +5,23 @@
  * stored frame (common/measure.ts, the viewer's own rules): a client's numbers are not trusted
  * into a report.
  */
-import type { CreateMeasurementBody, Measurement, MeasurementKind } from '#server/api/measurement-schemas.ts';
+import type { CreateMeasurementBody, Measurement, MeasurementKind, UpdateMeasurementBody } from '#server/api/measurement-schemas.ts';
 import type { Clock } from '#server/clock.ts';
 import { measure, valueUnit } from '#common/measure.ts';
 import { modalityFrame } from '#server/imaging/images.ts';
 import type { Services } from '#server/services.ts';
-import { forbidden, invalid, notFound } from '#server/errors.ts';
-import type { Database } from '#server/store/database.ts';
+import { conflict, forbidden, invalid, notFound } from '#server/errors.ts';
+import { inDurableTransaction, type Database } from '#server/store/database.ts';
 import { decodeSpacing, findInstance } from '#server/store/instances.ts';
-import { deleteMeasurement, findMeasurement, insertMeasurement, listReaderMeasurements, type MeasurementRow } from '#server/store/measurements.ts';
+import {
+  deleteMeasurement,
+  findFinalReportListing,
+  findMeasurement,
+  insertMeasurement,
+  listReaderMeasurements,
+  updateMeasurementGeometry,
+  type MeasurementRow,
+} from '#server/store/measurements.ts';
 import type { PageRequest } from '#server/store/page.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 import { getScanRow } from '#server/scans/scans.ts';
@@ -87,11 +95,57 @@ export async function createMeasurement(
   return { measurement: toMeasurement(row), patientId: scan.patient_id };
 }
 
+/**
+ * A measurement a final report lists is part of what was signed (the report lists its author's
+ * measurements made until signing, not a copy): it stays as signed, like the verdicts, and a
+ * later change of mind is an addendum (issue 11).
+ */
+function refuseIfSigned(db: Database, row: MeasurementRow, what: string): void {
+  const report = findFinalReportListing(db, row);
+  if (report) {
+    throw conflict(
+      `This measurement is part of final report ${report.public_id}; it cannot be ${what}`,
+      `report ${report.public_id} was finalized at ${report.finalized_at}; draw a new measurement and add an addendum: POST /v1/reports/${report.public_id}/addenda`,
+    );
+  }
+}
+
+/** Moves a measurement or its ends/corners (owner only); the server computes its values again. */
+export async function editMeasurement(
+  deps: Services,
+  publicId: string,
+  userRef: number,
+  body: UpdateMeasurementBody,
+): Promise<{ measurement: Measurement; patientId: string }> {
+  const row = findMeasurement(deps.db, publicId);
+  if (!row) throw notFound('Measurement', publicId);
+  if (row.user_ref !== userRef) throw forbidden('This measurement belongs to another reader', 'only its author may change it');
+  const kind = row.kind as MeasurementKind;
+  const wanted = kind === 'probe' ? 1 : 2;
+  if (body.points.length !== wanted) throw invalid(`a ${kind} has ${wanted} point(s)`, `points has ${body.points.length}`);
+  refuseIfSigned(deps.db, row, 'changed');
+  const instance = findInstance(deps.db, row.instance_uid);
+  if (!instance) throw notFound('Instance', row.instance_uid);
+  const { frame, spacing } = await modalityFrame(deps, instance, row.frame);
+  const values = measure(frame, kind, body.points, spacing);
+  // The frame was read outside the transaction (it may await the file): check the lock again inside it.
+  inDurableTransaction(deps.db, () => {
+    const now = findMeasurement(deps.db, publicId);
+    if (!now) throw notFound('Measurement', publicId);
+    refuseIfSigned(deps.db, now, 'changed');
+    updateMeasurementGeometry(deps.db, now.id, { points: JSON.stringify(body.points), ...values });
+  });
+  const updated = findMeasurement(deps.db, publicId);
+  if (!updated) throw notFound('Measurement', publicId);
+  return { measurement: toMeasurement(updated), patientId: updated.patient_id };
+}
+
 export function removeMeasurement(deps: MeasurementDeps, publicId: string, userRef: number): { measurement: Measurement; patientId: string } {
   const row = findMeasurement(deps.db, publicId);
   if (!row) throw notFound('Measurement', publicId);
   // Another reader's measurement is theirs to keep: they may be reporting on it.
   if (row.user_ref !== userRef) throw forbidden('This measurement belongs to another reader', 'only its author may delete it');
+  refuseIfSigned(deps.db, row, 'deleted');
   deleteMeasurement(deps.db, row.id);
   return { measurement: toMeasurement(row), patientId: row.patient_id };
 }

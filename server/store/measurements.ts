@@ -5,6 +5,7 @@ import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 export type MeasurementRow = {
   id: number;
   public_id: string;
+  scan_ref: number;
   scan_id: string;
   user_ref: number;
   instance_uid: string;
@@ -22,10 +23,10 @@ export type MeasurementRow = {
   instance_spacing: string | null;
 };
 
-export type MeasurementInsert = Omit<MeasurementRow, 'id' | 'scan_id' | 'instance_uid' | 'instance_spacing'> & { scan_ref: number; instance_ref: number };
+export type MeasurementInsert = Omit<MeasurementRow, 'id' | 'scan_id' | 'instance_uid' | 'instance_spacing'> & { instance_ref: number };
 
 const SELECT = `
-  SELECT m.id, m.public_id, s.scan_id, m.user_ref, i.sop_instance_uid AS instance_uid, m.frame, m.kind, m.points,
+  SELECT m.id, m.public_id, m.scan_ref, s.scan_id, m.user_ref, i.sop_instance_uid AS instance_uid, m.frame, m.kind, m.points,
          m.length_mm, m.area_mm2, m.mean, m.sd, m.value, m.unit, m.created_at, i.pixel_spacing AS instance_spacing
   FROM measurements m JOIN scans s ON s.id = m.scan_ref JOIN instances i ON i.id = m.instance_ref`;
 
@@ -66,6 +67,31 @@ export function findMeasurement(db: Database, publicId: string): (MeasurementRow
     `SELECT q.*, p.patient_id FROM (${SELECT} WHERE m.public_id = ?) q
      JOIN scans s ON s.scan_id = q.scan_id JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref`,
   ).get(publicId) as (MeasurementRow & { patient_id: string }) | undefined;
+}
+
+/** New geometry and the values computed from it; created_at stays (it places the measurement in or out of a report). */
+export function updateMeasurementGeometry(
+  db: Database,
+  id: number,
+  change: Pick<MeasurementRow, 'points' | 'length_mm' | 'area_mm2' | 'mean' | 'sd' | 'value'>,
+): void {
+  sql(
+    db,
+    `UPDATE measurements SET points = @points, length_mm = @length_mm, area_mm2 = @area_mm2, mean = @mean, sd = @sd, value = @value
+     WHERE id = @id`,
+  ).run({ ...change, id });
+}
+
+/**
+ * The final report that lists a measurement (listReportMeasurements: its author's, on its scan,
+ * made before signing), if any: changing the measurement would change what was signed.
+ */
+export function findFinalReportListing(db: Database, row: Pick<MeasurementRow, 'scan_ref' | 'user_ref' | 'created_at'>): { public_id: string; finalized_at: string } | undefined {
+  return sql(
+    db,
+    `SELECT public_id, finalized_at FROM reports
+     WHERE scan_ref = ? AND author_ref = ? AND status = 'final' AND finalized_at >= ? ORDER BY id LIMIT 1`,
+  ).get(row.scan_ref, row.user_ref, row.created_at) as { public_id: string; finalized_at: string } | undefined;
 }
 
 export function deleteMeasurement(db: Database, id: number): void {

@@ -108,6 +108,7 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
     'GET /v1/scans/{scan_id}/thumbnail': () => ({ path: `/v1/scans/${imported.scanId}/thumbnail` }),
     'GET /v1/scans/{scan_id}/measurements': () => ({ path: `/v1/scans/${imported.scanId}/measurements` }),
     'POST /v1/scans/{scan_id}/measurements': () => ({ path: `/v1/scans/${imported.scanId}/measurements`, body: lengthBody }),
+    'PATCH /v1/measurements/{id}': (caller) => ({ path: `/v1/measurements/${ownMeasurement(caller)}`, body: { points: [[1, 1], [20, 1]] } }),
     'DELETE /v1/measurements/{id}': (caller) => ({ path: `/v1/measurements/${ownMeasurement(caller)}` }),
     'GET /v1/models': () => ({ path: '/v1/models' }),
     'POST /v1/models/{id}/select': () => ({ path: '/v1/models/mia-phantom-detector/select' }),

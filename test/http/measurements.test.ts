@@ -143,4 +143,52 @@ describe('measurements', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('PATCH moves a measurement\'s ends (author only, values computed again); one a final report lists stays as signed (409)', async () => {
+    const scan = seedImportedInstance(t);
+    const measurements = `/v1/scans/${scan.scanId}/measurements`;
+    const author = t.keyFor('radiologist', { email: 'reader-e@example.org' }).key;
+    const made = await t.request('POST', measurements, { key: author, body: { instance_uid: scan.instanceUid, frame: 0, kind: 'length', points: [[0, 0], [100, 0]] } });
+    const id: string = made.json.data.id;
+    const patch = (body: unknown, key = author) => t.request('PATCH', `/v1/measurements/${id}`, { key, body });
+
+    const moved = await patch({ points: [[0, 0], [30, 40]] });
+    expect(moved.status).toBe(200);
+    expect(moved.json.data).toMatchObject({ id, kind: 'length', points: [[0, 0], [30, 40]], created_at: made.json.data.created_at });
+    expect(moved.json.data.length_mm).toBeCloseTo(50 * SPACING, 6);
+    expect((await t.request('GET', measurements, { key: author })).json.data.items[0].length_mm).toBeCloseTo(50 * SPACING, 6);
+
+    // Validated like a new one; another reader's is not theirs to move.
+    expect((await patch({ points: [[1, 1]] })).status).toBe(400);
+    expect((await patch({ points: [[0, 0], [1, 1]], kind: 'probe' })).status).toBe(400);
+    expect((await patch({ points: [[0, 0], ['a', 1]] })).status).toBe(400);
+    expect((await patch({ points: [[0, 0], [1, 1]] }, otherReader)).status).toBe(403);
+    expect((await patch({ points: [[0, 0], [1, 1]] }, viewerOnly)).status).toBe(403);
+    expect((await t.request('PATCH', '/v1/measurements/msr_000000000000000000000000', { key: author, body: { points: [[0, 0], [1, 1]] } })).status).toBe(404);
+
+    // An ROI's mean and area follow its new corners.
+    const roiMade = await t.request('POST', measurements, { key: author, body: { instance_uid: scan.instanceUid, frame: 0, kind: 'rectangle', points: [[10, 10], [20, 20]] } });
+    const roiMoved = await t.request('PATCH', `/v1/measurements/${roiMade.json.data.id}`, { key: author, body: { points: [[40, 40], [80, 60]] } });
+    expect(roiMoved.json.data.area_mm2).toBeCloseTo(40 * 20 * SPACING * SPACING, 6);
+    expect(roiMoved.json.data.mean).not.toBe(roiMade.json.data.mean);
+
+    // Signed: the report lists it, so it can be neither moved nor deleted; the 409 names the report.
+    const scanRow = t.server.services.db.prepare('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?').get(scan.scanId) as { id: number; study_uid: string; patient_id: string };
+    seedAnalysis(t.server.services.db, { scanId: scan.scanId, scanRef: scanRow.id, studyUid: scanRow.study_uid, patientId: scanRow.patient_id }, [{}]);
+    const report = (await t.request('POST', '/v1/reports', { key: author, body: { scan_id: scan.scanId } })).json.data;
+    expect((await t.request('PATCH', `/v1/reports/${report.id}`, { key: author, body: { status: 'final' } })).status).toBe(200);
+    t.clock.advance(60_000);
+    const refused = await patch({ points: [[0, 0], [10, 0]] });
+    expect(refused.status).toBe(409);
+    expect(refused.json).toMatchObject({ status: 'error', error: { code: 409 } });
+    expect(refused.json.error.details).toContain(`POST /v1/reports/${report.id}/addenda`);
+    expect((await t.request('DELETE', `/v1/measurements/${id}`, { key: author })).status).toBe(409);
+    const signed = (await t.request('GET', `/v1/reports/${report.id}`, { key: author })).json.data;
+    expect(signed.measurements.find((m: { id: string }) => m.id === id)).toMatchObject({ points: [[0, 0], [30, 40]] });
+    // One drawn after signing is not in the report: free to move.
+    const later = await t.request('POST', measurements, { key: author, body: { instance_uid: scan.instanceUid, frame: 0, kind: 'length', points: [[0, 0], [10, 0]] } });
+    expect((await t.request('PATCH', `/v1/measurements/${later.json.data.id}`, { key: author, body: { points: [[0, 0], [20, 0]] } })).status).toBe(200);
+    const audit = await t.request('GET', '/v1/audit?action=measurements.update');
+    expect(audit.json.data.items.some((e: { target: string; outcome: string }) => e.outcome === 'success' && e.target === `measurement:${id} scan:${scan.scanId}`)).toBe(true);
+  });
 });

@@ -3,7 +3,7 @@ import * as m from '#server/api/measurement-schemas.ts';
 import * as api from '#server/api/schemas.ts';
 import { pageRequest } from '#server/http/pagination.ts';
 import { defineRoute, scopes, type Route } from '#server/http/route.ts';
-import { createMeasurement, listMeasurements, removeMeasurement } from '#server/measurements/measurements.ts';
+import { createMeasurement, editMeasurement, listMeasurements, removeMeasurement } from '#server/measurements/measurements.ts';
 
 export const measurementRoutes: Route[] = [
   defineRoute({
@@ -46,9 +46,29 @@ export const measurementRoutes: Route[] = [
     },
   }),
   defineRoute({
+    method: 'patch',
+    path: '/v1/measurements/{id}',
+    summary: 'Move one of the calling reader\'s measurements, or its ends or corners',
+    description:
+      'New points (as many as its kind has); the server computes the values again from the stored frame. Kind, image and ' +
+      'frame stay. 409 when a final report lists it (its author\'s, made before signing): it stays as signed; add an addendum.',
+    access: scopes('write:reports'),
+    params: m.measurementIdParam,
+    body: m.updateMeasurementBody,
+    response: m.measurement,
+    audit: 'measurements.update',
+    handle: async ({ services, auth, params, body, audit }) => {
+      audit({ target: `measurement:${params.id}` });
+      const { measurement, patientId } = await editMeasurement(services, params.id, auth.userRef, body);
+      audit({ target: `measurement:${params.id} scan:${measurement.scan_id}`, patientId });
+      return { kind: 'data', data: measurement };
+    },
+  }),
+  defineRoute({
     method: 'delete',
     path: '/v1/measurements/{id}',
     summary: 'Delete one of the calling reader\'s measurements',
+    description: '409 when a final report lists it (its author\'s, made before signing): it stays as signed.',
     access: scopes('write:reports'),
     params: m.measurementIdParam,
     response: m.measurement,
