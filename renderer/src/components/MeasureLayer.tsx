@@ -6,9 +6,13 @@
  * when the reader comes back and listed in the report.
  *
  * The layer is an SVG over the canvas: while a tool is on it takes the pointer (window/level and
- * pan drags pause), otherwise events pass through to the canvas.
+ * pan drags pause), otherwise events pass through to the canvas. A kept measurement is edited
+ * in place with no tool on (Esc puts it down): its handles (a length's ends, an ROI's four
+ * corners, the probe's point) and its outline (drag to move it whole) take the pointer; values are shown live while
+ * dragging and the server computes them again on release (PATCH /v1/measurements/{id}). One a
+ * final report lists stays as signed: the server's 409 is shown and the shape goes back.
  */
-import { useEffect, useRef, useState, type PointerEvent as ReactPointerEvent } from 'react';
+import { useEffect, useRef, useState, type PointerEvent as ReactPointerEvent, type SVGProps } from 'react';
 import type { Client } from '../api/client.ts';
 import { imagePointMapping, type Orient } from '../imaging/display-tools.ts';
 import type { RawFrame } from '../imaging/frame.ts';
@@ -37,6 +41,27 @@ const TOOLS: ReadonlyArray<{ kind: MeasureKind; label: string; title: string }> 
 
 const COLOUR = '#7ee787';
 
+/** A drag on a kept measurement: one handle (the opposite corner fixed for an ROI), or the whole shape. */
+type Editing = { id: string; points: Point[]; grab: { handle: number } | { move: Point; from: Point[] } };
+
+/** Where the handles of a measurement are, in image pixels: an ROI's four bounding-box corners, else its points. */
+function handlesOf(m: { kind: MeasureKind; points: readonly Point[] }): Point[] {
+  const [a, b] = m.points;
+  if ((m.kind !== 'ellipse' && m.kind !== 'rectangle') || !a || !b) return [...m.points];
+  const [x0, x1] = [Math.min(a[0], b[0]), Math.max(a[0], b[0])];
+  const [y0, y1] = [Math.min(a[1], b[1]), Math.max(a[1], b[1])];
+  return [[x0, y0], [x1, y0], [x1, y1], [x0, y1]];
+}
+
+/** The points after moving handle `index` to `to`: an ROI keeps the opposite corner. */
+function withHandle(m: { kind: MeasureKind; points: readonly Point[] }, index: number, to: Point): Point[] {
+  if (m.kind === 'ellipse' || m.kind === 'rectangle') {
+    const opposite = handlesOf(m)[(index + 2) % 4];
+    return opposite ? [opposite, to] : [...m.points];
+  }
+  return m.points.map((p, i) => (i === index ? to : p));
+}
+
 type Props = {
   client: Client;
   scanId: string;
@@ -54,6 +79,7 @@ export function MeasureLayer({ client, scanId, modality, slice, frame, transform
   const [tool, setTool] = useState<MeasureKind | null>(null);
   const [draft, setDraft] = useState<Point[] | null>(null);
   const [error, setError] = useState<string | null>(null);
+  const [editing, setEditing] = useState<Editing | null>(null);
   const svgRef = useRef<SVGSVGElement>(null);
 
   useEffect(() => {
@@ -152,6 +178,59 @@ export function MeasureLayer({ client, scanId, modality, slice, frame, transform
     void save(tool, [start, end]);
   };
 
+  /** The image point under a pointer event, whichever element of the layer it is on. */
+  const imageAt = (event: ReactPointerEvent<Element>): Point | null => {
+    const box = svgRef.current?.getBoundingClientRect();
+    return box ? toImage(event.clientX - box.left, event.clientY - box.top) : null;
+  };
+
+  const startEdit = (event: ReactPointerEvent<SVGElement>, m: SavedMeasurement, grab: { handle: number } | 'move') => {
+    if (!canEdit || event.button !== 0) return;
+    const at = imageAt(event);
+    if (!at) return;
+    // The handle, not a new drawing or a window/level drag, takes this pointer.
+    event.stopPropagation();
+    event.preventDefault();
+    event.currentTarget.setPointerCapture(event.pointerId);
+    setEditing({ id: m.id, points: m.points, grab: grab === 'move' ? { move: at, from: m.points } : grab });
+  };
+  const dragEdit = (event: ReactPointerEvent<SVGElement>) => {
+    if (!editing) return;
+    const at = imageAt(event);
+    const m = saved.find((x) => x.id === editing.id);
+    if (!at || !m) return;
+    event.stopPropagation();
+    const grab = editing.grab;
+    const points =
+      'handle' in grab
+        ? withHandle(m, grab.handle, at)
+        : grab.from.map((p): Point => [p[0] + at[0] - grab.move[0], p[1] + at[1] - grab.move[1]]);
+    setEditing({ ...editing, points });
+  };
+  const endEdit = (event: ReactPointerEvent<SVGElement>) => {
+    if (!editing) return;
+    event.stopPropagation();
+    const done = editing;
+    setEditing(null);
+    const before = saved.find((x) => x.id === done.id);
+    if (!before || done.points.every((p, i) => p[0] === before.points[i]?.[0] && p[1] === before.points[i]?.[1])) return;
+    void commitEdit(before, done.points);
+  };
+
+  /** Shown moved at once; the server's values replace the live ones, or a refusal puts it back. */
+  const commitEdit = async (before: SavedMeasurement, points: Point[]) => {
+    const local = frame && slice ? measure(frame, before.kind, points, sliceSpacing(slice)) : {};
+    setSaved((list) => list.map((x) => (x.id === before.id ? { ...x, ...local, points } : x)));
+    try {
+      const updated = await client.patch<SavedMeasurement>(`/v1/measurements/${encodeURIComponent(before.id)}`, { body: { points } });
+      setSaved((list) => list.map((x) => (x.id === before.id ? updated : x)));
+      setError(null);
+    } catch (e) {
+      setSaved((list) => list.map((x) => (x.id === before.id ? before : x)));
+      setError(`Measurement not changed: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  };
+
   const remove = async (m: SavedMeasurement) => {
     try {
       await client.del(`/v1/measurements/${encodeURIComponent(m.id)}`);
@@ -161,7 +240,9 @@ export function MeasureLayer({ client, scanId, modality, slice, frame, transform
     }
   };
 
-  const onSlice = slice ? saved.filter((m) => m.instance_uid === slice.instance.instance_uid && m.frame === slice.frame) : [];
+  const onSlice = (slice ? saved.filter((m) => m.instance_uid === slice.instance.instance_uid && m.frame === slice.frame) : []).map(
+    (m): SavedMeasurement => (editing?.id === m.id && frame && slice ? { ...m, points: editing.points, ...measure(frame, m.kind, editing.points, sliceSpacing(slice)) } : m),
+  );
   const live: SavedMeasurement | null =
     draft && tool && frame && slice
       ? {
@@ -176,22 +257,32 @@ export function MeasureLayer({ client, scanId, modality, slice, frame, transform
         }
       : null;
 
-  const shape = (m: SavedMeasurement) => {
+  /** The outline; `hit`: a wide invisible stroke that takes the pointer (drag to move the shape). */
+  const shape = (m: SavedMeasurement, hit = false) => {
     const [a, b] = m.points.map(toScreen);
+    const line = (hit
+      ? { stroke: 'transparent', strokeWidth: 10, style: { pointerEvents: 'stroke', cursor: 'move' } }
+      : { stroke: COLOUR, strokeWidth: 1.5 }) satisfies SVGProps<SVGElement>;
     if (!a) return null;
-    if (m.kind === 'probe') return <circle cx={a.x} cy={a.y} r={3} fill="none" stroke={COLOUR} strokeWidth={1.5} />;
+    if (m.kind === 'probe') return hit ? null : <circle cx={a.x} cy={a.y} r={3} fill="none" {...line} />;
     if (!b) return null;
-    if (m.kind === 'length') return <line x1={a.x} y1={a.y} x2={b.x} y2={b.y} stroke={COLOUR} strokeWidth={1.5} />;
+    if (m.kind === 'length') return <line x1={a.x} y1={a.y} x2={b.x} y2={b.y} {...line} />;
     const x = Math.min(a.x, b.x);
     const y = Math.min(a.y, b.y);
     const w = Math.abs(b.x - a.x);
     const h = Math.abs(b.y - a.y);
     return m.kind === 'rectangle' ? (
-      <rect x={x} y={y} width={w} height={h} fill="none" stroke={COLOUR} strokeWidth={1.5} />
+      <rect x={x} y={y} width={w} height={h} fill="none" {...line} />
     ) : (
-      <ellipse cx={x + w / 2} cy={y + h / 2} rx={w / 2} ry={h / 2} fill="none" stroke={COLOUR} strokeWidth={1.5} />
+      <ellipse cx={x + w / 2} cy={y + h / 2} rx={w / 2} ry={h / 2} fill="none" {...line} />
     );
   };
+  const editHandlers = (m: SavedMeasurement, grab: { handle: number } | 'move') => ({
+    onPointerDown: (event: ReactPointerEvent<SVGElement>) => startEdit(event, m, grab),
+    onPointerMove: dragEdit,
+    onPointerUp: endEdit,
+    onPointerCancel: () => setEditing(null),
+  });
   // Beside the shape's right side, or its left when that would run off the viewport (labels are
   // up to ~320 px wide), and never above the top edge.
   const labelAt = (m: SavedMeasurement): { x: number; y: number; before: boolean } => {
@@ -215,8 +306,35 @@ export function MeasureLayer({ client, scanId, modality, slice, frame, transform
         onPointerCancel={() => setDraft(null)}
       >
         {onSlice.map((m) => (
-          <g key={m.id} data-testid="measure-shape" data-kind={m.kind}>
+          <g key={m.id} data-testid="measure-shape" data-kind={m.kind} data-id={m.id}>
             {shape(m)}
+            {/* With a tool on, a press anywhere draws (a probe on a line, a length from another's end): edit with the tool down. */}
+            {canEdit && !tool ? (
+              <>
+                <g data-testid="measure-body" {...editHandlers(m, 'move')}>
+                  {shape(m, true)}
+                </g>
+                {handlesOf(m).map((p, index) => {
+                  const at = toScreen(p);
+                  return (
+                    <circle
+                      key={index}
+                      data-testid="measure-handle"
+                      data-index={index}
+                      cx={at.x}
+                      cy={at.y}
+                      r={5}
+                      fill={COLOUR}
+                      fillOpacity={0.35}
+                      stroke={COLOUR}
+                      strokeWidth={1}
+                      style={{ pointerEvents: 'all', cursor: 'grab' }}
+                      {...editHandlers(m, { handle: index })}
+                    />
+                  );
+                })}
+              </>
+            ) : null}
           </g>
         ))}
         {live ? <g data-testid="measure-draft">{shape(live)}</g> : null}
