@@ -4,6 +4,7 @@
  * Spacing it says so.
  */
 import type { FindingPlace, Lesion } from './api/types.ts';
+import { mmUnit } from '../../common/pixel-spacing.ts';
 
 export function slicesText(first: number | null, last: number | null, slices: number | null): string {
   if (first === null || last === null) return 'slice unknown';
@@ -14,12 +15,12 @@ export function slicesText(first: number | null, last: number | null, slices: nu
 /** "24 × 15 mm" for a box; the width runs along the row. */
 export function boxSizeText(place: FindingPlace | null | undefined): string {
   if (!place || place.width_mm === null || place.height_mm === null) return 'size unknown (no pixel spacing)';
-  return `${place.width_mm} × ${place.height_mm} mm`;
+  return `${place.width_mm} × ${place.height_mm} ${mmUnit(place.spacing_source)}`;
 }
 
 export function lesionSizeText(lesion: Lesion, places: ReadonlyMap<string, FindingPlace | null | undefined>): string {
   if (lesion.finding_ids.length === 1) return boxSizeText(places.get(lesion.finding_ids[0] ?? ''));
-  return lesion.largest_diameter_mm === null ? 'size unknown (no pixel spacing)' : `largest diameter ${lesion.largest_diameter_mm} mm`;
+  return lesion.largest_diameter_mm === null ? 'size unknown (no pixel spacing)' : `largest diameter ${lesion.largest_diameter_mm} ${mmUnit(lesion.spacing_source)}`;
 }
 
 export function lesionText(lesion: Lesion, places: ReadonlyMap<string, FindingPlace | null | undefined>): string {

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { measurement } from '#server/api/measurement-schemas.ts';
+import { PIXEL_SPACING_SOURCES } from '#common/pixel-spacing.ts';
 import {
   EXPORT_FORMATS,
   FINDING_REVIEWS,
@@ -245,6 +246,10 @@ export const findingPlace = z
     position_mm: z.number().nullable().describe('Image Position (Patient) on the slice normal, mm; null when the image has none'),
     width_mm: z.number().nullable().describe("Box width in mm from the frame's column spacing; null without Pixel Spacing"),
     height_mm: z.number().nullable().describe("Box height in mm from the frame's row spacing; null without Pixel Spacing"),
+    spacing_source: z
+      .enum(PIXEL_SPACING_SOURCES)
+      .optional()
+      .describe("Where the spacing of the mm came from (the instance's pixel_spacing_source): imager_pixel_spacing is at the detector. Absent when unknown"),
   })
   .describe("Where the finding is in the reader's terms (server/findings/places.ts)");
 export type FindingPlace = z.infer<typeof findingPlace>;
@@ -268,6 +273,7 @@ export const lesion = z
     last_slice: z.number().int().nullable(),
     slices: z.number().int().nullable().describe('Slices in the series'),
     largest_diameter_mm: z.number().nullable().describe('Largest in-plane box side over its slices, mm'),
+    spacing_source: z.enum(PIXEL_SPACING_SOURCES).optional().describe("Its findings' places' spacing_source: imager_pixel_spacing is at the detector"),
     confidence: z.number(),
     review: z.enum(FINDING_REVIEWS).nullable().describe('accepted if any of its findings is accepted; rejected if all are'),
   })

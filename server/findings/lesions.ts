@@ -26,6 +26,12 @@ function lesionReview(members: readonly FindingV11[]): Lesion['review'] {
 }
 
 /** Every finding belongs to exactly one lesion; lesions come in the findings' order of first member. */
+/** The spacing source of a lesion's sizes: its findings', when they say (all are on one series). */
+function spacingSourceOf(findings: readonly FindingV11[]): Pick<Lesion, 'spacing_source'> {
+  const source = findings.find((f) => f.place?.spacing_source !== undefined)?.place?.spacing_source;
+  return source === undefined ? {} : { spacing_source: source };
+}
+
 export function groupLesions(findings: readonly FindingV11[]): Lesion[] {
   const parent = findings.map((_, i) => i);
   const root = (i: number): number => {
@@ -58,6 +64,7 @@ export function groupLesions(findings: readonly FindingV11[]): Lesion[] {
       last_slice: slices.length > 0 ? Math.max(...slices) : null,
       slices: first?.place?.slices ?? null,
       largest_diameter_mm: diameters.length > 0 ? Math.max(...diameters) : null,
+      ...spacingSourceOf(bySlice),
       confidence: Math.max(...members.map((f) => f.confidence)),
       review: lesionReview(members),
     };

@@ -4,13 +4,14 @@
  * of its own frame (Enhanced images keep spacing per frame in functional groups, PS3.3 C.7.6.16).
  * Reports state sizes in mm with a slice; a box in pixels means nothing to a referrer.
  */
+import type { PixelSpacingSource } from '#common/pixel-spacing.ts';
 import type { FindingPlace } from '#server/api/schemas.ts';
 import { frameValue } from '#server/api/import-schemas.ts';
 import { z } from 'zod';
 import type { Database } from '#server/store/database.ts';
 import { countScanInstances, decodeSpacing, listScanInstances, type InstanceRow } from '#server/store/instances.ts';
 
-type SliceEntry = { slice: number; spacing: readonly [number, number] | null; position: number | null };
+type SliceEntry = { slice: number; spacing: readonly [number, number] | null; source: PixelSpacingSource | null; position: number | null };
 
 /** The slices of a series by `${instance_uid}#${frame}`, numbered from 1, and how many there are. */
 export type SliceIndex = { entries: ReadonlyMap<string, SliceEntry>; slices: number };
@@ -29,7 +30,7 @@ export function sliceIndexOf(rows: readonly InstanceRow[]): SliceIndex {
   for (const row of rows) {
     const parsedValues = row.frame_values ? frameValues.safeParse(JSON.parse(row.frame_values)) : null;
     const values = parsedValues?.success ? parsedValues.data : null;
-    const stored = decodeSpacing(row.pixel_spacing).spacing;
+    const { spacing: stored, source } = decodeSpacing(row.pixel_spacing);
     const shared = stored && spacing.safeParse(stored).success ? stored : null;
     const frames = Array.from({ length: Math.max(1, row.frames) }, (_, frame) => frame);
     const ordered = values && values.length === frames.length && values.every((v) => v.position !== null);
@@ -40,6 +41,7 @@ export function sliceIndexOf(rows: readonly InstanceRow[]): SliceIndex {
       entries.set(`${row.sop_instance_uid}#${frame}`, {
         slice,
         spacing: own?.pixel_spacing ?? shared,
+        source,
         position: own?.position ?? row.position,
       });
     }
@@ -68,5 +70,7 @@ export function placeOf(
     position_mm: entry.position === null ? null : round1(entry.position),
     width_mm: columnMm === null ? null : round1(finding.width * columnMm),
     height_mm: rowMm === null ? null : round1(finding.height * rowMm),
+    // Sizes from a radiograph's Imager Pixel Spacing are at the detector (common/pixel-spacing.ts).
+    ...(entry.source !== null && entry.spacing !== null ? { spacing_source: entry.source } : {}),
   };
 }

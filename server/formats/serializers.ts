@@ -35,7 +35,7 @@ function lesionsCell(report: Report): string {
     .map((l) => {
       const slices = l.first_slice === null ? 'slice unknown' : l.first_slice === l.last_slice ? `slice ${l.first_slice}` : `slices ${l.first_slice}-${l.last_slice ?? ''}`;
       const of = l.slices === null ? '' : ` of ${l.slices}`;
-      const size = l.largest_diameter_mm === null ? 'size unknown (no pixel spacing)' : `largest ${l.largest_diameter_mm} mm`;
+      const size = l.largest_diameter_mm === null ? 'size unknown (no pixel spacing)' : `largest ${l.largest_diameter_mm} ${mmUnit(l.spacing_source)}`;
       return `${l.label}: ${slices}${of}, ${size} (${l.review ?? 'not reviewed'})`;
     })
     .join('\n');

@@ -69,11 +69,16 @@ describe('pixel spacing source', () => {
     // The report lists it at the detector too (JSON and CSV).
     const db = t.server.services.db;
     const scanRow = db.prepare('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?').get(got.scanId) as { id: number; study_uid: string; patient_id: string };
-    seedAnalysis(db, { scanId: got.scanId, scanRef: scanRow.id, studyUid: scanRow.study_uid, patientId: scanRow.patient_id }, [{}]);
+    // A finding's box of 30 x 20 pixels: 6 x 4 mm at the detector.
+    const instanceUid: string = got.length.instance_uid;
+    seedAnalysis(db, { scanId: got.scanId, scanRef: scanRow.id, studyUid: scanRow.study_uid, patientId: scanRow.patient_id }, [{ instanceUid, frame: 0, width: 30, height: 20 }]);
     const report = await t.request('POST', '/v1/reports', { key: reader, body: { scan_id: got.scanId } });
     expect(report.json.data.measurements[0]).toMatchObject({ kind: 'length', pixel_spacing_source: 'imager_pixel_spacing' });
+    expect(report.json.data.findings[0].place).toMatchObject({ width_mm: 6, height_mm: 4, spacing_source: 'imager_pixel_spacing' });
+    expect(report.json.data.lesions[0]).toMatchObject({ largest_diameter_mm: 6, spacing_source: 'imager_pixel_spacing' });
     const csv = await t.request('GET', `/v1/reports?scan_id=${got.scanId}&format=csv`, { key: reader });
     expect(csv.text).toContain('length 20.0 mm (detector) (image');
+    expect(csv.text).toContain('largest 6 mm (detector)');
   });
 
   it('Imager Pixel Spacing with a magnification factor of 1.25: divided by it, 16 mm at the patient', async () => {

@@ -106,7 +106,15 @@ export type Finding = {
   review_reason?: string | null;
 };
 
-export type FindingPlace = { slice: number; slices: number; position_mm: number | null; width_mm: number | null; height_mm: number | null };
+export type FindingPlace = {
+  slice: number;
+  slices: number;
+  position_mm: number | null;
+  width_mm: number | null;
+  height_mm: number | null;
+  /** imager_pixel_spacing: the mm are at the detector ("mm (detector)"); absent when unknown. */
+  spacing_source?: PixelSpacingSource;
+};
 
 /** Findings of one lesion (same label, overlapping boxes on neighbouring slices), grouped by the server. */
 export type Lesion = {
@@ -117,6 +125,7 @@ export type Lesion = {
   last_slice: number | null;
   slices: number | null;
   largest_diameter_mm: number | null;
+  spacing_source?: PixelSpacingSource;
   confidence: number;
   review: FindingReview | null;
 };
