@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR, type Ui } from '../helpers/browser.ts';
 import { seedImportedInstance } from '../helpers/image-fixture.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { seedAnalysis } from '../helpers/seed.ts';
 
 const WAIT = { timeout: 10_000 };
 const ROW_MM = 0.8;
@@ -33,6 +34,11 @@ beforeAll(async () => {
   execFileSync('/usr/bin/python3', [join(import.meta.dirname, '..', 'helpers', 'measure_phantom.py'), file]);
   t = await startTestServer({ uiDir: UI_DIR });
   scanId = seedImportedInstance(t, file).scanId;
+  // An analysis to report on (a report is drafted from one); its finding is not what is tested.
+  const row = t.server.services.db
+    .prepare('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?')
+    .get(scanId) as { id: number; study_uid: string; patient_id: string };
+  seedAnalysis(t.server.services.db, { scanId, scanRef: row.id, studyUid: row.study_uid, patientId: row.patient_id }, [{}]);
   reader = t.keyFor('radiologist').key;
   browser = await launchBrowser();
 }, 120_000);
@@ -131,5 +137,16 @@ describe('editing measurements', () => {
     const again = await openPhantom();
     await expect.poll(async () => Number(await labelOf(again, line.id).getAttribute('data-length-mm')), WAIT).toBeCloseTo(moved?.length_mm ?? 0, 6);
     await expect.poll(async () => Number(await labelOf(again, roi.id).getAttribute('data-area-mm2')), WAIT).toBeCloseTo(grown?.area_mm2 ?? 0, 6);
+
+    // Signed into a final report: a drag is refused (409, shown) and the line goes back where it was.
+    const report = (await t.request('POST', '/v1/reports', { key: reader, body: { scan_id: scanId } })).json.data;
+    expect((await t.request('PATCH', `/v1/reports/${report.id}`, { key: reader, body: { status: 'final' } })).status).toBe(200);
+    t.clock.advance(60_000);
+    const end = moved?.points[1] ?? [0, 0];
+    await drag(again, [end[0], end[1]], [end[0] - 40, end[1]]);
+    await expect.poll(() => again.page.getByTestId('measure-error').textContent(), WAIT).toContain(report.id);
+    await expect.poll(async () => Number(await labelOf(again, line.id).getAttribute('data-length-mm')), WAIT).toBeCloseTo(moved?.length_mm ?? 0, 6);
+    expect((await kept())[0]?.points).toEqual(moved?.points);
+    await again.screenshot('measurement-edit-signed');
   }, 120_000);
 });
