@@ -59,8 +59,12 @@ export function choosePixelSpacing(tags: SpacingTags): { spacing: [number, numbe
  * not the patient's size, and says so; one corrected by an estimated magnification says that.
  */
 export function mmUnit(source: PixelSpacingSource | null | undefined, squared = false): string {
-  const unit = squared ? 'mm²' : 'mm';
-  if (source === 'imager_pixel_spacing') return `${unit} (detector)`;
-  if (source === 'imager_corrected_by_magnification') return `${unit} (est. magnification)`;
-  return unit;
+  return `${squared ? 'mm²' : 'mm'}${spacingQualifier(source)}`;
+}
+
+/** What follows a length's unit: ' (detector)', ' (est. magnification)', or nothing (in the patient, or unknown). */
+export function spacingQualifier(source: PixelSpacingSource | null | undefined): string {
+  if (source === 'imager_pixel_spacing') return ' (detector)';
+  if (source === 'imager_corrected_by_magnification') return ' (est. magnification)';
+  return '';
 }

@@ -45,6 +45,10 @@ describe('scale bar', () => {
     expect(scaleBar(100, 800)).toEqual({ mm: 2, pixels: 200, label: '2 mm' });
     expect(scaleBar(1, 2000)).toEqual({ mm: 500, pixels: 500, label: '50 cm' });
     expect(scaleBar(Number.NaN, 800)).toBeNull();
+    // At the detector (a radiograph's Imager Pixel Spacing) the bar says so, as the measurements do.
+    expect(scaleBar(8, 800, 'imager_pixel_spacing')).toEqual({ mm: 20, pixels: 160, label: '2 cm (detector)' });
+    expect(scaleBar(8, 800, 'imager_corrected_by_magnification')?.label).toBe('2 cm (est. magnification)');
+    expect(scaleBar(8, 800, 'calibrated')?.label).toBe('2 cm');
   });
 });
 

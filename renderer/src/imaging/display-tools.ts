@@ -3,6 +3,7 @@
  * directions on the image edges (orientation markers) and the scale bar. Kept apart from the
  * canvas code so they are testable without a browser.
  */
+import { spacingQualifier, type PixelSpacingSource } from '../../../common/pixel-spacing.ts';
 
 /**
  * Screen direction = M x image direction, about the image centre: [a, b, c, d] maps image
@@ -143,12 +144,17 @@ export function edgeMarkers(orientation: readonly number[] | null | undefined, m
  * pixels long. `pixelsPerMm` is screen pixels per millimetre across (the viewer draws by physical
  * aspect, so it is the same in both directions and under rotation).
  */
-export function scaleBar(pixelsPerMm: number, available: number): { mm: number; pixels: number; label: string } | null {
+export function scaleBar(
+  pixelsPerMm: number,
+  available: number,
+  /** The instance's pixel_spacing_source: a bar from a radiograph's Imager Pixel Spacing reads "2 cm (detector)". */
+  source?: PixelSpacingSource | null,
+): { mm: number; pixels: number; label: string } | null {
   if (!(pixelsPerMm > 0) || !(available > 0)) return null;
   const target = (available / 4) / pixelsPerMm;
   const power = 10 ** Math.floor(Math.log10(target));
   const mm = [5, 2, 1].map((k) => k * power).find((candidate) => candidate <= target) ?? power;
-  const label = mm >= 10 ? `${mm / 10} cm` : `${mm} mm`;
+  const label = `${mm >= 10 ? `${mm / 10} cm` : `${mm} mm`}${spacingQualifier(source)}`;
   return { mm, pixels: mm * pixelsPerMm, label };
 }
 
