@@ -295,21 +295,27 @@ describe('workstation UI', () => {
     expect(await refused.textContent()).toMatch(/^Not analysed: A scan in status reported .+ \[request [0-9a-f-]{36}\]$/);
     await ui.screenshot('worklist-reported');
 
-    // An addendum is a second report of the scan: each download holds the report on screen only.
-    const addendum = (await t.request('POST', '/v1/reports', { body: { scan_id: scanId } })).json.data.id as string;
+    // A final report takes no second draft: the server refuses one (409 naming the report and its
+    // addenda endpoint); a later word is an addendum, and each download holds that one report with it.
+    const second = await t.request('POST', '/v1/reports', { body: { scan_id: scanId } });
+    expect(second.status).toBe(409);
+    expect(JSON.stringify(second.json.error)).toContain(`/v1/reports/${finalId}/addenda`);
+    const added = await t.request('POST', `/v1/reports/${finalId}/addenda`, { body: { text: 'Follow-up read: no change.' } });
+    expect(added.status).toBe(201);
     await ui.openReport(scanId);
-    await expect.poll(() => ui.page.getByTestId('report-status').textContent(), WAIT).toBe('Status: draft');
+    await expect.poll(() => ui.page.getByTestId('report-status').textContent(), WAIT).toBe('Status: final');
+    await expect.poll(() => ui.page.getByTestId('addendum-text').allTextContents(), WAIT).toEqual(['Follow-up read: no change.']);
     const xmlDownload = ui.page.waitForEvent('download');
     await ui.page.getByTestId('download-xml').click();
     const xml = readFileSync((await (await xmlDownload).path())!, 'utf8');
     expect(xml.startsWith('<?xml')).toBe(true);
     expect(xml.match(/<report>/g)).toHaveLength(1);
-    expect(xml).toContain(`<report><id>${addendum}</id>`);
-    expect(xml).not.toContain(finalId);
+    expect(xml).toContain(`<report><id>${finalId}</id>`);
+    expect(xml).toContain('Follow-up read: no change.');
     const csvDownload = ui.page.waitForEvent('download');
     await ui.page.getByTestId('download-csv').click();
     const rows = parseCsv(readFileSync((await (await csvDownload).path())!, 'utf8')).filter((r) => r.length > 1);
-    expect(rows.map((r) => r[0])).toEqual(['id', addendum]);
+    expect(rows.map((r) => r[0])).toEqual(['id', finalId]);
   });
 
   it('admin rotates a key and sees when the old one stops working', async () => {

@@ -246,7 +246,7 @@ function PaneStack({ primary, scan, index, linked, link, sync, onSlices, onScrol
           </>
         ) : null}
       </div>
-      <DisplayOverlay markers={edgeMarkers(sliceOrientation(slice), IDENTITY)} bar={scaleBar(transform.scale / (sliceSpacing(slice)?.[1] ?? NaN), size.width)} />
+      <DisplayOverlay markers={edgeMarkers(sliceOrientation(slice), IDENTITY)} bar={scaleBar(transform.scale / (sliceSpacing(slice)?.[1] ?? NaN), size.width, slice?.instance.pixel_spacing_source)} />
       <div className="overlay-text bl">
         {effectiveWindow ? `W ${Math.round(effectiveWindow.width)} / L ${Math.round(effectiveWindow.center)}` : ''}
         <br />

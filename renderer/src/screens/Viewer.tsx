@@ -503,7 +503,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
           </div>
           <DisplayOverlay
             markers={edgeMarkers(sliceOrientation(slice), tools.orient)}
-            bar={scaleBar(transform.scale / (sliceSpacing(slice)?.[1] ?? NaN), size.width)}
+            bar={scaleBar(transform.scale / (sliceSpacing(slice)?.[1] ?? NaN), size.width, slice?.instance.pixel_spacing_source)}
           />
           <MeasureLayer client={client} scanId={scan.scan_id} modality={scan.modality} slice={slice} frame={frame} transform={transform} orient={tools.orient} size={size} canEdit={canReview} />
           {canReview && result ? (
