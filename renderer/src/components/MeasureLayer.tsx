@@ -371,7 +371,7 @@ export function MeasureLayer({ client, scanId, modality, slice, frame, transform
         );
       })}
       {canEdit ? (
-        <div data-testid="measure-tools" style={{ position: 'absolute', top: 6, left: '50%', transform: 'translateX(-50%)', display: 'flex', gap: 4 }}>
+        <div data-testid="measure-tools" className="measure-tools">
           {TOOLS.map((t) => (
             <button
               key={t.kind}
