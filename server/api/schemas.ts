@@ -181,9 +181,9 @@ export const scan = z.object({
   status: scanStatus,
   status_reason: z.string().nullable(),
   ai_summary: z
-    .object({ label: z.string(), confidence: z.number(), analysis_id: z.string() })
+    .object({ label: z.string(), confidence: z.number(), analysis_id: z.string(), review: z.enum(FINDING_REVIEWS).nullable() })
     .nullable()
-    .describe('Top finding of the latest analysis; null before analysis or when nothing was found'),
+    .describe('Top finding of the latest analysis, with the reader\'s verdict on it (a rejected one stays the model\'s top finding); null before analysis or when nothing was found'),
   triage: triage.nullable(),
   created_at: isoTime,
   updated_at: isoTime,

@@ -57,7 +57,7 @@ export function toScan(row: ScanRow, findings: readonly FindingRow[] | undefined
     instance_count: row.instance_count,
     status: row.status,
     status_reason: row.status_reason,
-    ai_summary: top && analysis ? { label: top.label, confidence: top.confidence, analysis_id: analysis.public_id } : null,
+    ai_summary: top && analysis ? { label: top.label, confidence: top.confidence, analysis_id: analysis.public_id, review: top.review } : null,
     triage: triageOf(analysis, findings ?? [], slices),
     created_at: row.created_at,
     updated_at: row.updated_at,

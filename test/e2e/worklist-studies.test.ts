@@ -173,6 +173,10 @@ describe('worklist by study, with triage', () => {
     await expect.poll(() => studyRow(muellerAcute).getAttribute('data-priority'), WAIT).not.toBe('urgent');
     expect(await ui.page.locator('[data-testid="study-row"][data-priority="urgent"]').count()).toBe(0);
     expect((await studyOrder())[0]).not.toBe(muellerAcute.study_uid);
+    // The model's top finding still shows, struck through as rejected, so it cannot read as open.
+    const summary = ui.page.locator(`[data-scan-id="${scanIds.get('bleed')}"]`).getByTestId('ai-summary');
+    await expect.poll(() => summary.textContent(), WAIT).toMatch(/hemorrhage \d+% rejected/);
+    expect(await summary.locator('[data-review="rejected"] s').count()).toBe(1);
     await ui.screenshot('worklist-studies-rejected');
   });
 });

@@ -142,7 +142,7 @@ describe('GET /v1/studies', () => {
 
 describe('triage', () => {
   const patient = `TRI-${process.pid}`;
-  const scanOf = async (scanId: string) => (await t.request('GET', `/v1/scans/${scanId}`)).json.data as { triage: Triage };
+  const scanOf = async (scanId: string) => (await t.request('GET', `/v1/scans/${scanId}`)).json.data as { triage: Triage; ai_summary: { label: string; confidence: number; review: string | null } | null };
   const findingIds = async (scanId: string): Promise<string[]> =>
     ((await t.request('GET', `/v1/scans/${scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data.findings as { id: string }[]).map((f) => f.id);
 
@@ -165,6 +165,8 @@ describe('triage', () => {
     expect((await scanOf(scan.scanId)).triage).toMatchObject({ priority: 'urgent', reason: 'Intracranial haemorrhage 91%, accepted' });
     expect((await review(haemorrhage, 'rejected')).status).toBe(200);
     expect((await scanOf(scan.scanId)).triage).toEqual({ priority: 'soon', reason: 'Mass / tumour 80%', finding_id: tumour });
+    // The AI summary still names the model's top finding, with the reader's verdict beside it.
+    expect((await scanOf(scan.scanId)).ai_summary).toMatchObject({ label: 'hemorrhage_detected', confidence: 0.91, review: 'rejected' });
     expect((await review(tumour, 'rejected')).status).toBe(200);
     expect((await scanOf(scan.scanId)).triage).toEqual({ priority: 'routine', reason: null, finding_id: null });
     // The study shows its most urgent series, and the list the same as the single read.

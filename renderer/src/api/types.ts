@@ -48,7 +48,7 @@ export type ApiKey = {
 export type IssuedKey = { api_key: ApiKey; key: string };
 export type RotatedKey = IssuedKey & { previous: { id: string; expires_at: string } };
 
-export type AiSummary = { label: string; confidence: number; analysis_id: string };
+export type AiSummary = { label: string; confidence: number; analysis_id: string; review: FindingReview | null };
 
 export type Scan = {
   scan_id: string;

@@ -315,7 +315,15 @@ export function Worklist() {
                             <TriageCell triage={scan.triage} empty="—" />
                           </td>
                           <td data-testid="ai-summary" className="nowrap">
-                            {scan.ai_summary ? (
+                            {scan.ai_summary?.review === 'rejected' ? (
+                              // Still what the model said, but struck through: beside a priority the reader lowered, it must not read as open.
+                              <span className="ai muted" title="The reader rejected this finding" data-review="rejected">
+                                <s>
+                                  {labelText(scan.ai_summary.label)} {percent(scan.ai_summary.confidence)}
+                                </s>{' '}
+                                rejected
+                              </span>
+                            ) : scan.ai_summary ? (
                               <span className="ai">
                                 {labelText(scan.ai_summary.label)} <b>{percent(scan.ai_summary.confidence)}</b>
                               </span>
