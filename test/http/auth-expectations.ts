@@ -1,0 +1,110 @@
+/**
+ * Who may call what, written by hand from the spec (5.1, 7.1) and PRODUCT.md (Access), not read
+ * from the route table: the auth matrix compares the server against this, so loosening or
+ * tightening a route's scope in the server fails it (issue 12). Change a row only when the product
+ * decision changes, and say why in the commit.
+ *
+ * Each row: the scopes that let a caller through, any one of them (null: any valid key), the roles whose default keys are let
+ * through, and whether a key in its 24 h rotation grace period is refused (managing keys and users
+ * needs the current key, docs/security.md).
+ */
+import type { GrantableScope, Role, Scope } from '#common/vocabulary.ts';
+
+/** `scope`: what a 403 names as required, the scopes that let a caller through, any one of them. */
+export type Expectation = { scope: readonly Scope[] | null; roles: readonly Role[]; currentKeyOnly: boolean };
+
+const R = 'radiologist';
+const D = 'data_engineer';
+const A = 'admin';
+
+const any = (currentKeyOnly = false): Expectation => ({ scope: null, roles: [R, D, A], currentKeyOnly });
+const needs = (scope: Scope | readonly Scope[], roles: readonly Role[], currentKeyOnly = false): Expectation => ({
+  scope: typeof scope === 'string' ? [scope] : scope,
+  roles,
+  currentKeyOnly,
+});
+
+export const EXPECTED: Readonly<Record<string, Expectation>> = {
+  // Every key sees itself, its own keys, the models, the label glossary and the API description.
+  'GET /v1/auth/me': any(),
+  'GET /v1/auth/keys': any(),
+  'POST /v1/auth/keys': any(true),
+  'POST /v1/auth/keys/{id}/rotate': any(true),
+  'DELETE /v1/auth/keys/{id}': any(true),
+  'GET /v1/models': any(),
+  'GET /v1/labels': any(),
+  'GET /v1/openapi.json': any(),
+
+  // Users and the site's model choice: the admin's.
+  'GET /v1/users': needs('manage:users', [A]),
+  'POST /v1/users': needs('manage:users', [A], true),
+  'GET /v1/users/{id}': needs('manage:users', [A]),
+  'PATCH /v1/users/{id}': needs('manage:users', [A], true),
+  'POST /v1/models/{id}/select': needs('manage:users', [A]),
+
+  // Reading scans, images and results: every role (spec 5.1 examples give read:scans to both).
+  'GET /v1/scans': needs('read:scans', [R, D, A]),
+  'GET /v1/studies': needs('read:scans', [R, D, A]),
+  'GET /v1/scans/{scan_id}': needs('read:scans', [R, D, A]),
+  'GET /v1/scan/results': needs('read:scans', [R, D, A]),
+  'GET /v1/scans/{scan_id}/results': needs('read:scans', [R, D, A]),
+  'GET /v1/scans/{scan_id}/instances': needs('read:scans', [R, D, A]),
+  'GET /v1/instances/{instance_uid}/frames/{frame}/rendered': needs('read:scans', [R, D, A]),
+  'GET /v1/instances/{instance_uid}/frames/{frame}/raw': needs('read:scans', [R, D, A]),
+  'GET /v1/instances/{instance_uid}/tags': needs('read:scans', [R, D, A]),
+  'GET /v1/scans/{scan_id}/thumbnail': needs('read:scans', [R, D, A]),
+  'GET /v1/scans/{scan_id}/measurements': needs('read:scans', [R, D, A]),
+  'GET /v1/imports': needs('read:scans', [R, D, A]),
+  'GET /v1/imports/{id}': needs('read:scans', [R, D, A]),
+  'GET /v1/imports/{id}/events': needs('read:scans', [R, D, A]),
+  'GET /v1/analyses/{id}': needs('read:scans', [R, D, A]),
+  'GET /v1/analyses/{id}/events': needs('read:scans', [R, D, A]),
+
+  // Changing what is stored and analysed: write:scans, granted by an admin (spec 5.1's example
+  // rule: a radiologist's status update is 403).
+  'POST /v1/scans/{scan_id}': needs('write:scans', [A]),
+  'POST /v1/imports': needs('write:scans', [A]),
+  'POST /v1/instances': needs('write:scans', [A]),
+  'POST /v1/scans/{scan_id}/analyses': needs('write:scans', [A]),
+  'DELETE /v1/analyses/{id}': needs('write:scans', [A]),
+
+  // The radiologist's work: verdicts, reader findings, measurements, reports (PRODUCT.md, Access).
+  'PATCH /v1/findings/{id}': needs('write:reports', [R, A]),
+  'POST /v1/scans/{scan_id}/findings': needs('write:reports', [R, A]),
+  'POST /v1/scans/{scan_id}/measurements': needs('write:reports', [R, A]),
+  'PATCH /v1/measurements/{id}': needs('write:reports', [R, A]),
+  'DELETE /v1/measurements/{id}': needs('write:reports', [R, A]),
+  'GET /v1/reports': needs('read:reports', [R, A]),
+  'GET /reports': needs('read:reports', [R, A]),
+  'GET /v1/reports/{id}': needs('read:reports', [R, A]),
+  'POST /v1/reports': needs('write:reports', [R, A]),
+  'PATCH /v1/reports/{id}': needs('write:reports', [R, A]),
+  'POST /v1/reports/{id}/addenda': needs('write:reports', [R, A]),
+
+  // Exports: the data engineer's (read:exports lets an admin-granted key list and download).
+  'POST /v1/exports': needs('write:exports', [D, A]),
+  'GET /v1/exports': needs(['write:exports', 'read:exports'], [D, A]),
+  'GET /v1/exports/{id}/download': needs(['write:exports', 'read:exports'], [D, A]),
+
+  // The audit trail: an admin, or a key granted read:audit.
+  'GET /v1/audit': needs('read:audit', [A]),
+};
+
+/**
+ * Keys with an admin's extra grant (PRODUCT.md, Access): each opens exactly these routes beyond
+ * its role's defaults.
+ */
+export const GRANTS: readonly { role: Role; scope: GrantableScope; opens: readonly string[] }[] = [
+  {
+    role: R,
+    scope: 'write:scans',
+    opens: ['POST /v1/scans/{scan_id}', 'POST /v1/imports', 'POST /v1/instances', 'POST /v1/scans/{scan_id}/analyses', 'DELETE /v1/analyses/{id}'],
+  },
+  { role: R, scope: 'read:exports', opens: ['GET /v1/exports', 'GET /v1/exports/{id}/download'] },
+  { role: R, scope: 'read:audit', opens: ['GET /v1/audit'] },
+  {
+    role: D,
+    scope: 'write:reports',
+    opens: ['PATCH /v1/findings/{id}', 'POST /v1/scans/{scan_id}/findings', 'POST /v1/scans/{scan_id}/measurements', 'PATCH /v1/measurements/{id}', 'DELETE /v1/measurements/{id}', 'POST /v1/reports', 'PATCH /v1/reports/{id}', 'POST /v1/reports/{id}/addenda'],
+  },
+];
