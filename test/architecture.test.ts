@@ -55,4 +55,18 @@ describe('dependency direction', () => {
       .map((file) => relative(ROOT, file));
     expect(offenders).toEqual([]);
   });
+
+  it('only the scan lifecycle writes a scan status', () => {
+    // One owner of the state machine's moves (issue 12): the store's writer is called from
+    // server/scans/lifecycle.ts alone, and no other store statement sets scans.status.
+    const writers = sources(join(ROOT, 'server'))
+      .filter((file) => /\bsetScanStatus\b/.test(readFileSync(file, 'utf8')))
+      .map((file) => relative(ROOT, file))
+      .sort();
+    expect(writers).toEqual(['server/scans/lifecycle.ts', 'server/store/scans.ts']);
+    const statusSql = sources(join(ROOT, 'server'))
+      .filter((file) => /UPDATE\s+scans\s+SET[^'"`]*\bstatus\s*=/i.test(readFileSync(file, 'utf8')))
+      .map((file) => relative(ROOT, file));
+    expect(statusSql).toEqual(['server/store/scans.ts']);
+  });
 });

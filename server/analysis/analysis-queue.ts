@@ -13,7 +13,7 @@ import { listInstalledModels, readyModel, selectedModelId, thresholdsOf, triageL
 import { SessionCache } from '#server/analysis/session-cache.ts';
 import { join } from 'node:path';
 import { MiaError, conflict, notFound } from '#server/errors.ts';
-import { canSystemMove } from '#server/scans/state-machine.ts';
+import { analysisFailed, analysisInterrupted, analysisQueued, analysisStarted, analysisSucceeded, analysisWithdrawn, queueRequestUnmet } from '#server/scans/lifecycle.ts';
 import type { Services } from '#server/services.ts';
 import {
   claimQueuedAnalysis,
@@ -34,7 +34,7 @@ import {
 import { inTransaction } from '#server/store/database.ts';
 import { listRunningImportJobs } from '#server/store/import-jobs.ts';
 import { listScanInstances } from '#server/store/instances.ts';
-import { findScan, setScanStatus } from '#server/store/scans.ts';
+import { findScan } from '#server/store/scans.ts';
 
 export type QueueOptions = {
   /** A server runs queued jobs by itself; the CLI runs the ones it names (runJob). */
@@ -153,7 +153,7 @@ export class AnalysisQueue {
         const failed = inTransaction(db, () => {
           if (!finishAnalysis(db, job.id, { status: 'running', pid: owner }, 'failed', reason, this.#now())) return false;
           const row = findAnalysisJobById(db, job.id);
-          if (row && canSystemMove(row.scan_status, 'failed')) setScanStatus(db, row.scan_ref, 'failed', reason, this.#now());
+          if (row) analysisFailed(db, { ref: row.scan_ref, status: row.scan_status }, reason, this.#now());
           return true;
         });
         if (failed) this.#services.log.error('analysis.given_up', { job_id: job.public_id, interruptions: job.interruptions + 1 });
@@ -161,7 +161,7 @@ export class AnalysisQueue {
       }
       const requeued = inTransaction(db, () => {
         if (!requeueAnalysis(db, job.id, owner, this.#now(), died)) return false;
-        if (job.scan_status === 'analyzing') setScanStatus(db, job.scan_ref, 'queued', 'resumed after an interrupted analysis', this.#now());
+        analysisInterrupted(db, { ref: job.scan_ref, status: job.scan_status }, 'resumed after an interrupted analysis', this.#now());
         return true;
       });
       if (requeued) {
@@ -182,10 +182,9 @@ export class AnalysisQueue {
       if (!scan) throw notFound('Scan', scanId);
       const active = findActiveAnalysis(db, scan.id);
       if (active) throw conflict(`This scan already has an analysis ${active.status}`, `analysis ${active.public_id}; cancel it first (DELETE /v1/analyses/${active.public_id})`);
-      // `queued` already: a client requested it through POST /v1/scans/{scan_id}.
-      if (scan.status !== 'queued' && !canSystemMove(scan.status, 'queued')) {
-        throw conflict(`A scan in status ${scan.status} cannot be analysed`, 'analysis is possible from received, analyzed, failed, in_review or reviewed');
-      }
+      // Checked before the job is written: a scan that cannot be analysed gets no job row.
+      // (`queued` already: a client requested it through POST /v1/scans/{scan_id}.)
+      analysisQueued(db, { ref: scan.id, status: scan.status }, this.#now());
       const row = insertQueuedAnalysis(db, {
         scanRef: scan.id,
         model: modelRecord(model),
@@ -194,7 +193,6 @@ export class AnalysisQueue {
         requestedBy: options.requestedBy,
         at: this.#now(),
       });
-      setScanStatus(db, scan.id, 'queued', null, this.#now());
       return row;
     });
     this.#services.log.info('analysis.queued', { job_id: job.public_id, model_id: job.model_id });
@@ -217,7 +215,7 @@ export class AnalysisQueue {
       const reason = reasonOf(err);
       inTransaction(db, () => {
         const scan = findScan(db, scanId);
-        if (scan?.status === 'queued' && !findActiveAnalysis(db, scan.id)) setScanStatus(db, scan.id, 'failed', reason, this.#now());
+        if (scan && !findActiveAnalysis(db, scan.id)) queueRequestUnmet(db, { ref: scan.id, status: scan.status }, reason, this.#now());
       });
     }
   }
@@ -245,10 +243,7 @@ export class AnalysisQueue {
   #restoreScan(job: AnalysisJobRow, reason: string): void {
     const db = this.#services.db;
     const scan = findAnalysisJobById(db, job.id) ?? job;
-    const target = scan.latest_analysis_ref === null ? 'received' : 'analyzed';
-    if ((scan.scan_status === 'queued' || scan.scan_status === 'analyzing') && canSystemMove(scan.scan_status, target)) {
-      setScanStatus(db, scan.scan_ref, target, reason.slice(0, MAX_REASON), this.#now());
-    }
+    analysisWithdrawn(db, { ref: scan.scan_ref, status: scan.scan_status, hasResult: scan.latest_analysis_ref !== null }, reason, this.#now());
   }
 
   /** Starts queued jobs up to the concurrency bound. */
@@ -324,14 +319,9 @@ export class AnalysisQueue {
     const moved = inTransaction(db, () => {
       const row = findAnalysisJobById(db, job.id);
       if (!row || row.status !== 'running' || row.owner_pid !== pid) return false;
-      if (row.scan_status !== 'analyzing') {
-        if (!canSystemMove(row.scan_status, 'analyzing')) {
-          finishAnalysis(db, job.id, { status: 'running', pid }, 'cancelled', `scan status changed to ${row.scan_status}`, this.#now());
-          return false;
-        }
-        setScanStatus(db, row.scan_ref, 'analyzing', null, this.#now());
-      }
-      return true;
+      if (analysisStarted(db, { ref: row.scan_ref, status: row.scan_status }, this.#now())) return true;
+      finishAnalysis(db, job.id, { status: 'running', pid }, 'cancelled', `scan status changed to ${row.scan_status}`, this.#now());
+      return false;
     });
     if (!moved) return;
 
@@ -372,7 +362,7 @@ export class AnalysisQueue {
       inTransaction(db, () => {
         if (finishAnalysis(db, job.id, { status: 'running', pid }, 'failed', reason, this.#now())) {
           const row = findAnalysisJobById(db, job.id);
-          if (row && canSystemMove(row.scan_status, 'failed')) setScanStatus(db, row.scan_ref, 'failed', reason, this.#now());
+          if (row) analysisFailed(db, { ref: row.scan_ref, status: row.scan_status }, reason, this.#now());
         }
       });
       this.#services.log.info('analysis.failed', { job_id: job.public_id, ms: Math.round(performance.now() - started) });
@@ -385,7 +375,7 @@ export class AnalysisQueue {
       inTransaction(db, () => {
         if (requeueAnalysis(db, job.id, pid, at)) {
           const row = findAnalysisJobById(db, job.id);
-          if (row?.scan_status === 'analyzing') setScanStatus(db, row.scan_ref, 'queued', 'resumes when mia next runs', at);
+          if (row) analysisInterrupted(db, { ref: row.scan_ref, status: row.scan_status }, 'resumes when mia next runs', at);
         }
       });
       return;
@@ -401,7 +391,7 @@ export class AnalysisQueue {
     inTransaction(db, () => {
       if (!completeAnalysis(db, { id: job.id, scanRef: job.scan_ref, pid }, { recommendation: outcome.recommendation, findings: outcome.findings, at })) return;
       const row = findAnalysisJobById(db, job.id);
-      if (row && canSystemMove(row.scan_status, 'analyzed')) setScanStatus(db, row.scan_ref, 'analyzed', null, at);
+      if (row) analysisSucceeded(db, { ref: row.scan_ref, status: row.scan_status }, at);
     });
     this.#services.log.info('analysis.succeeded', {
       job_id: job.public_id,

@@ -11,7 +11,7 @@ import { checkReaderFinding } from '#server/findings/reader-finding-check.ts';
 import { loadSliceIndex } from '#server/findings/places.ts';
 import type { ModelVocabularies } from '#server/reports/recommendation.ts';
 import { beforeVerdict } from '#server/reports/reports.ts';
-import { advanceAfterReview } from '#server/scans/review-progress.ts';
+import { reviewChanged } from '#server/scans/lifecycle.ts';
 import { getScanRow, type ScanDeps } from '#server/scans/scans.ts';
 import { toFinding } from '#server/scans/scan-views.ts';
 import { findFindingsByAnalyses, insertReaderFinding, type ReaderFindingInput } from '#server/store/analyses.ts';
@@ -36,7 +36,7 @@ export function addReaderFinding(
     const at = deps.clock.now().toISOString();
     const publicId = insertReaderFinding(deps.db, scan.latest_analysis_ref, input, userRef, at);
     followDrafts(vocabularies, at);
-    advanceAfterReview(deps.db, { ref: scan.id, status: scan.status }, at);
+    reviewChanged(deps.db, { ref: scan.id, status: scan.status }, at);
     const row = (findFindingsByAnalyses(deps.db, [scan.latest_analysis_ref]).get(scan.latest_analysis_ref) ?? []).find((f) => f.public_id === publicId);
     if (!row) throw conflict('The finding was not stored', 'try again');
     return { finding: toFinding(row, loadSliceIndex(deps.db, scan.id)), patientId: scan.patient_id };

@@ -29,7 +29,7 @@ import {
   listReports as listReportRows,
   updateDraftReport,
 } from '#server/store/reports.ts';
-import { markReported } from '#server/scans/review-progress.ts';
+import { reportFinalized } from '#server/scans/lifecycle.ts';
 import { getScanRow } from '#server/scans/scans.ts';
 import { loadLatestAnalyses, toFinding } from '#server/scans/scan-views.ts';
 import { groupLesions } from '#server/findings/lesions.ts';
@@ -216,7 +216,7 @@ export function updateReport(
       at,
     });
     if (!updated) throw new MiaError('internal', 'draft report changed under its transaction');
-    if (patch.status === 'final') markReported(deps.db, { ref: row.scan_ref, status: row.scan_status }, reportId, at);
+    if (patch.status === 'final') reportFinalized(deps.db, { ref: row.scan_ref, status: row.scan_status }, reportId, at);
   });
   return getReport(deps, reportId);
 }

@@ -12,7 +12,7 @@ import { inDurableTransaction } from '#server/store/database.ts';
 import { findFindingWithScan } from '#server/store/finding-reviews.ts';
 import type { ModelVocabularies } from '#server/reports/recommendation.ts';
 import { beforeVerdict } from '#server/reports/reports.ts';
-import { advanceAfterReview } from '#server/scans/review-progress.ts';
+import { reviewChanged } from '#server/scans/lifecycle.ts';
 import type { ScanDeps } from '#server/scans/scans.ts';
 import { toFinding } from '#server/scans/scan-views.ts';
 import { loadSliceIndex } from '#server/findings/places.ts';
@@ -37,7 +37,7 @@ export function reviewFinding(
     setFindingReview(deps.db, row.id, review, review === null ? null : userRef, at, kept);
     followDrafts(vocabularies, deps.clock.now().toISOString());
     // Verdicts on an older analysis's findings do not move the scan: its result is another.
-    if (row.is_latest) advanceAfterReview(deps.db, { ref: row.scan_ref, status: row.scan_status }, deps.clock.now().toISOString());
+    if (row.is_latest) reviewChanged(deps.db, { ref: row.scan_ref, status: row.scan_status }, deps.clock.now().toISOString());
     return {
       finding: toFinding({ ...row, review, reviewed_by: review === null ? null : userRef, reviewed_at: at, review_reason: kept }, loadSliceIndex(deps.db, row.scan_ref)),
       scanId: row.scan_id,

@@ -6,9 +6,9 @@ import type { Database } from '#server/store/database.ts';
 import { inTransaction } from '#server/store/database.ts';
 import type { Page, PageRequest } from '#server/store/page.ts';
 import type { ResultFilter, ScanFilter, ScanRow } from '#server/store/scans.ts';
-import { findScan, listScans as listScanRows, listScansWithResults, setScanStatus } from '#server/store/scans.ts';
+import { findScan, listScans as listScanRows, listScansWithResults } from '#server/store/scans.ts';
 import { loadSliceIndex } from '#server/findings/places.ts';
-import { checkClientTransition } from '#server/scans/state-machine.ts';
+import { clientRequested } from '#server/scans/lifecycle.ts';
 import { loadLatestAnalyses, toScan, toScanResult } from '#server/scans/scan-views.ts';
 import { needsSlices } from '#server/scans/triage.ts';
 
@@ -48,8 +48,7 @@ export function getScan(deps: ScanDeps, scanId: string): Scan {
 export function requestScanStatus(deps: ScanDeps, scanId: string, requested: string): { scan: Scan; from: string } {
   return inTransaction(deps.db, () => {
     const row = getScanRow(deps, scanId);
-    const target = checkClientTransition(row.status, requested);
-    setScanStatus(deps.db, row.id, target, null, deps.clock.now().toISOString());
+    clientRequested(deps.db, { ref: row.id, status: row.status }, requested, deps.clock.now().toISOString());
     return { scan: getScan(deps, scanId), from: row.status };
   });
 }
