@@ -69,4 +69,16 @@ describe('dependency direction', () => {
       .map((file) => relative(ROOT, file));
     expect(statusSql).toEqual(['server/store/scans.ts']);
   });
+
+  it('only server/jobs claims jobs and judges their owners', () => {
+    // One set of rules for who runs a job (issue 12): the store's claim statements are called
+    // from server/jobs alone, and no other module probes owner pids or keeps its own registry.
+    const using = (pattern: RegExp) =>
+      sources(join(ROOT, 'server'))
+        .filter((file) => !file.includes(join('server', 'store')) && pattern.test(readFileSync(file, 'utf8')))
+        .map((file) => relative(ROOT, file))
+        .sort();
+    expect(using(/\b(claimQueuedAnalysis|reclaimImportJob)\b/)).toEqual(['server/jobs/jobs.ts']);
+    expect(using(/process\.kill\(\s*\w+\s*,\s*0\s*\)|STALE_HEARTBEAT_MS\s*=/)).toEqual(['server/jobs/jobs.ts']);
+  });
 });

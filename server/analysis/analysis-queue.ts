@@ -16,7 +16,6 @@ import { MiaError, conflict, notFound } from '#server/errors.ts';
 import { analysisFailed, analysisInterrupted, analysisQueued, analysisStarted, analysisSucceeded, analysisWithdrawn, queueRequestUnmet } from '#server/scans/lifecycle.ts';
 import type { Services } from '#server/services.ts';
 import {
-  claimQueuedAnalysis,
   completeAnalysis,
   findActiveAnalysis,
   findAnalysisJob,
@@ -31,6 +30,7 @@ import {
   setAnalysisProgress,
   type AnalysisJobRow,
 } from '#server/store/analysis-jobs.ts';
+import { claimAnalysis, holdJob, isAbandoned } from '#server/jobs/jobs.ts';
 import { inTransaction } from '#server/store/database.ts';
 import { listRunningImportJobs } from '#server/store/import-jobs.ts';
 import { listScanInstances } from '#server/store/instances.ts';
@@ -45,8 +45,6 @@ export type QueueOptions = {
 
 export type JobProgress = { done: number; total: number };
 
-/** A heartbeat this old means the owner is gone even if its pid was reused. */
-const STALE_HEARTBEAT_MS = 10 * 60 * 1000;
 const DEFAULT_POLL_MS = 2000;
 const WAIT_POLL_MS = 200;
 const MAX_REASON = 500;
@@ -58,24 +56,11 @@ export const MAX_INTERRUPTIONS = 2;
 /** Frames one analysis reads; frame counts come from files, so they are bounded here too. */
 export const MAX_ANALYSIS_SLICES = 20_000;
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: it exists but belongs to someone else.
-    return typeof err === 'object' && err !== null && 'code' in err && err.code === 'EPERM';
-  }
-}
-
 function reasonOf(err: unknown): string {
   if (err instanceof MiaError) return (err.details ? `${err.message} (${err.details})` : err.message).slice(0, MAX_REASON);
   if (err instanceof Error) return `analysis failed: ${err.message}`.slice(0, MAX_REASON);
   return 'analysis failed';
 }
-
-/** Jobs run by any queue of this process, so one queue never mistakes another's for abandoned. */
-const activeJobs = new Set<number>();
 
 export const TERMINAL = ['succeeded', 'failed', 'not_applicable', 'cancelled'] as const;
 export const isTerminal = (status: string): boolean => (TERMINAL as readonly string[]).includes(status);
@@ -140,11 +125,9 @@ export class AnalysisQueue {
     let count = 0;
     const nowMs = this.#services.clock.now().getTime();
     for (const job of listRunningAnalyses(db)) {
-      if (activeJobs.has(job.id)) continue;
+      // Held by any queue of this process (the job registry is per process): not abandoned.
+      if (!isAbandoned('analysis', job, nowMs)) continue;
       const owner = job.owner_pid;
-      const ownerGone = owner === null || owner === process.pid || !pidAlive(owner);
-      const beat = job.heartbeat_at ? Date.parse(job.heartbeat_at) : 0;
-      if (!ownerGone && nowMs - beat <= STALE_HEARTBEAT_MS) continue;
       // Clean stops requeue their own jobs; a running row found here lost its process (our own
       // pid too: after a restart the new process may well get the dead one's pid).
       const died = owner !== null;
@@ -253,7 +236,7 @@ export class AnalysisQueue {
     if (this.#running.size >= limit) return;
     for (const queued of listQueuedAnalyses(this.#services.db)) {
       if (this.#running.size >= limit) break;
-      const claimed = claimQueuedAnalysis(this.#services.db, queued.id, process.pid, this.#now());
+      const claimed = claimAnalysis(this.#services.db, queued.id, this.#now());
       // #track never rejects: it records failures on the job and in the log.
       if (claimed) void this.#track(claimed);
     }
@@ -262,14 +245,14 @@ export class AnalysisQueue {
   #track(job: AnalysisJobRow): Promise<void> {
     const controller = new AbortController();
     this.#running.set(job.id, controller);
-    activeJobs.add(job.id);
+    const release = holdJob('analysis', job.id);
     const task = this.#run(job, controller.signal)
       .catch((err: unknown) => {
         this.#services.log.error('analysis.task_failed', { job_id: job.public_id, error: err instanceof Error ? err.name : 'non-error' });
       })
       .finally(() => {
         this.#running.delete(job.id);
-        activeJobs.delete(job.id);
+        release();
         this.#tasks.delete(task);
         this.pump();
       });
@@ -291,7 +274,7 @@ export class AnalysisQueue {
    */
   async runJob(jobId: number, signal?: AbortSignal): Promise<AnalysisJobRow> {
     const db = this.#services.db;
-    const claimed = claimQueuedAnalysis(db, jobId, process.pid, this.#now());
+    const claimed = claimAnalysis(db, jobId, this.#now());
     if (claimed) {
       const onAbort = (): void => this.#running.get(jobId)?.abort();
       signal?.addEventListener('abort', onAbort, { once: true });

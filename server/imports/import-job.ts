@@ -14,6 +14,7 @@ import { codeOf, failureReason } from '#server/storage-errors.ts';
 import type { Clock } from '#server/clock.ts';
 import type { Logger } from '#server/log.ts';
 import type { Database } from '#server/store/database.ts';
+import { claimImport, holdJob, isAbandoned as isJobAbandoned } from '#server/jobs/jobs.ts';
 import {
   finishImportJob,
   findImportJobById,
@@ -22,7 +23,6 @@ import {
   interruptImportJob,
   listResumableImportJobs,
   listRunningImportJobs,
-  reclaimImportJob,
   releaseImportJob,
   setImportJobTotal,
   type ImportJobKind,
@@ -41,12 +41,6 @@ export type RunOptions = {
 
 /** 50-200 instances per transaction amortise the commit; 100 keeps a batch's memory small. */
 const DEFAULT_BATCH = 100;
-/** A heartbeat this old means the owner is gone even if its pid was reused. */
-const STALE_HEARTBEAT_MS = 10 * 60 * 1000;
-
-/** Jobs run by this process, so a pid check cannot mistake our own live jobs for abandoned. */
-const activeJobs = new Set<number>();
-
 export function newImportJobId(): string {
   return `imp_${randomBytes(12).toString('hex')}`;
 }
@@ -55,23 +49,8 @@ function now(deps: ImportDeps): string {
   return deps.clock.now().toISOString();
 }
 
-export function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: it exists but belongs to someone else.
-    return typeof err === 'object' && err !== null && 'code' in err && err.code === 'EPERM';
-  }
-}
-
 export function isAbandoned(job: ImportJobRow, nowMs: number): boolean {
-  if (job.status !== 'running') return false;
-  if (job.owner_pid === null) return true;
-  if (job.owner_pid === process.pid) return !activeJobs.has(job.id);
-  if (!pidAlive(job.owner_pid)) return true;
-  const beat = job.heartbeat_at ? Date.parse(job.heartbeat_at) : 0;
-  return nowMs - beat > STALE_HEARTBEAT_MS;
+  return job.status === 'running' && isJobAbandoned('import', job, nowMs);
 }
 
 export function createImportJob(deps: ImportDeps, kind: ImportJobKind, sources: readonly string[], createdBy: string | null): ImportJobRow {
@@ -157,7 +136,7 @@ function finishFailed(deps: ImportDeps, job: ImportJobRow, err: unknown): void {
 
 /** Runs a job over a known list of files (uploads, watch folder batches). */
 export async function runFileJob(deps: ImportDeps, job: ImportJobRow, files: readonly ImportFile[], options: RunOptions = {}): Promise<ImportJobRow> {
-  activeJobs.add(job.id);
+  const release = holdJob('import', job.id);
   try {
     setImportJobTotal(deps.db, job.id, files.length, now(deps));
     const done = await runFiles(deps, job, files, job.checkpoint, options);
@@ -170,13 +149,13 @@ export async function runFileJob(deps: ImportDeps, job: ImportJobRow, files: rea
     finishFailed(deps, job, err);
     throw err;
   } finally {
-    activeJobs.delete(job.id);
+    release();
   }
 }
 
 /** Runs (or resumes, from its checkpoint) a job over files and folders on this machine. */
 export async function runPathJob(deps: ImportDeps, job: ImportJobRow, options: RunOptions = {}): Promise<ImportJobRow> {
-  activeJobs.add(job.id);
+  const release = holdJob('import', job.id);
   try {
     const sources = JSON.parse(job.sources) as string[];
     const listing = await listSourceFiles(sources);
@@ -195,7 +174,7 @@ export async function runPathJob(deps: ImportDeps, job: ImportJobRow, options: R
     finishFailed(deps, job, err);
     throw err;
   } finally {
-    activeJobs.delete(job.id);
+    release();
   }
 }
 
@@ -217,7 +196,7 @@ export function claimIfAbandoned(deps: ImportDeps, job: ImportJobRow): ImportJob
     seen = findImportJobById(deps.db, job.id);
   }
   if (seen?.status !== 'interrupted' || seen.finished_at !== null) return undefined;
-  if (!reclaimImportJob(deps.db, seen.id, process.pid, now(deps))) return undefined;
+  if (!claimImport(deps.db, seen.id, now(deps))) return undefined;
   return findImportJobById(deps.db, seen.id);
 }
 

@@ -17,7 +17,8 @@ import { lstatSync, mkdirSync, readdirSync, rmSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { exportPartialWriterPid, exportsDir, isExportPartialName } from '#server/exports/exports.ts';
 import { ARCHIVE_DIR, STAGING_DIR, isArchiveTempName, tempWriterPid } from '#server/imports/archive.ts';
-import { interruptAbandonedJobs, pidAlive, type ImportDeps } from '#server/imports/import-job.ts';
+import { interruptAbandonedJobs, type ImportDeps } from '#server/imports/import-job.ts';
+import { pidAlive } from '#server/jobs/jobs.ts';
 import { UPLOADS_DIR, uploadReceiverPid } from '#server/imports/upload.ts';
 import { PRIVATE_DIR_MODE } from '#server/private-files.ts';
 
