@@ -12,7 +12,6 @@
  * the queue kept starting jobs.
  */
 import type { DesktopSession } from '../common/desktop-bridge.ts';
-import { analysisQueueOf } from '#server/analysis/analysis-queue.ts';
 import type { AuthContext } from '#server/auth/authenticate.ts';
 import { authenticate } from '#server/auth/authenticate.ts';
 import { issueKeyForUser, revokeKey } from '#server/auth/api-keys.ts';
@@ -88,7 +87,7 @@ export async function startEmbeddedServer(options: EmbeddedServerOptions): Promi
     // No new analysis starts from here on; a running one goes back to the queue at its next
     // batch and resumes on the next launch.
     try {
-      await analysisQueueOf(server.services).stop();
+      await server.runtime.quiesce();
     } catch {
       // server.close() below stops the queue as well.
     }

@@ -70,6 +70,15 @@ describe('dependency direction', () => {
     expect(statusSql).toEqual(['server/store/scans.ts']);
   });
 
+  it('long-lived parts live in the runtime, not in registries keyed by an object', () => {
+    // server/runtime.ts builds and owns them (issue 12); a WeakMap keyed by Services or the
+    // runtime would be a second, hidden owner with no place in the stop order.
+    const registries = sources(join(ROOT, 'server'))
+      .filter((file) => /new WeakMap<\s*(Services|Runtime)\b/.test(readFileSync(file, 'utf8')))
+      .map((file) => relative(ROOT, file));
+    expect(registries).toEqual([]);
+  });
+
   it('only server/jobs claims jobs and judges their owners', () => {
     // One set of rules for who runs a job (issue 12): the store's claim statements are called
     // from server/jobs alone, and no other module probes owner pids or keeps its own registry.

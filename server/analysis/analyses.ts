@@ -2,11 +2,14 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AnalysisJob, Model } from '#server/api/analysis-schemas.ts';
 import type { Label } from '#server/api/schemas.ts';
-import { analysisQueueOf, isTerminal } from '#server/analysis/analysis-queue.ts';
+import { isTerminal, type AnalysisQueue } from '#server/analysis/analysis-queue.ts';
 import { listInstalledModels, saveSelectedModel, selectedModelId, type InstalledModel } from '#server/analysis/registry.ts';
 import { notFound } from '#server/errors.ts';
 import { BUILTIN_LABELS } from '#server/labels/glossary.ts';
 import type { Services } from '#server/services.ts';
+
+/** Requests that queue, cancel or follow a job need the runtime's analysis queue. */
+export type QueueDeps = Services & { analyses: AnalysisQueue };
 import { findFindingsByAnalyses } from '#server/store/analyses.ts';
 import { findAnalysisJob, findAnalysisJobById, type AnalysisJobRow } from '#server/store/analysis-jobs.ts';
 
@@ -116,8 +119,8 @@ function jobRow(services: Services, id: string): AnalysisJobRow {
 
 export type JobWithPatient = { job: AnalysisJob; patientId: string };
 
-export async function requestAnalysis(services: Services, scanId: string, modelId: string | undefined, requestedBy: string): Promise<JobWithPatient> {
-  const row = await analysisQueueOf(services).enqueue(scanId, { modelId, requestedBy });
+export async function requestAnalysis(services: QueueDeps, scanId: string, modelId: string | undefined, requestedBy: string): Promise<JobWithPatient> {
+  const row = await services.analyses.enqueue(scanId, { modelId, requestedBy });
   return { job: analysisView(services, row), patientId: row.patient_id };
 }
 
@@ -126,8 +129,8 @@ export function getAnalysis(services: Services, id: string): JobWithPatient {
   return { job: analysisView(services, row), patientId: row.patient_id };
 }
 
-export function cancelAnalysis(services: Services, id: string): JobWithPatient {
-  const row = analysisQueueOf(services).cancel(id);
+export function cancelAnalysis(services: QueueDeps, id: string): JobWithPatient {
+  const row = services.analyses.cancel(id);
   return { job: analysisView(services, row), patientId: row.patient_id };
 }
 
@@ -141,7 +144,7 @@ const END_EVENT: Record<string, string> = { succeeded: 'done', failed: 'failed',
  * followed the same way: `queued` while it waits, `progress` as slices are done, then one of
  * done, failed, not_applicable or cancelled with the job, and the stream ends.
  */
-export function analysisEvents(services: Services, id: string): (sink: Sink) => Promise<void> {
+export function analysisEvents(services: QueueDeps, id: string): (sink: Sink) => Promise<void> {
   const first = jobRow(services, id);
   return async ({ send, signal }) => {
     let last = '';
@@ -153,7 +156,7 @@ export function analysisEvents(services: Services, id: string): (sink: Sink) => 
     };
     // A job run by this process reports every batch as it happens; the database poll covers
     // jobs run by other processes, and the status changes.
-    const unsubscribe = analysisQueueOf(services).onProgress(first.id, ({ done, total }) => progress('running', done, total));
+    const unsubscribe = services.analyses.onProgress(first.id, ({ done, total }) => progress('running', done, total));
     try {
       for (;;) {
         const row = findAnalysisJobById(services.db, first.id) ?? first;

@@ -399,18 +399,3 @@ export class AnalysisQueue {
 function modelRecord(model: ReadyModel): { id: string; name: string; version: string; sha256: string } {
   return { id: model.id, name: model.manifest.name, version: model.manifest.version, sha256: model.manifest.file.sha256 };
 }
-
-const queues = new WeakMap<Services, AnalysisQueue>();
-
-export function startAnalysisQueue(services: Services, options: QueueOptions): AnalysisQueue {
-  const queue = new AnalysisQueue(services, options);
-  queues.set(services, queue);
-  queue.start();
-  return queue;
-}
-
-export function analysisQueueOf(services: Services): AnalysisQueue {
-  const queue = queues.get(services);
-  if (!queue) throw new MiaError('internal', 'analysis queue not started');
-  return queue;
-}

@@ -4,17 +4,15 @@
  * waited for). Jobs a killed `mia analyze` or `mia serve` left running are queued again first,
  * so re-running the command resumes them. Progress on stderr, a summary table on stdout.
  */
-import { AnalysisQueue, isTerminal } from '#server/analysis/analysis-queue.ts';
+import { isTerminal } from '#server/analysis/analysis-queue.ts';
 import { recordAudit } from '#server/audit/audit.ts';
 import { systemClock } from '#server/clock.ts';
 import { formatTable } from '#server/cli/table.ts';
-import { resolveConfig, type ServerConfigInput } from '#server/config.ts';
+import type { ServerConfigInput } from '#server/config.ts';
 import { MiaError } from '#server/errors.ts';
-import { createFileLogger } from '#server/log.ts';
-import type { Services } from '#server/services.ts';
+import { createRuntime } from '#server/runtime.ts';
 import { findFindingsByAnalyses } from '#server/store/analyses.ts';
 import { findActiveAnalysis, listScansToAnalyse, type AnalysisJobRow } from '#server/store/analysis-jobs.ts';
-import { openDataFolder } from '#server/data-folder.ts';
 import { findScan } from '#server/store/scans.ts';
 
 export type AnalyzeIo = { out(line: string): void; err(line: string): void; stderrIsTty: boolean; writeErr(text: string): void };
@@ -36,17 +34,15 @@ function shortUid(uid: string): string {
 export async function analyzeCommand(dataDir: string, options: AnalyzeOptions, io: AnalyzeIo): Promise<number> {
   if (!options.all && options.scanIds.length === 0) throw new MiaError('invalid', 'analyze needs --all or at least one SCAN_ID');
   if (options.all && options.scanIds.length > 0) throw new MiaError('invalid', 'give either --all or SCAN_IDs, not both');
-  const config = resolveConfig({ ...options.config, dataDir });
-  const log = createFileLogger(dataDir, false);
-  const db = openDataFolder(dataDir, { log });
-  const services: Services = { db, clock: systemClock, dataDir, config, log };
-  const queue = new AnalysisQueue(services, { autoRun: false });
+  // The runtime without background work: only the jobs named here run, in this process.
+  const runtime = createRuntime({ logToStderr: false, ...options.config, clock: systemClock, dataDir }, { background: false });
+  const { db, analyses: queue } = runtime;
   const controller = new AbortController();
   const stop = (): void => controller.abort();
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   try {
-    queue.start();
+    runtime.start();
     const targets = options.all ? listScansToAnalyse(db).map((s) => s.scan_id) : [...options.scanIds];
     for (const id of targets) if (!findScan(db, id)) throw new MiaError('not_found', 'Scan not found', `no scan with id ${id} (see GET /v1/scans)`);
     const jobs: AnalysisJobRow[] = [];
@@ -125,8 +121,6 @@ export async function analyzeCommand(dataDir: string, options: AnalyzeOptions, i
   } finally {
     process.off('SIGINT', stop);
     process.off('SIGTERM', stop);
-    await queue.stop();
-    await log.close();
-    db.close();
+    await runtime.stop();
   }
 }

@@ -24,7 +24,7 @@ import { staticUi } from '#server/http/static-ui.ts';
 import type { AuditNote, Route, UploadBody, UploadSpec } from '#server/http/route.ts';
 import { ROUTES } from '#server/http/routes/index.ts';
 import { digestKey } from '#server/auth/key-format.ts';
-import type { Services } from '#server/services.ts';
+import type { Runtime } from '#server/runtime.ts';
 import { codeOf, storageErrorOf } from '#server/storage-errors.ts';
 
 export const JSON_BODY_LIMIT = '1mb';
@@ -117,7 +117,7 @@ function toErrorBody(error: unknown): ErrorBody {
   return { code: 500, title: TITLE_BY_STATUS[500] ?? '', message: 'Internal error; quote the request id to support' };
 }
 
-export function createApp(services: Services): express.Express {
+export function createApp(services: Runtime): express.Express {
   const { config, clock, log, db } = services;
   const app = express();
   app.disable('x-powered-by');

@@ -9,7 +9,7 @@ import type { ApiVersion, Scope } from '#common/vocabulary.ts';
 import type { AuthContext } from '#server/auth/authenticate.ts';
 import type { ResourceSerializer } from '#server/formats/serializers.ts';
 import type { Format } from '#server/http/format.ts';
-import type { Services } from '#server/services.ts';
+import type { Runtime } from '#server/runtime.ts';
 
 export type Access = { kind: 'authenticated' } | { kind: 'scopes'; anyOf: readonly Scope[] };
 
@@ -39,7 +39,7 @@ export type HandlerContext<P, Q, B> = {
   auth: AuthContext;
   version: ApiVersion;
   requestId: string;
-  services: Services;
+  services: Runtime;
   /** The raw body, for routes that declare `upload`. */
   upload: UploadBody | undefined;
   /** Adds the target and patient to this request's audit event. */

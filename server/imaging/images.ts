@@ -12,7 +12,7 @@ import { topLevelTags, type TagEntry } from '#server/dicom/tags.ts';
 import type { DecodedFrame } from '#server/dicom/pixel-types.ts';
 import { applyRescale, type Window } from '#server/dicom/modality.ts';
 import { MiaError, notFound } from '#server/errors.ts';
-import { createFrameCache, type FrameCache } from '#server/imaging/frame-cache.ts';
+import type { FrameCache } from '#server/imaging/frame-cache.ts';
 import { pixelAspect } from '#common/pixel-aspect.ts';
 import type { MeasureFrame } from '#common/measure.ts';
 import { defaultWindow, downscale, littleEndianBytes, resampleToAspect, toDisplay, type DisplaySettings } from '#server/imaging/display.ts';
@@ -23,7 +23,8 @@ import { findScan } from '#server/store/scans.ts';
 
 export const THUMBNAIL_SIDE = 128;
 
-const caches = new WeakMap<Services, FrameCache>();
+/** Image reads use the runtime's frame cache (server/runtime.ts). */
+export type ImageDeps = Services & { frames: FrameCache };
 
 /**
  * Each decoded frame's own rescale and windows (Enhanced multi-frame images keep them per frame
@@ -31,15 +32,6 @@ const caches = new WeakMap<Services, FrameCache>();
  * the file again, and the index holds one value per instance.
  */
 const valuesOfFrame = new WeakMap<DecodedFrame, FrameValues>();
-
-function cacheOf(services: Services): FrameCache {
-  let cache = caches.get(services);
-  if (!cache) {
-    cache = createFrameCache();
-    caches.set(services, cache);
-  }
-  return cache;
-}
 
 function toInstance(row: InstanceRow): Instance {
   const { spacing, source } = decodeSpacing(row.pixel_spacing);
@@ -64,7 +56,7 @@ function toInstance(row: InstanceRow): Instance {
   };
 }
 
-function scanRefOf(services: Services, scanId: string): { id: number; patientId: string } {
+function scanRefOf(services: ImageDeps, scanId: string): { id: number; patientId: string } {
   const scan = findScan(services.db, scanId);
   if (!scan) throw notFound('Scan', scanId);
   return { id: scan.id, patientId: scan.patient_id };
@@ -72,7 +64,7 @@ function scanRefOf(services: Services, scanId: string): { id: number; patientId:
 
 /** Offsets page through the slice order (keyset ids would not follow it); the cursor is opaque. */
 export function listInstances(
-  services: Services,
+  services: ImageDeps,
   scanId: string,
   page: { offset: number; limit: number },
 ): { items: Instance[]; nextOffset: number | null; patientId: string } {
@@ -82,7 +74,7 @@ export function listInstances(
   return { items, nextOffset: rows.length > page.limit ? page.offset + page.limit : null, patientId: scan.patientId };
 }
 
-function instanceRow(services: Services, instanceUid: string): InstanceRow {
+function instanceRow(services: ImageDeps, instanceUid: string): InstanceRow {
   const row = findInstance(services.db, instanceUid);
   if (!row) throw notFound('Instance', instanceUid);
   return row;
@@ -92,7 +84,7 @@ function instanceRow(services: Services, instanceUid: string): InstanceRow {
  * The top-level tags of an instance's stored file, for the tag browser. They include PHI
  * (names, birth date): the route is read:scans and audits the patient, as frame reads do.
  */
-export async function instanceTags(services: Services, instanceUid: string): Promise<{ tags: TagEntry[]; patientId: string }> {
+export async function instanceTags(services: ImageDeps, instanceUid: string): Promise<{ tags: TagEntry[]; patientId: string }> {
   const row = instanceRow(services, instanceUid);
   const tags = topLevelTags(new Uint8Array(await readFile(join(services.dataDir, row.file_path))));
   if ('reason' in tags) throw new MiaError('unprocessable', 'Stored file no longer parses', tags.reason);
@@ -104,11 +96,11 @@ type Orientation = [number, number, number, number, number, number];
 
 type LoadedFrame = { row: InstanceRow; frame: DecodedFrame; settings: DisplaySettings };
 
-async function loadFrame(services: Services, row: InstanceRow, frameIndex: number): Promise<LoadedFrame> {
+async function loadFrame(services: ImageDeps, row: InstanceRow, frameIndex: number): Promise<LoadedFrame> {
   if (frameIndex >= row.frames) {
     throw new MiaError('not_found', 'Frame not found', `instance ${row.sop_instance_uid} has ${row.frames} frame(s), numbered from 0`);
   }
-  const frame = await cacheOf(services).get(`${row.sop_instance_uid}#${frameIndex}`, async () => {
+  const frame = await services.frames.get(`${row.sop_instance_uid}#${frameIndex}`, async () => {
     const bytes = new Uint8Array(await readFile(join(services.dataDir, row.file_path)));
     const result = await readDicom(bytes);
     if (!result.ok) throw new MiaError('unprocessable', 'Stored file no longer parses', result.reason);
@@ -140,7 +132,7 @@ async function loadFrame(services: Services, row: InstanceRow, frameIndex: numbe
  * image pixel, which pixel coordinates (boxes, measurements) and the viewer's pixel checks rely on.
  */
 export async function renderedFrame(
-  services: Services,
+  services: ImageDeps,
   instanceUid: string,
   frameIndex: number,
   window: Window | undefined,
@@ -155,7 +147,7 @@ export async function renderedFrame(
 
 export type RawFrame = { body: Uint8Array; headers: Record<string, string>; patientId: string };
 
-export async function rawFrame(services: Services, instanceUid: string, frameIndex: number): Promise<RawFrame> {
+export async function rawFrame(services: ImageDeps, instanceUid: string, frameIndex: number): Promise<RawFrame> {
   const row = instanceRow(services, instanceUid);
   const { frame, settings } = await loadFrame(services, row, frameIndex);
   const { body, bitsAllocated } = littleEndianBytes(frame);
@@ -190,7 +182,7 @@ function middleFrame(frames: number, values: readonly FrameValue[] | null): numb
 }
 
 /** The middle slice (middle frame of a multi-frame image) with its default window, <= 128 px. */
-export async function scanThumbnail(services: Services, scanId: string): Promise<{ png: Buffer; patientId: string }> {
+export async function scanThumbnail(services: ImageDeps, scanId: string): Promise<{ png: Buffer; patientId: string }> {
   const scan = scanRefOf(services, scanId);
   const count = countScanInstances(services.db, scan.id);
   const [middle] = count === 0 ? [] : listScanInstances(services.db, scan.id, Math.floor(count / 2), 1);
@@ -215,7 +207,7 @@ function frameSpacing(row: InstanceRow, frameIndex: number): [number, number] | 
  * rather than trusting a client's numbers.
  */
 export async function modalityFrame(
-  services: Services,
+  services: ImageDeps,
   row: InstanceRow,
   frameIndex: number,
 ): Promise<{ frame: MeasureFrame; spacing: readonly number[] | null }> {

@@ -3,7 +3,6 @@
  * watch folder, and resuming jobs a dead process left behind. `stop` lets running jobs reach a
  * batch boundary and releases them for the next start, before the database closes.
  */
-import { MiaError } from '#server/errors.ts';
 import {
   checkSources,
   createImportJob,
@@ -21,20 +20,14 @@ import type { ImportJobRow } from '#server/store/import-jobs.ts';
 export type UploadResult = { job: ImportJobRow; outcomes: Array<FileOutcome & { part: number }> };
 
 export type ImportService = {
+  /** Resumes jobs a dead process left behind and watches the folder (a server's background work). */
+  start(): void;
   startPathJob(sources: readonly string[], createdBy: string): Promise<ImportJobRow>;
   importUpload(upload: ReceivedUpload, createdBy: string): Promise<UploadResult>;
   stop(): Promise<void>;
 };
 
-const services = new WeakMap<Services, ImportService>();
-
-export function importServiceOf(s: Services): ImportService {
-  const service = services.get(s);
-  if (!service) throw new MiaError('internal', 'import service not started');
-  return service;
-}
-
-export function startImportService(s: Services): ImportService {
+export function createImportService(s: Services): ImportService {
   const deps: ImportDeps = { db: s.db, clock: s.clock, dataDir: s.dataDir, log: s.log, config: s.config };
   const controller = new AbortController();
   const tasks = new Set<Promise<unknown>>();
@@ -46,10 +39,10 @@ export function startImportService(s: Services): ImportService {
     void guarded.finally(() => tasks.delete(guarded));
   };
 
-  track(resumeAbandonedJobs(deps, { signal: controller.signal }), 'resume');
-
   let watcher: Watcher | undefined;
-  if (s.config.watchDir) {
+  const start = (): void => {
+    track(resumeAbandonedJobs(deps, { signal: controller.signal }), 'resume');
+    if (!s.config.watchDir) return;
     watcher = watchFolder({
       dir: s.config.watchDir,
       stableMs: s.config.watchStableMs,
@@ -59,9 +52,10 @@ export function startImportService(s: Services): ImportService {
       },
       onError: (err) => s.log.error('import.watch_failed', { error: err instanceof Error ? err.name : 'non-error' }),
     });
-  }
+  };
 
-  const service: ImportService = {
+  return {
+    start,
     async startPathJob(sources, createdBy) {
       await checkSources(sources);
       const job = createImportJob(deps, 'path', sources, createdBy);
@@ -101,6 +95,4 @@ export function startImportService(s: Services): ImportService {
       while (tasks.size > 0) await Promise.all([...tasks]);
     },
   };
-  services.set(s, service);
-  return service;
 }

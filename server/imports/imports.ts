@@ -2,10 +2,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ImportJob } from '#server/api/import-schemas.ts';
 import { MiaError, notFound } from '#server/errors.ts';
-import { importServiceOf } from '#server/imports/import-service.ts';
+import type { ImportService } from '#server/imports/import-service.ts';
 import { toImportCounts, toImportJob, toImportReject } from '#server/imports/import-views.ts';
 import { receiveUpload } from '#server/imports/upload.ts';
 import type { Services } from '#server/services.ts';
+
+/** Starting an import needs the runtime's import service. */
+export type ImportDeps = Services & { imports: ImportService };
 import {
   findImportJob,
   findImportJobById,
@@ -21,12 +24,12 @@ import type { Readable } from 'node:stream';
 export const SHOWN_REJECTS = 500;
 const FOLLOW_POLL_MS = 200;
 
-export async function startPathImport(services: Services, path: string, createdBy: string): Promise<ImportJob> {
+export async function startPathImport(services: ImportDeps, path: string, createdBy: string): Promise<ImportJob> {
   if (services.config.hubMode) {
     // A hub's disks are not the caller's; data reaches a hub as uploads.
     throw new MiaError('forbidden', 'Importing server paths is disabled on a hub', 'upload instances with POST /v1/instances instead');
   }
-  const job = await importServiceOf(services).startPathJob([path], createdBy);
+  const job = await services.imports.startPathJob([path], createdBy);
   return toImportJob(job, []);
 }
 
@@ -102,12 +105,12 @@ export type StoredInstances = {
  * body is 422 only when nothing in it was stored or already present.
  */
 export async function storeInstances(
-  services: Services,
+  services: ImportDeps,
   body: { contentType: string; stream: Readable; maxBytes: number },
   createdBy: string,
 ): Promise<StoredInstances> {
   const upload = await receiveUpload(services.dataDir, body, services.config.httpLimits.maxUploadParts);
-  const { job, outcomes } = await importServiceOf(services).importUpload(upload, createdBy);
+  const { job, outcomes } = await services.imports.importUpload(upload, createdBy);
   const result: StoredInstances = {
     job_id: job.public_id,
     counts: toImportCounts(job),

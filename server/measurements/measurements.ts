@@ -9,7 +9,7 @@ import type { CreateMeasurementBody, Measurement, MeasurementKind, UpdateMeasure
 import type { Clock } from '#server/clock.ts';
 import { measure, valueUnit } from '#common/measure.ts';
 import { modalityFrame } from '#server/imaging/images.ts';
-import type { Services } from '#server/services.ts';
+import type { ImageDeps } from '#server/imaging/images.ts';
 import { conflict, forbidden, invalid, notFound } from '#server/errors.ts';
 import { inDurableTransaction, type Database } from '#server/store/database.ts';
 import { decodeSpacing, findInstance } from '#server/store/instances.ts';
@@ -59,7 +59,7 @@ export function listMeasurements(
 }
 
 export async function createMeasurement(
-  deps: Services,
+  deps: ImageDeps,
   scanId: string,
   userRef: number,
   body: CreateMeasurementBody,
@@ -112,7 +112,7 @@ function refuseIfSigned(db: Database, row: MeasurementRow, what: string): void {
 
 /** Moves a measurement or its ends/corners (owner only); the server computes its values again. */
 export async function editMeasurement(
-  deps: Services,
+  deps: ImageDeps,
   publicId: string,
   userRef: number,
   body: UpdateMeasurementBody,

@@ -5,7 +5,6 @@ import type { ScanResultV11 } from '#server/api/schemas.ts';
 import { scanResultSerializer } from '#server/formats/serializers.ts';
 import { pageRequest } from '#server/http/pagination.ts';
 import { defineRoute, scopes, type Route } from '#server/http/route.ts';
-import { analysisQueueOf } from '#server/analysis/analysis-queue.ts';
 import { getLatestResult, getScan, listResults, listScans, requestScanStatus } from '#server/scans/scans.ts';
 import { listStudies } from '#server/scans/studies.ts';
 
@@ -106,7 +105,7 @@ export const scanRoutes: Route[] = [
       audit({ patientId: scan.patient_id });
       if (scan.status === 'queued') {
         // Queued means "analyse again": the job that runs it is created here.
-        await analysisQueueOf(services).enqueueRequested(params.scan_id, auth.userId);
+        await services.analyses.enqueueRequested(params.scan_id, auth.userId);
         scan = getScan(services, params.scan_id);
       }
       return { kind: 'data', data: scan };

@@ -3,7 +3,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LOCAL_ADMIN_EMAIL, startEmbeddedServer } from '../../../main/embedded-server.ts';
-import { analysisQueueOf } from '#server/analysis/analysis-queue.ts';
 import { authenticate } from '#server/auth/authenticate.ts';
 import { systemClock } from '#server/clock.ts';
 import { openDatabase } from '#server/store/database.ts';
@@ -58,7 +57,7 @@ describe('embedded server for the desktop app', () => {
     const embedded = await startEmbeddedServer({ dataDir, uiDir: null });
     const key = embedded.apiKey;
     const steps: string[] = [];
-    const queue = analysisQueueOf(embedded.server.services);
+    const queue = embedded.server.runtime.analyses;
     const stopQueue = queue.stop.bind(queue);
     let queueStops = 0;
     queue.stop = async () => {

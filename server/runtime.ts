@@ -1,0 +1,111 @@
+/**
+ * The server's one runtime (issue 12, after Orthanc's ServerContext): every long-lived part -
+ * log, database, frame cache, import service, analysis queue, audit retention, and the HTTP
+ * listener a host attaches - is built here in dependency order, started in one order and stopped
+ * in the reverse, once. Domain code receives the runtime (or the narrow `Services` part of it)
+ * instead of looking parts up in registries keyed by an object.
+ *
+ * Start: open the data folder (crash leftovers are cleaned up as it opens) -> imports resume
+ * jobs a dead process left and watch the folder -> the analysis queue requeues abandoned jobs
+ * and starts working -> audit retention archives old events.
+ * Stop: the analysis queue first (no job starts while requests drain; running ones go back to
+ * the queue at their next batch) -> the HTTP listener (no new requests; in-flight ones finish
+ * their writes) -> imports (running jobs reach a batch boundary and are released) -> audit
+ * retention -> the log is flushed -> the database closes last, after every writer is gone.
+ */
+import { AnalysisQueue } from '#server/analysis/analysis-queue.ts';
+import { startAuditRetention, type AuditRetention } from '#server/audit/retention.ts';
+import { resolveConfig, type ServerConfigInput } from '#server/config.ts';
+import { openDataFolder } from '#server/data-folder.ts';
+import { createFrameCache, type FrameCache } from '#server/imaging/frame-cache.ts';
+import { createImportService, type ImportService } from '#server/imports/import-service.ts';
+import { createFileLogger } from '#server/log.ts';
+import type { Services } from '#server/services.ts';
+
+export type RuntimeState = 'created' | 'running' | 'stopping' | 'stopped';
+
+export type RuntimeOptions = {
+  /**
+   * A server runs queued analyses, resumes imports and watches the folder by itself; a CLI
+   * command runs only the jobs it names (AnalysisQueue.runJob) and starts no background work.
+   */
+  background: boolean;
+};
+
+export type Runtime = Services & {
+  readonly frames: FrameCache;
+  readonly imports: ImportService;
+  readonly analyses: AnalysisQueue;
+  state(): RuntimeState;
+  /** Starts background work, once. */
+  start(): void;
+  /** Stops every part in the reverse of the start order, once; later calls wait for the same stop. */
+  stop(): Promise<void>;
+  /**
+   * The first step of stop alone: no analysis starts from here on, a running one goes back to
+   * the queue at its next batch. For a host that bounds stop() by a timeout (Electron's quit)
+   * and must not leave analysing even if requests are slow to drain.
+   */
+  quiesce(): Promise<void>;
+  /**
+   * The HTTP listener's close, run in its place in the stop order (after the analysis queue,
+   * before imports and the database).
+   */
+  attachListener(close: () => Promise<void>): void;
+};
+
+export function createRuntime(input: ServerConfigInput, options: RuntimeOptions = { background: true }): Runtime {
+  const config = resolveConfig(input);
+  const log = createFileLogger(config.dataDir, config.logToStderr, { rotation: config.logRotation });
+  const db = openDataFolder(config.dataDir, { clock: config.clock, log });
+  const services: Services = { db, clock: config.clock, dataDir: config.dataDir, config, log };
+  const frames = createFrameCache();
+  const imports = createImportService(services);
+  const analyses = new AnalysisQueue(services, { autoRun: options.background });
+  let auditRetention: AuditRetention | undefined;
+  let closeListener: (() => Promise<void>) | undefined;
+  let state: RuntimeState = 'created';
+  let stopping: Promise<void> | undefined;
+
+  const stopAll = async (): Promise<void> => {
+    await analyses.stop();
+    const listener = closeListener;
+    closeListener = undefined;
+    await listener?.();
+    await imports.stop();
+    await auditRetention?.stop();
+    await log.close();
+    db.close();
+    state = 'stopped';
+  };
+
+  return {
+    ...services,
+    frames,
+    imports,
+    analyses,
+    state: () => state,
+    start() {
+      if (state !== 'created') return;
+      state = 'running';
+      if (options.background) imports.start();
+      analyses.start();
+      if (options.background) {
+        auditRetention = startAuditRetention({ db, clock: config.clock, dataDir: config.dataDir, retentionDays: config.auditRetentionDays, log });
+      }
+    },
+    stop() {
+      if (!stopping) {
+        state = 'stopping';
+        stopping = stopAll();
+      }
+      return stopping;
+    },
+    quiesce() {
+      return analyses.stop();
+    },
+    attachListener(close) {
+      closeListener = close;
+    },
+  };
+}
