@@ -4,6 +4,8 @@ import { configDefaults, defineConfig } from 'vitest/config';
  * cuts) that run processes for minutes: their own groups, after the fast suites. */
 const HOSTILE = 'test/hostile/**/*.test.ts';
 const FAULTS = 'test/faults/**/*.test.ts';
+const POSTGRES_API_SUITE = 'test/http/**/*.test.ts';
+const HUB = 'test/hub/**/*.test.ts';
 
 export default defineConfig({
   test: {
@@ -11,11 +13,27 @@ export default defineConfig({
     pool: 'forks',
     testTimeout: 30_000,
     hookTimeout: 60_000,
-    // `npx vitest run` runs all three, in this order; `--project NAME` runs one.
+    // `npx vitest run` runs them all, in this order; `--project NAME` runs one.
     projects: [
-      { extends: true, test: { name: 'main', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, HOSTILE, FAULTS], sequence: { groupOrder: 0 } } },
-      { extends: true, test: { name: 'hostile', include: [HOSTILE], testTimeout: 120_000, sequence: { groupOrder: 1 } } },
-      { extends: true, test: { name: 'faults', include: [FAULTS], testTimeout: 300_000, sequence: { groupOrder: 2 } } },
+      { extends: true, test: { name: 'main', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, HOSTILE, FAULTS, HUB], sequence: { groupOrder: 0 } } },
+      // The API suite again with every server on PostgreSQL (issue 12: both backends).
+      {
+        extends: true,
+        test: {
+          name: 'postgres',
+          include: [POSTGRES_API_SUITE],
+          env: { MIA_TEST_BACKEND: 'postgres' },
+          globalSetup: ['test/helpers/postgres-global-setup.ts'],
+          sequence: { groupOrder: 1 },
+        },
+      },
+      // Three `mia serve --hub` processes on one PostgreSQL, one of them killed (minutes).
+      {
+        extends: true,
+        test: { name: 'hub', include: [HUB], testTimeout: 400_000, globalSetup: ['test/helpers/postgres-global-setup.ts'], sequence: { groupOrder: 2 } },
+      },
+      { extends: true, test: { name: 'hostile', include: [HOSTILE], testTimeout: 120_000, sequence: { groupOrder: 3 } } },
+      { extends: true, test: { name: 'faults', include: [FAULTS], testTimeout: 300_000, sequence: { groupOrder: 4 } } },
     ],
   },
 });

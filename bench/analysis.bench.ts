@@ -17,7 +17,8 @@ import { systemClock } from '#server/clock.ts';
 import { resolveConfig } from '#server/config.ts';
 import { createFileLogger } from '#server/log.ts';
 import type { Services } from '#server/services.ts';
-import { openDatabase } from '#server/store/database.ts';
+import { openDataFolder } from '#server/data-folder.ts';
+import { createProgressBus } from '#server/events/progress-bus.ts';
 import { listScanInstances } from '#server/store/instances.ts';
 import { findScan } from '#server/store/scans.ts';
 
@@ -72,16 +73,17 @@ export async function run(): Promise<string> {
   const series = (JSON.parse(readFileSync(truth, 'utf8')) as { series: Array<{ scan_uid: string; modality: string; rows: number }> }).series;
 
   const config = resolveConfig({ dataDir });
-  const db = openDatabase(dataDir);
+  const { db, node, close } = await openDataFolder(dataDir);
   const log = createFileLogger(dataDir, false);
-  const services: Services = { db, clock: systemClock, dataDir, config, log };
+  const progress = await createProgressBus(db, node.id, log);
+  const services: Services = { db, clock: systemClock, dataDir, config, log, node, progress };
   const queue = new AnalysisQueue(services, { autoRun: false });
-  queue.start();
+  await queue.start();
   const rows: Row[] = [];
   let coldMs = 0;
   try {
     const models = await listInstalledModels(config);
-    const model = readyModel(models, selectedModelId(db, config, models));
+    const model = readyModel(models, await selectedModelId(db, config, models));
     for (const s of series) {
       const job = async (): Promise<number> => {
         const t0 = performance.now();
@@ -97,9 +99,9 @@ export async function run(): Promise<string> {
       // The tensors the engine builds, for bare in-process sessions with the engine's settings
       // (and with every core): no worker, no messages, nothing but session.run.
       const session = await queue.sessions.get(model);
-      const scan = findScan(db, s.scan_uid);
+      const scan = await findScan(db, s.scan_uid);
       if (!scan) throw new Error('bench scan missing');
-      const instances = listScanInstances(db, scan.id, 0, 100_000);
+      const instances = await listScanInstances(db, scan.id, 0, 100_000);
       const batches: InputBatch[] = [];
       const engineRun = await runAnalysis(
         session,
@@ -151,7 +153,7 @@ export async function run(): Promise<string> {
   } finally {
     await queue.stop();
     await log.close();
-    db.close();
+    await close();
     rmSync(work, { recursive: true, force: true });
   }
 

@@ -17,7 +17,7 @@ import { promisify } from 'node:util';
 import dicomParser from 'dicom-parser';
 import { systemClock } from '#server/clock.ts';
 import { createImportJob, runPathJob } from '#server/imports/import-job.ts';
-import { openDatabase } from '#server/store/database.ts';
+import { openDataFolder } from '#server/data-folder.ts';
 
 const PHANTOMS = join(import.meta.dirname, '../models/mia-phantom-detector/phantoms.py');
 const SERIES = 25;
@@ -67,17 +67,17 @@ function copyFloor(files: readonly string[], work: string): Row {
 
 async function miaImport(corpus: string, work: string, bytes: number): Promise<Row> {
   const dataDir = join(work, 'mia-data');
-  const db = openDatabase(dataDir);
+  const folder = await openDataFolder(dataDir);
   try {
-    const deps = { db, clock: systemClock, dataDir };
-    const job = createImportJob(deps, 'path', [corpus], 'bench');
+    const deps = { db: folder.db, clock: systemClock, dataDir, node: folder.node };
+    const job = await createImportJob(deps, 'path', [corpus], 'bench');
     const started = performance.now();
     const done = await runPathJob(deps, job);
     const seconds = (performance.now() - started) / 1000;
     if (done.imported !== done.files_seen) throw new Error(`mia imported ${done.imported} of ${done.files_seen}`);
     return { name: 'mia import (parse, SHA-256, archive copy + fsync + rename, SQLite)', files: done.imported, seconds, bytes };
   } finally {
-    db.close();
+    await folder.close();
   }
 }
 

@@ -20,15 +20,15 @@ const [mode = 'mia', countArg = '1000'] = process.argv.slice(2);
 async function mia(scans: number): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'mia-bench-'));
   // The per-key limit would cap the load generator; the check itself still runs on every request.
-  const server = createServer({ dataDir, rateLimit: { requests: 10_000_000, windowMs: 60_000, authFailures: 1000 } });
+  const server = await createServer({ dataDir, rateLimit: { requests: 10_000_000, windowMs: 60_000, authFailures: 1000 } });
   const { db } = server.services;
   const at = new Date().toISOString();
-  inTransaction(db, () => {
+  await inTransaction(db, async (tx) => {
     for (let i = 0; i < scans; i += 1) {
-      const patientRef = upsertPatient(db, { patientId: `BENCH-${i % 300}`, name: null, birthDate: null, sex: null }, at);
-      const studyRef = upsertStudy(db, patientRef, { studyUid: `1.2.826.0.1.9.${i}`, studyDate: '20260301', studyTime: null, description: 'Head', accessionNumber: null }, at);
-      const scanRef = upsertScan(db, studyRef, { scanId: `1.2.826.0.1.9.${i}.1`, modality: i % 2 ? 'CT' : 'MR', bodyPart: 'HEAD', description: null, seriesNumber: 1 }, at);
-      insertCompletedAnalysis(db, {
+      const patientRef = await upsertPatient(tx, { patientId: `BENCH-${i % 300}`, name: null, birthDate: null, sex: null }, at);
+      const studyRef = await upsertStudy(tx, patientRef, { studyUid: `1.2.826.0.1.9.${i}`, studyDate: '20260301', studyTime: null, description: 'Head', accessionNumber: null }, at);
+      const scanRef = await upsertScan(tx, studyRef, { scanId: `1.2.826.0.1.9.${i}.1`, modality: i % 2 ? 'CT' : 'MR', bodyPart: 'HEAD', description: null, seriesNumber: 1 }, at);
+      await insertCompletedAnalysis(tx, {
         scanRef,
         model: { id: 'mia-phantom-detector', name: 'mia phantom detector', version: '1.0.0', sha256: 'ab'.repeat(32) },
         thresholds: { tumor_detected: 0.5 },
@@ -48,8 +48,8 @@ async function mia(scans: number): Promise<void> {
       });
     }
   });
-  const { user } = findOrCreateUser({ db, clock: systemClock }, { email: 'bench@bench.local', role: 'admin' });
-  const { key } = issueKeyForUser({ db, clock: systemClock }, { userRef: user.id, name: 'bench', extraScopes: [] });
+  const { user } = await findOrCreateUser({ db, clock: systemClock }, { email: 'bench@bench.local', role: 'admin' });
+  const { key } = await issueKeyForUser({ db, clock: systemClock }, { userRef: user.id, name: 'bench', extraScopes: [] });
   const url = await server.listen(0, '127.0.0.1');
   process.stdout.write(JSON.stringify({ url, key }) + '\n');
 }

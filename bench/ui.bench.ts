@@ -56,11 +56,11 @@ export async function run(): Promise<string> {
   try {
     const db = t.server.services.db;
     for (let i = 0; i < 500; i += 1) {
-      const scan = seedScan(db, { modality: i % 3 === 0 ? 'CT' : 'MR', description: `bench ${i}` });
-      if (i % 2 === 0) seedAnalysis(db, scan, [{ confidence: 0.5 + (i % 50) / 100 }]);
+      const scan = await seedScan(db, { modality: i % 3 === 0 ? 'CT' : 'MR', description: `bench ${i}` });
+      if (i % 2 === 0) await seedAnalysis(db, scan, [{ confidence: 0.5 + (i % 50) / 100 }]);
     }
     const scanId = await importSeries(t, 200);
-    const key = t.keyFor('radiologist').key;
+    const key = (await t.keyFor('radiologist')).key;
 
     // Cold start: a fresh browser context (empty cache), page load, key check, 500 rows shown.
     const coldRuns: number[] = [];

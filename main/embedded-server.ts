@@ -17,7 +17,7 @@ import { authenticate } from '#server/auth/authenticate.ts';
 import { issueKeyForUser, revokeKey } from '#server/auth/api-keys.ts';
 import { systemClock, type Clock } from '#server/clock.ts';
 import { createServer, type MiaServer } from '#server/create-server.ts';
-import { openDatabase } from '#server/store/database.ts';
+import { openDatabase } from '#server/store/sqlite.ts';
 import { findOrCreateUser } from '#server/users/users.ts';
 
 export const LOCAL_ADMIN_EMAIL = 'admin@workstation.local';
@@ -34,7 +34,7 @@ export type EmbeddedServer = {
    * Admin screen, rotated and expired) a new one - the person at the workstation is its local
    * admin and never saw a key to paste back in.
    */
-  session(): DesktopSession;
+  session(): Promise<DesktopSession>;
   /** Stops analyses, closes the server (in-flight writes finish), then revokes the key. */
   stop(): Promise<void>;
 };
@@ -63,21 +63,21 @@ const DESKTOP_CALLER: AuthContext = {
 
 export async function startEmbeddedServer(options: EmbeddedServerOptions): Promise<EmbeddedServer> {
   const clock = options.clock ?? systemClock;
-  const server = createServer({ dataDir: options.dataDir, uiDir: options.uiDir, modelsDirs: options.modelsDirs ?? null, clock, logToStderr: false });
+  const server = await createServer({ dataDir: options.dataDir, uiDir: options.uiDir, modelsDirs: options.modelsDirs ?? null, clock, logToStderr: false });
   const deps = { db: server.services.db, clock };
   // First launch creates the workstation's local admin; later launches find it.
-  const { user, created } = findOrCreateUser(deps, { email: LOCAL_ADMIN_EMAIL, role: 'admin' });
-  const issue = () => {
-    const issued = issueKeyForUser(deps, { userRef: user.id, name: `desktop launch ${clock.now().toISOString()}`, extraScopes: [] });
+  const { user, created } = await findOrCreateUser(deps, { email: LOCAL_ADMIN_EMAIL, role: 'admin' });
+  const issue = async () => {
+    const issued = await issueKeyForUser(deps, { userRef: user.id, name: `desktop launch ${clock.now().toISOString()}`, extraScopes: [] });
     return { key: issued.key, keyId: issued.row.public_id };
   };
-  let current = issue();
+  let current = await issue();
   let url: string;
   try {
     // Loopback only, on a free port chosen by the OS.
     url = await server.listen(0, '127.0.0.1');
   } catch (error) {
-    revokeKey(deps, DESKTOP_CALLER, current.keyId);
+    await revokeKey(deps, DESKTOP_CALLER, current.keyId);
     await server.close();
     throw error;
   }
@@ -105,9 +105,9 @@ export async function startEmbeddedServer(options: EmbeddedServerOptions): Promi
       // holds. The server's own connection is closed by now, so a short-lived one records it.
       const db = openDatabase(options.dataDir);
       try {
-        revokeKey({ db, clock }, DESKTOP_CALLER, current.keyId);
+        await revokeKey({ db, clock }, DESKTOP_CALLER, current.keyId);
       } finally {
-        db.close();
+        await db.close();
       }
     }
   };
@@ -122,14 +122,14 @@ export async function startEmbeddedServer(options: EmbeddedServerOptions): Promi
     },
     firstLaunch: created,
     server,
-    session() {
+    async session() {
       if (stopping) throw new Error('mia is quitting');
-      const check = authenticate(deps.db, clock, `Bearer ${current.key}`);
+      const check = await authenticate(deps.db, clock, `Bearer ${current.key}`);
       if (!check.ok) {
         // Whatever stopped it (revoked, rotated and expired), the old key must not come back.
-        revokeKey(deps, DESKTOP_CALLER, current.keyId);
-        current = issue();
-        const again = authenticate(deps.db, clock, `Bearer ${current.key}`);
+        await revokeKey(deps, DESKTOP_CALLER, current.keyId);
+        current = await issue();
+        const again = await authenticate(deps.db, clock, `Bearer ${current.key}`);
         // A new key does not help when the local admin itself cannot sign in (disabled).
         if (!again.ok) throw new Error(`the workstation's local admin cannot sign in: ${again.reason}`);
       }

@@ -64,10 +64,10 @@ async function start(): Promise<void> {
     callback({ responseHeaders: { ...details.responseHeaders, 'Content-Security-Policy': [contentSecurityPolicy(origin)] } });
   });
 
-  ipcMain.handle(IPC_CHANNELS.session, (event): DesktopSession => {
+  ipcMain.handle(IPC_CHANNELS.session, async (event): Promise<DesktopSession> => {
     if (!fromMainWindow(event)) throw new Error('session requested by an unknown frame');
     // The launch key, or a new one when it stopped working (revoked on the Admin screen).
-    return server.session();
+    return await server.session();
   });
   ipcMain.handle(IPC_CHANNELS.pickFolder, async (event) => {
     if (!fromMainWindow(event) || !mainWindow) return null;

@@ -38,6 +38,12 @@ export type HttpLimits = z.infer<typeof httpLimitsSchema>;
 
 export type ServerConfig = {
   dataDir: string;
+  /**
+   * A hub's PostgreSQL (postgres://user@host:port/db), shared by every API node; null: the data
+   * folder's own SQLite file (workstations). The data folder still holds the archive, exports
+   * and logs, on a file system shared by the nodes.
+   */
+  databaseUrl: string | null;
   /** Extra Host header names accepted besides loopback ones (a hub's DNS name). */
   allowedHosts: readonly string[];
   /** Origins allowed by CORS. Empty: same-origin only; never a wildcard. */
@@ -49,6 +55,8 @@ export type ServerConfig = {
   clock: Clock;
   /** Where log lines go besides the data folder's log file; tests pass a silent sink. */
   logToStderr: boolean;
+  /** Where mia.log goes; null: <data>/logs. Each node of a hub needs its own. */
+  logDir: string | null;
   /** mia.log rotates at maxBytes into mia.log.1 ... mia.log.<keep> (default 10 MiB, 5 kept). */
   logRotation: LogRotation;
   /** A folder whose new files are imported once stable (workstations); null: no watching. */
@@ -100,6 +108,7 @@ export const DEFAULT_AUDIT_RETENTION_DAYS = 90;
 export function resolveConfig(input: ServerConfigInput): ServerConfig {
   return {
     dataDir: input.dataDir,
+    databaseUrl: input.databaseUrl ?? null,
     allowedHosts: input.allowedHosts ?? [],
     allowedOrigins: input.allowedOrigins ?? [],
     hubMode: input.hubMode ?? false,
@@ -109,6 +118,7 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     ),
     clock: input.clock ?? systemClock,
     logToStderr: input.logToStderr ?? false,
+    logDir: input.logDir ?? null,
     logRotation: logRotationSchema.parse(input.logRotation ?? DEFAULT_LOG_ROTATION),
     watchDir: input.watchDir ?? null,
     watchStableMs: input.watchStableMs ?? 3000,

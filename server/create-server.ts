@@ -22,11 +22,11 @@ export type MiaServer = {
   close(): Promise<void>;
 };
 
-export function createServer(input: ServerConfigInput): MiaServer {
-  const runtime = createRuntime(input);
+export async function createServer(input: ServerConfigInput): Promise<MiaServer> {
+  const runtime = await createRuntime(input);
   const { config } = runtime;
-  const app = createApp(runtime);
-  runtime.start();
+  const app = await createApp(runtime);
+  await runtime.start();
 
   return {
     app,

@@ -1,21 +1,51 @@
 /**
- * Opening a data folder: its database, and what a killed mia left behind in it. Every mia
- * process that opens a folder (the server, each CLI command) comes through here, so crash
- * leftovers (patient data in temporary files, jobs shown running for a dead process) are
- * cleared by whichever process looks next, not only by a server start.
+ * Opening a data folder: its database, this process's node among those that run jobs on it, and
+ * what a killed mia left behind in it. Every mia process that opens a folder (the server, each
+ * CLI command) comes through here, so crash leftovers (patient data in temporary files, jobs
+ * shown running for a dead process) are cleared by whichever process looks next, not only by a
+ * server start.
  */
 import { systemClock, type Clock } from '#server/clock.ts';
 import { clearCrashLeftovers } from '#server/imports/leftovers.ts';
+import { registerNode, type JobNode } from '#server/jobs/node.ts';
 import type { Logger } from '#server/log.ts';
-import { openDatabase, type Database } from '#server/store/database.ts';
+import type { Database } from '#server/store/database.ts';
+import { openPostgres } from '#server/store/postgres.ts';
+import { openDatabase } from '#server/store/sqlite.ts';
 
-export function openDataFolder(dataDir: string, options: { clock?: Clock; log?: Logger } = {}): Database {
-  const db = openDatabase(dataDir);
+export type DataFolder = {
+  db: Database;
+  node: JobNode;
+  /** Leaves the node (its row goes) and closes the database. */
+  close(): Promise<void>;
+};
+
+/**
+ * The data folder's database: its own SQLite file, or a hub's PostgreSQL when `databaseUrl` is
+ * given (the folder then holds the archive, exports and logs only, shared by the hub's nodes).
+ */
+export async function openDataFolder(
+  dataDir: string,
+  options: { clock?: Clock; log?: Logger; databaseUrl?: string | null } = {},
+): Promise<DataFolder> {
+  const clock = options.clock ?? systemClock;
+  const db = options.databaseUrl ? await openPostgres(options.databaseUrl) : openDatabase(dataDir);
+  let node: JobNode | undefined;
   try {
-    clearCrashLeftovers({ db, clock: options.clock ?? systemClock, dataDir, log: options.log });
+    node = await registerNode(db, clock);
+    await clearCrashLeftovers({ db, clock, dataDir, log: options.log, node, sharedFolder: db.dialect === 'postgres' });
   } catch (err) {
-    db.close();
+    await node?.stop();
+    await db.close();
     throw err;
   }
-  return db;
+  const opened = node;
+  return {
+    db,
+    node: opened,
+    async close() {
+      await opened.stop();
+      await db.close();
+    },
+  };
 }

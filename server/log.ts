@@ -39,6 +39,9 @@ export type FileLoggerOptions = {
   rotation?: LogRotation;
   /** After a failed open or write, lines are dropped (and counted) this long before a retry. */
   retryMs?: number;
+  /** The folder of the log files; default <data>/logs. A hub's nodes share the data folder but
+   * each keeps its own log (one file rotated by several processes would lose lines). */
+  dir?: string | null;
 };
 
 export const LOG_FILE = 'mia.log';
@@ -79,7 +82,7 @@ function countLines(bytes: Buffer): number {
 export function createFileLogger(dataDir: string, alsoStderr: boolean, options: FileLoggerOptions = {}): Logger {
   const rotation = logRotationSchema.parse(options.rotation ?? DEFAULT_LOG_ROTATION);
   const retryMs = options.retryMs ?? 1000;
-  const dir = join(dataDir, 'logs');
+  const dir = options.dir ?? join(dataDir, 'logs');
   const path = join(dir, LOG_FILE);
   if (alsoStderr) guardStderr();
 

@@ -10,13 +10,16 @@
  * and starts working -> audit retention archives old events.
  * Stop: the analysis queue first (no job starts while requests drain; running ones go back to
  * the queue at their next batch) -> the HTTP listener (no new requests; in-flight ones finish
- * their writes) -> imports (running jobs reach a batch boundary and are released) -> audit
- * retention -> the log is flushed -> the database closes last, after every writer is gone.
+ * their writes) -> the audit events of those requests are stored -> imports (running jobs
+ * reach a batch boundary and are released) -> audit retention -> the log is flushed -> the
+ * database closes last, after every writer is gone.
  */
 import { AnalysisQueue } from '#server/analysis/analysis-queue.ts';
+import { createAuditWriter, type AuditWriter } from '#server/audit/audit-writer.ts';
 import { startAuditRetention, type AuditRetention } from '#server/audit/retention.ts';
 import { resolveConfig, type ServerConfigInput } from '#server/config.ts';
 import { openDataFolder } from '#server/data-folder.ts';
+import { createProgressBus } from '#server/events/progress-bus.ts';
 import { createFrameCache, type FrameCache } from '#server/imaging/frame-cache.ts';
 import { createImportService, type ImportService } from '#server/imports/import-service.ts';
 import { createFileLogger } from '#server/log.ts';
@@ -36,9 +39,11 @@ export type Runtime = Services & {
   readonly frames: FrameCache;
   readonly imports: ImportService;
   readonly analyses: AnalysisQueue;
+  /** Audit events of requests, written after their responses. */
+  readonly audit: AuditWriter;
   state(): RuntimeState;
   /** Starts background work, once. */
-  start(): void;
+  start(): Promise<void>;
   /** Stops every part in the reverse of the start order, once; later calls wait for the same stop. */
   stop(): Promise<void>;
   /**
@@ -54,12 +59,15 @@ export type Runtime = Services & {
   attachListener(close: () => Promise<void>): void;
 };
 
-export function createRuntime(input: ServerConfigInput, options: RuntimeOptions = { background: true }): Runtime {
+export async function createRuntime(input: ServerConfigInput, options: RuntimeOptions = { background: true }): Promise<Runtime> {
   const config = resolveConfig(input);
-  const log = createFileLogger(config.dataDir, config.logToStderr, { rotation: config.logRotation });
-  const db = openDataFolder(config.dataDir, { clock: config.clock, log });
-  const services: Services = { db, clock: config.clock, dataDir: config.dataDir, config, log };
+  const log = createFileLogger(config.dataDir, config.logToStderr, { rotation: config.logRotation, dir: config.logDir });
+  const folder = await openDataFolder(config.dataDir, { clock: config.clock, log, databaseUrl: config.databaseUrl });
+  const { db, node } = folder;
+  const progress = await createProgressBus(db, node.id, log);
+  const services: Services = { db, clock: config.clock, dataDir: config.dataDir, config, log, node, progress };
   const frames = createFrameCache();
+  const audit = createAuditWriter(db, log);
   const imports = createImportService(services);
   const analyses = new AnalysisQueue(services, { autoRun: options.background });
   let auditRetention: AuditRetention | undefined;
@@ -72,10 +80,13 @@ export function createRuntime(input: ServerConfigInput, options: RuntimeOptions 
     const listener = closeListener;
     closeListener = undefined;
     await listener?.();
+    // The requests are done; their audit events must be stored before the database closes.
+    await audit.flush();
     await imports.stop();
     await auditRetention?.stop();
+    await progress.stop();
     await log.close();
-    db.close();
+    await folder.close();
     state = 'stopped';
   };
 
@@ -84,12 +95,13 @@ export function createRuntime(input: ServerConfigInput, options: RuntimeOptions 
     frames,
     imports,
     analyses,
+    audit,
     state: () => state,
-    start() {
+    async start() {
       if (state !== 'created') return;
       state = 'running';
       if (options.background) imports.start();
-      analyses.start();
+      await analyses.start();
       if (options.background) {
         auditRetention = startAuditRetention({ db, clock: config.clock, dataDir: config.dataDir, retentionDays: config.auditRetentionDays, log });
       }

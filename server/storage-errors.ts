@@ -16,8 +16,11 @@
  */
 import { MiaError } from '#server/errors.ts';
 
-const NO_SPACE = new Set(['ENOSPC', 'EDQUOT', 'SQLITE_FULL', 'SQLITE_IOERR_SHMSIZE']);
-const FILE_SYSTEM_FAILURE = new Set(['EIO', 'EROFS']);
+// PostgreSQL's SQLSTATEs on a hub: 53100 disk_full, 58030 io_error.
+const NO_SPACE = new Set(['ENOSPC', 'EDQUOT', 'SQLITE_FULL', 'SQLITE_IOERR_SHMSIZE', '53100']);
+const FILE_SYSTEM_FAILURE = new Set(['EIO', 'EROFS', '58030']);
+/** A hub's PostgreSQL that cannot be reached or is shutting down (57P01-03, class 08). */
+const DATABASE_UNAVAILABLE = /^(57P0[123]|08\d\d\d|ECONNREFUSED|ECONNRESET)$/;
 
 /** The system or SQLite error code of `error` (ENOSPC, SQLITE_FULL), if it has one. */
 export function codeOf(error: unknown): string | undefined {
@@ -34,6 +37,9 @@ export function storageErrorOf(error: unknown): MiaError | undefined {
   if (code === undefined) return undefined;
   if (NO_SPACE.has(code)) {
     return new MiaError('insufficient_storage', 'The disk holding the data folder is full', `${code}: free space on it or raise the quota, then retry`);
+  }
+  if (DATABASE_UNAVAILABLE.test(code) && !(typeof error === 'object' && error !== null && 'syscall' in error && error.syscall !== 'connect')) {
+    return new MiaError('storage_failure', 'The database is unavailable', `${code}: the request did not complete; retry when the database is back`);
   }
   // mkdir -p only fails with ENOENT when the file system cannot find its own folders: Node
   // reports the first error of the walk up, and a failing disk answers the lookups with ENOENT

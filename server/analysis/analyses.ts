@@ -59,13 +59,13 @@ function toModel(m: InstalledModel, selected: string | null): Model {
 
 export async function listModels(services: Services): Promise<Model[]> {
   const models = await listInstalledModels(services.config);
-  const selected = selectedModelId(services.db, services.config, models);
+  const selected = await selectedModelId(services.db, services.config, models);
   return models.map((m) => toModel(m, selected));
 }
 
 export async function selectModel(services: Services, id: string): Promise<Model> {
   const models = await listInstalledModels(services.config);
-  const model = saveSelectedModel(services.db, models, id);
+  const model = await saveSelectedModel(services.db, models, id);
   return toModel(model, model.id);
 }
 
@@ -75,7 +75,7 @@ export async function selectModel(services: Services, id: string): Promise<Model
  */
 export async function glossary(services: Services): Promise<Label[]> {
   const models = await listInstalledModels(services.config);
-  const selected = selectedModelId(services.db, services.config, models);
+  const selected = await selectedModelId(services.db, services.config, models);
   const ready = models.filter((m) => m.status === 'ready').sort((a, b) => Number(b.id === selected) - Number(a.id === selected));
   const labels = new Map<string, Label>();
   for (const m of ready) {
@@ -106,13 +106,13 @@ export function toAnalysisJob(row: AnalysisJobRow, findings: number | null): Ana
   };
 }
 
-export function analysisView(services: Services, row: AnalysisJobRow): AnalysisJob {
-  const findings = row.status === 'succeeded' ? (findFindingsByAnalyses(services.db, [row.id]).get(row.id)?.length ?? 0) : null;
+export async function analysisView(services: Services, row: AnalysisJobRow): Promise<AnalysisJob> {
+  const findings = row.status === 'succeeded' ? ((await findFindingsByAnalyses(services.db, [row.id])).get(row.id)?.length ?? 0) : null;
   return toAnalysisJob(row, findings);
 }
 
-function jobRow(services: Services, id: string): AnalysisJobRow {
-  const row = findAnalysisJob(services.db, id);
+async function jobRow(services: Services, id: string): Promise<AnalysisJobRow> {
+  const row = await findAnalysisJob(services.db, id);
   if (!row) throw notFound('Analysis', id);
   return row;
 }
@@ -121,17 +121,17 @@ export type JobWithPatient = { job: AnalysisJob; patientId: string };
 
 export async function requestAnalysis(services: QueueDeps, scanId: string, modelId: string | undefined, requestedBy: string): Promise<JobWithPatient> {
   const row = await services.analyses.enqueue(scanId, { modelId, requestedBy });
-  return { job: analysisView(services, row), patientId: row.patient_id };
+  return { job: await analysisView(services, row), patientId: row.patient_id };
 }
 
-export function getAnalysis(services: Services, id: string): JobWithPatient {
-  const row = jobRow(services, id);
-  return { job: analysisView(services, row), patientId: row.patient_id };
+export async function getAnalysis(services: Services, id: string): Promise<JobWithPatient> {
+  const row = await jobRow(services, id);
+  return { job: await analysisView(services, row), patientId: row.patient_id };
 }
 
-export function cancelAnalysis(services: QueueDeps, id: string): JobWithPatient {
-  const row = services.analyses.cancel(id);
-  return { job: analysisView(services, row), patientId: row.patient_id };
+export async function cancelAnalysis(services: QueueDeps, id: string): Promise<JobWithPatient> {
+  const row = await services.analyses.cancel(id);
+  return { job: await analysisView(services, row), patientId: row.patient_id };
 }
 
 type Sink = { send(event: string, data: unknown): void; signal: AbortSignal };
@@ -144,8 +144,8 @@ const END_EVENT: Record<string, string> = { succeeded: 'done', failed: 'failed',
  * followed the same way: `queued` while it waits, `progress` as slices are done, then one of
  * done, failed, not_applicable or cancelled with the job, and the stream ends.
  */
-export function analysisEvents(services: QueueDeps, id: string): (sink: Sink) => Promise<void> {
-  const first = jobRow(services, id);
+export async function analysisEvents(services: QueueDeps, id: string): Promise<(sink: Sink) => Promise<void>> {
+  const first = await jobRow(services, id);
   return async ({ send, signal }) => {
     let last = '';
     const progress = (status: string, done: number, total: number | null): void => {
@@ -159,9 +159,9 @@ export function analysisEvents(services: QueueDeps, id: string): (sink: Sink) =>
     const unsubscribe = services.analyses.onProgress(first.id, ({ done, total }) => progress('running', done, total));
     try {
       for (;;) {
-        const row = findAnalysisJobById(services.db, first.id) ?? first;
+        const row = await findAnalysisJobById(services.db, first.id) ?? first;
         if (isTerminal(row.status)) {
-          send(END_EVENT[row.status] ?? 'done', analysisView(services, row));
+          send(END_EVENT[row.status] ?? 'done', await analysisView(services, row));
           return;
         }
         progress(row.status, row.slices_done, row.slices_total);

@@ -2,11 +2,11 @@
  * Analysis jobs: persisted in the analyses table, run with bounded concurrency, resumable.
  *
  * A scan goes queued -> analyzing -> analyzed | failed (state-machine.ts). A job belongs to the
- * process running it (owner_pid + heartbeat); one left running by a process that died is queued
- * again by the next mia that looks (at start, and on every poll of a running server), so a
- * `kill -9` loses only the batch in flight. Every write that ends a job is conditional on the
- * job still being this process's, so a cancel from another process or a restart can never let
- * two writers finish one job.
+ * node running it (server/jobs: its owner node and heartbeat); one left running by a node that
+ * died is queued again by the next mia that looks (at start, and on every poll of a running
+ * server, on any node of a hub), so a `kill -9` loses only the batch in flight. Every write that
+ * ends a job is conditional on the job still being this node's, so a cancel from another process
+ * or a takeover can never let two writers finish one job.
  */
 import { runAnalysis, type EngineHooks, type EngineSlice } from '#server/analysis/engine.ts';
 import { listInstalledModels, readyModel, selectedModelId, thresholdsOf, triageLabelsOf, type ReadyModel } from '#server/analysis/registry.ts';
@@ -22,7 +22,6 @@ import {
   findAnalysisJobById,
   finishAnalysis,
   insertQueuedAnalysis,
-  listQueuedAnalyses,
   listNeverAnalysedScans,
   listRunningAnalyses,
   requeueAnalysis,
@@ -30,8 +29,8 @@ import {
   setAnalysisProgress,
   type AnalysisJobRow,
 } from '#server/store/analysis-jobs.ts';
-import { claimAnalysis, holdJob, isAbandoned } from '#server/jobs/jobs.ts';
-import { inTransaction } from '#server/store/database.ts';
+import { claimAnalysis, claimNextAnalysis, isAbandoned, ownerOf, type SeenOwner } from '#server/jobs/jobs.ts';
+import { inTransaction, type Database } from '#server/store/database.ts';
 import { listRunningImportJobs } from '#server/store/import-jobs.ts';
 import { listScanInstances } from '#server/store/instances.ts';
 import { findScan } from '#server/store/scans.ts';
@@ -72,7 +71,6 @@ export class AnalysisQueue {
   /** Jobs this process runs, by row id, with the controller that stops them. */
   readonly #running = new Map<number, AbortController>();
   readonly #tasks = new Set<Promise<void>>();
-  readonly #listeners = new Map<number, Set<(p: JobProgress) => void>>();
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
 
@@ -87,19 +85,19 @@ export class AnalysisQueue {
   }
 
   /** Re-queues jobs whose process died; a server then starts working through the queue. */
-  start(): void {
-    this.requeueAbandoned();
+  async start(): Promise<void> {
+    await this.requeueAbandoned();
     if (!this.#options.autoRun) return;
-    this.pump();
-    this.#timer = setInterval(() => this.#poll(), this.#options.pollMs ?? DEFAULT_POLL_MS);
+    await this.pump();
+    this.#timer = setInterval(() => void this.#poll(), this.#options.pollMs ?? DEFAULT_POLL_MS);
     this.#timer.unref();
   }
 
-  #poll(): void {
+  async #poll(): Promise<void> {
     try {
-      this.requeueAbandoned();
+      await this.requeueAbandoned();
       if (this.#services.config.analyzeAfterImport) void this.#queueImported().catch(() => undefined);
-      this.pump();
+      await this.pump();
     } catch (err) {
       this.#services.log.error('analysis.poll_failed', { error: err instanceof Error ? err.name : 'non-error' });
     }
@@ -108,8 +106,8 @@ export class AnalysisQueue {
   /** Scans imported and never analysed, once no import is still adding to them. */
   async #queueImported(): Promise<void> {
     const db = this.#services.db;
-    if (listRunningImportJobs(db).length > 0) return;
-    for (const scan of listNeverAnalysedScans(db)) {
+    if ((await listRunningImportJobs(db)).length > 0) return;
+    for (const scan of await listNeverAnalysedScans(db)) {
       if (this.#stopped) return;
       try {
         await this.enqueue(scan.scan_id, { requestedBy: 'auto' });
@@ -120,31 +118,29 @@ export class AnalysisQueue {
     }
   }
 
-  requeueAbandoned(): number {
+  async requeueAbandoned(): Promise<number> {
     const db = this.#services.db;
     let count = 0;
     const nowMs = this.#services.clock.now().getTime();
-    for (const job of listRunningAnalyses(db)) {
-      // Held by any queue of this process (the job registry is per process): not abandoned.
-      if (!isAbandoned('analysis', job, nowMs)) continue;
-      const owner = job.owner_pid;
-      // Clean stops requeue their own jobs; a running row found here lost its process (our own
-      // pid too: after a restart the new process may well get the dead one's pid).
-      const died = owner !== null;
+    for (const job of await listRunningAnalyses(db)) {
+      if (!(await isAbandoned(db, this.#services.node, 'analysis', job, nowMs))) continue;
+      const owner: SeenOwner = { node: job.owner_node, pid: job.owner_pid };
+      // Clean stops requeue their own jobs; a running row found here lost its process.
+      const died = owner.node !== null || owner.pid !== null;
       if (died && job.interruptions + 1 >= MAX_INTERRUPTIONS) {
         const reason = `the process analysing this scan stopped unexpectedly ${job.interruptions + 1} times; not resumed again (analyse it again to retry)`;
-        const failed = inTransaction(db, () => {
-          if (!finishAnalysis(db, job.id, { status: 'running', pid: owner }, 'failed', reason, this.#now())) return false;
-          const row = findAnalysisJobById(db, job.id);
-          if (row) analysisFailed(db, { ref: row.scan_ref, status: row.scan_status }, reason, this.#now());
+        const failed = await inTransaction(db, async (tx) => {
+          if (!await finishAnalysis(tx, job.id, { status: 'running', owner }, 'failed', reason, this.#now())) return false;
+          const row = await findAnalysisJobById(tx, job.id);
+          if (row) await analysisFailed(tx, { ref: row.scan_ref, status: row.scan_status }, reason, this.#now());
           return true;
         });
         if (failed) this.#services.log.error('analysis.given_up', { job_id: job.public_id, interruptions: job.interruptions + 1 });
         continue;
       }
-      const requeued = inTransaction(db, () => {
-        if (!requeueAnalysis(db, job.id, owner, this.#now(), died)) return false;
-        analysisInterrupted(db, { ref: job.scan_ref, status: job.scan_status }, 'resumed after an interrupted analysis', this.#now());
+      const requeued = await inTransaction(db, async (tx) => {
+        if (!await requeueAnalysis(tx, job.id, owner, this.#now(), died)) return false;
+        await analysisInterrupted(tx, { ref: job.scan_ref, status: job.scan_status }, 'resumed after an interrupted analysis', this.#now());
         return true;
       });
       if (requeued) {
@@ -159,16 +155,16 @@ export class AnalysisQueue {
   async enqueue(scanId: string, options: { modelId?: string | undefined; requestedBy: string | null }): Promise<AnalysisJobRow> {
     const { db, config } = this.#services;
     const models = await listInstalledModels(config);
-    const model = readyModel(models, options.modelId ?? selectedModelId(db, config, models));
-    const job = inTransaction(db, () => {
-      const scan = findScan(db, scanId);
+    const model = readyModel(models, options.modelId ?? await selectedModelId(db, config, models));
+    const job = await inTransaction(db, async (tx) => {
+      const scan = await findScan(tx, scanId);
       if (!scan) throw notFound('Scan', scanId);
-      const active = findActiveAnalysis(db, scan.id);
+      const active = await findActiveAnalysis(tx, scan.id);
       if (active) throw conflict(`This scan already has an analysis ${active.status}`, `analysis ${active.public_id}; cancel it first (DELETE /v1/analyses/${active.public_id})`);
       // Checked before the job is written: a scan that cannot be analysed gets no job row.
       // (`queued` already: a client requested it through POST /v1/scans/{scan_id}.)
-      analysisQueued(db, { ref: scan.id, status: scan.status }, this.#now());
-      const row = insertQueuedAnalysis(db, {
+      await analysisQueued(tx, { ref: scan.id, status: scan.status }, this.#now());
+      const row = await insertQueuedAnalysis(tx, {
         scanRef: scan.id,
         model: modelRecord(model),
         thresholds: thresholdsOf(model.manifest),
@@ -180,8 +176,8 @@ export class AnalysisQueue {
     });
     this.#services.log.info('analysis.queued', { job_id: job.public_id, model_id: job.model_id });
     // Started on the next turn, so the caller answers with the job as queued.
-    if (this.#options.autoRun) setImmediate(() => this.pump());
-    return findAnalysisJobById(db, job.id) ?? job;
+    if (this.#options.autoRun) setImmediate(() => void this.pump());
+    return await findAnalysisJobById(db, job.id) ?? job;
   }
 
   /**
@@ -196,9 +192,9 @@ export class AnalysisQueue {
       if (!(err instanceof MiaError) || err.kind === 'not_found') throw err;
       const db = this.#services.db;
       const reason = reasonOf(err);
-      inTransaction(db, () => {
-        const scan = findScan(db, scanId);
-        if (scan && !findActiveAnalysis(db, scan.id)) queueRequestUnmet(db, { ref: scan.id, status: scan.status }, reason, this.#now());
+      await inTransaction(db, async (tx) => {
+        const scan = await findScan(tx, scanId);
+        if (scan && !await findActiveAnalysis(tx, scan.id)) await queueRequestUnmet(tx, { ref: scan.id, status: scan.status }, reason, this.#now());
       });
     }
   }
@@ -207,45 +203,44 @@ export class AnalysisQueue {
    * Cancels a queued or running job (here or in another process); the scan goes back to where
    * it was. A finished job is returned unchanged: cancelling is idempotent.
    */
-  cancel(publicId: string): AnalysisJobRow {
+  async cancel(publicId: string): Promise<AnalysisJobRow> {
     const db = this.#services.db;
-    const job = inTransaction(db, () => {
-      const row = findAnalysisJob(db, publicId);
+    const job = await inTransaction(db, async (tx) => {
+      const row = await findAnalysisJob(tx, publicId);
       if (!row) throw notFound('Analysis', publicId);
       if (isTerminal(row.status)) return row;
-      const from = row.status === 'queued' ? { status: 'queued' as const } : { status: 'running' as const, pid: row.owner_pid };
-      if (!finishAnalysis(db, row.id, from, 'cancelled', 'cancelled on request', this.#now())) return row;
-      this.#restoreScan(row, 'analysis cancelled');
+      const from = row.status === 'queued' ? { status: 'queued' as const } : { status: 'running' as const, owner: { node: row.owner_node, pid: row.owner_pid } };
+      if (!await finishAnalysis(tx, row.id, from, 'cancelled', 'cancelled on request', this.#now())) return row;
+      await this.#restoreScan(tx, row, 'analysis cancelled');
       return row;
     });
     this.#running.get(job.id)?.abort();
-    return findAnalysisJobById(db, job.id) ?? job;
+    return await findAnalysisJobById(db, job.id) ?? job;
   }
 
   /** After a cancel or a not-applicable result: received, or analyzed when a result stands. */
-  #restoreScan(job: AnalysisJobRow, reason: string): void {
-    const db = this.#services.db;
-    const scan = findAnalysisJobById(db, job.id) ?? job;
-    analysisWithdrawn(db, { ref: scan.scan_ref, status: scan.scan_status, hasResult: scan.latest_analysis_ref !== null }, reason, this.#now());
+  async #restoreScan(db: Database, job: AnalysisJobRow, reason: string): Promise<void> {
+    const scan = await findAnalysisJobById(db, job.id) ?? job;
+    await analysisWithdrawn(db, { ref: scan.scan_ref, status: scan.scan_status, hasResult: scan.latest_analysis_ref !== null }, reason, this.#now());
   }
 
   /** Starts queued jobs up to the concurrency bound. */
-  pump(): void {
+  async pump(): Promise<void> {
     if (this.#stopped || !this.#options.autoRun) return;
     const limit = this.#services.config.analysisConcurrency;
     if (this.#running.size >= limit) return;
-    for (const queued of listQueuedAnalyses(this.#services.db)) {
-      if (this.#running.size >= limit) break;
-      const claimed = claimAnalysis(this.#services.db, queued.id, this.#now());
+    while (this.#running.size < limit && !this.#stopped) {
+      const claimed = await claimNextAnalysis(this.#services.db, this.#services.node, this.#now());
+      if (!claimed) break;
       // #track never rejects: it records failures on the job and in the log.
-      if (claimed) void this.#track(claimed);
+      void this.#track(claimed);
     }
   }
 
   #track(job: AnalysisJobRow): Promise<void> {
     const controller = new AbortController();
     this.#running.set(job.id, controller);
-    const release = holdJob('analysis', job.id);
+    const release = this.#services.node.hold('analysis', job.id);
     const task = this.#run(job, controller.signal)
       .catch((err: unknown) => {
         this.#services.log.error('analysis.task_failed', { job_id: job.public_id, error: err instanceof Error ? err.name : 'non-error' });
@@ -254,18 +249,17 @@ export class AnalysisQueue {
         this.#running.delete(job.id);
         release();
         this.#tasks.delete(task);
-        this.pump();
+        this.pump().catch((err: unknown) => {
+          this.#services.log.error('analysis.pump_failed', { error: err instanceof Error ? err.name : 'non-error' });
+        });
       });
     this.#tasks.add(task);
     return task;
   }
 
-  /** Follow a job's progress in this process (the CLI's progress bar). */
+  /** Follow a job's progress as its runner reports it, on this node or another of a hub. */
   onProgress(jobId: number, listener: (p: JobProgress) => void): () => void {
-    const set = this.#listeners.get(jobId) ?? new Set();
-    set.add(listener);
-    this.#listeners.set(jobId, set);
-    return () => set.delete(listener);
+    return this.#services.progress.subscribe('analysis', jobId, ({ done, total }) => listener({ done, total: total ?? done }));
   }
 
   /**
@@ -274,7 +268,7 @@ export class AnalysisQueue {
    */
   async runJob(jobId: number, signal?: AbortSignal): Promise<AnalysisJobRow> {
     const db = this.#services.db;
-    const claimed = claimAnalysis(db, jobId, this.#now());
+    const claimed = await claimAnalysis(db, this.#services.node, jobId, this.#now());
     if (claimed) {
       const onAbort = (): void => this.#running.get(jobId)?.abort();
       signal?.addEventListener('abort', onAbort, { once: true });
@@ -285,7 +279,7 @@ export class AnalysisQueue {
       }
     }
     for (;;) {
-      const row = findAnalysisJobById(db, jobId);
+      const row = await findAnalysisJobById(db, jobId);
       if (!row) throw notFound('Analysis', String(jobId));
       if (isTerminal(row.status) || signal?.aborted || this.#stopped) return row;
       // Running in another process, or released back to the queue by a stop.
@@ -296,14 +290,14 @@ export class AnalysisQueue {
 
   async #run(job: AnalysisJobRow, signal: AbortSignal): Promise<void> {
     const db = this.#services.db;
-    const pid = process.pid;
+    const owner = ownerOf(this.#services.node);
     const started = performance.now();
     // queued -> analyzing; a scan archived meanwhile is not analysed.
-    const moved = inTransaction(db, () => {
-      const row = findAnalysisJobById(db, job.id);
-      if (!row || row.status !== 'running' || row.owner_pid !== pid) return false;
-      if (analysisStarted(db, { ref: row.scan_ref, status: row.scan_status }, this.#now())) return true;
-      finishAnalysis(db, job.id, { status: 'running', pid }, 'cancelled', `scan status changed to ${row.scan_status}`, this.#now());
+    const moved = await inTransaction(db, async (tx) => {
+      const row = await findAnalysisJobById(tx, job.id);
+      if (!row || row.status !== 'running' || row.owner_node !== owner.node) return false;
+      if (await analysisStarted(tx, { ref: row.scan_ref, status: row.scan_status }, this.#now())) return true;
+      await finishAnalysis(tx, job.id, { status: 'running', owner }, 'cancelled', `scan status changed to ${row.scan_status}`, this.#now());
       return false;
     });
     if (!moved) return;
@@ -313,11 +307,11 @@ export class AnalysisQueue {
     try {
       const models = await listInstalledModels(this.#services.config);
       model = readyModel(models, job.model_id);
-      setAnalysisModel(db, job.id, pid, modelRecord(model), { thresholds: thresholdsOf(model.manifest), triageLabels: triageLabelsOf(model.manifest) });
+      await setAnalysisModel(db, job.id, owner, modelRecord(model), { thresholds: thresholdsOf(model.manifest), triageLabels: triageLabelsOf(model.manifest) });
       const session = await this.sessions.get(model).catch((err: unknown) => {
         throw new MiaError('internal', `model ${model.id} does not load in onnxruntime`, err instanceof Error ? err.message : undefined);
       });
-      const rows = listScanInstances(db, job.scan_ref, 0, Number.MAX_SAFE_INTEGER);
+      const rows = await listScanInstances(db, job.scan_ref, 0, Number.MAX_SAFE_INTEGER);
       const slices = rows.reduce((n, r) => n + Math.max(1, r.frames), 0);
       if (slices > MAX_ANALYSIS_SLICES) {
         throw new MiaError('unprocessable', `scan has ${slices} frames, more than the ${MAX_ANALYSIS_SLICES} one analysis reads`);
@@ -327,9 +321,9 @@ export class AnalysisQueue {
       );
       const engineHooks: EngineHooks = {
         signal,
-        onProgress: (done, total) => {
-          const ok = setAnalysisProgress(db, job.id, pid, done, total, this.#now());
-          for (const l of this.#listeners.get(job.id) ?? []) l({ done, total });
+        onProgress: async (done, total) => {
+          const ok = await setAnalysisProgress(db, job.id, owner, done, total, this.#now());
+          if (ok) this.#services.progress.publish({ kind: 'analysis', id: job.id, done, total });
           return ok && !signal.aborted;
         },
       };
@@ -342,10 +336,10 @@ export class AnalysisQueue {
       );
     } catch (err) {
       const reason = reasonOf(err);
-      inTransaction(db, () => {
-        if (finishAnalysis(db, job.id, { status: 'running', pid }, 'failed', reason, this.#now())) {
-          const row = findAnalysisJobById(db, job.id);
-          if (row) analysisFailed(db, { ref: row.scan_ref, status: row.scan_status }, reason, this.#now());
+      await inTransaction(db, async (tx) => {
+        if (await finishAnalysis(tx, job.id, { status: 'running', owner }, 'failed', reason, this.#now())) {
+          const row = await findAnalysisJobById(tx, job.id);
+          if (row) await analysisFailed(tx, { ref: row.scan_ref, status: row.scan_status }, reason, this.#now());
         }
       });
       this.#services.log.info('analysis.failed', { job_id: job.public_id, ms: Math.round(performance.now() - started) });
@@ -355,26 +349,26 @@ export class AnalysisQueue {
     const at = this.#now();
     if (outcome.kind === 'stopped') {
       // Cancelled (the row says so already) or this process is stopping: back to the queue.
-      inTransaction(db, () => {
-        if (requeueAnalysis(db, job.id, pid, at)) {
-          const row = findAnalysisJobById(db, job.id);
-          if (row) analysisInterrupted(db, { ref: row.scan_ref, status: row.scan_status }, 'resumes when mia next runs', at);
+      await inTransaction(db, async (tx) => {
+        if (await requeueAnalysis(tx, job.id, owner, at)) {
+          const row = await findAnalysisJobById(tx, job.id);
+          if (row) await analysisInterrupted(tx, { ref: row.scan_ref, status: row.scan_status }, 'resumes when mia next runs', at);
         }
       });
       return;
     }
     if (outcome.kind === 'not_applicable') {
       const reason = `not analysed by ${model.manifest.name}: ${outcome.reason}`;
-      inTransaction(db, () => {
-        if (finishAnalysis(db, job.id, { status: 'running', pid }, 'not_applicable', outcome.reason, at)) this.#restoreScan(job, reason);
+      await inTransaction(db, async (tx) => {
+        if (await finishAnalysis(tx, job.id, { status: 'running', owner }, 'not_applicable', outcome.reason, at)) await this.#restoreScan(tx, job, reason);
       });
       this.#services.log.info('analysis.not_applicable', { job_id: job.public_id });
       return;
     }
-    inTransaction(db, () => {
-      if (!completeAnalysis(db, { id: job.id, scanRef: job.scan_ref, pid }, { recommendation: outcome.recommendation, findings: outcome.findings, at })) return;
-      const row = findAnalysisJobById(db, job.id);
-      if (row) analysisSucceeded(db, { ref: row.scan_ref, status: row.scan_status }, at);
+    await inTransaction(db, async (tx) => {
+      if (!await completeAnalysis(tx, { id: job.id, scanRef: job.scan_ref, owner }, { recommendation: outcome.recommendation, findings: outcome.findings, at })) return;
+      const row = await findAnalysisJobById(tx, job.id);
+      if (row) await analysisSucceeded(tx, { ref: row.scan_ref, status: row.scan_status }, at);
     });
     this.#services.log.info('analysis.succeeded', {
       job_id: job.public_id,

@@ -29,7 +29,7 @@ export type EngineScan = ScanFacts & { sliceList: readonly EngineSlice[] };
 
 export type EngineHooks = {
   /** After each batch; returning false stops the run (cancel, shutdown, job taken over). */
-  onProgress?: (done: number, total: number) => boolean;
+  onProgress?: (done: number, total: number) => boolean | Promise<boolean>;
   signal?: AbortSignal | undefined;
   /** Sees each model input batch (the benchmark replays them through bare session.run). */
   onInput?: (batch: InputBatch) => void;
@@ -253,7 +253,7 @@ export async function runAnalysis(
       perSlice.push(list.map((d) => ({ ...d, box: clampBox(d.box, size) })));
     });
     timings.decodeMs += performance.now() - t;
-    return !hooks.onProgress || hooks.onProgress(flight.done, total);
+    return !hooks.onProgress || (await hooks.onProgress(flight.done, total));
   };
 
   // Up to three batches wait in the worker, so it starts the next one the moment it finishes one

@@ -120,8 +120,8 @@ export async function listInstalledModels(config: Pick<ServerConfig, 'modelsDirs
 }
 
 /** The admin's choice, else the configured default, else the first valid bundled model. */
-export function selectedModelId(db: Database, config: Pick<ServerConfig, 'defaultModelId'>, models: readonly InstalledModel[]): string | null {
-  const chosen = getSetting(db, SELECTED_MODEL_SETTING) ?? config.defaultModelId;
+export async function selectedModelId(db: Database, config: Pick<ServerConfig, 'defaultModelId'>, models: readonly InstalledModel[]): Promise<string | null> {
+  const chosen = await getSetting(db, SELECTED_MODEL_SETTING) ?? config.defaultModelId;
   if (chosen) return chosen;
   return models.find((m) => m.status === 'ready' && m.source === 'bundled')?.id ?? models.find((m) => m.status === 'ready')?.id ?? null;
 }
@@ -135,9 +135,9 @@ export function readyModel(models: readonly InstalledModel[], id: string | null)
   return model;
 }
 
-export function saveSelectedModel(db: Database, models: readonly InstalledModel[], id: string): ReadyModel {
+export async function saveSelectedModel(db: Database, models: readonly InstalledModel[], id: string): Promise<ReadyModel> {
   const model = readyModel(models, id);
-  setSetting(db, SELECTED_MODEL_SETTING, model.id);
+  await setSetting(db, SELECTED_MODEL_SETTING, model.id);
   return model;
 }
 

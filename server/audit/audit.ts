@@ -15,8 +15,8 @@ import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
 export type AuditEvent = z.infer<typeof auditEvent>;
 
-export function recordAudit(db: Database, event: AuditInput): void {
-  insertAuditEvent(db, event);
+export async function recordAudit(db: Database, event: AuditInput): Promise<void> {
+  await insertAuditEvent(db, event);
 }
 
 /**
@@ -24,9 +24,9 @@ export function recordAudit(db: Database, event: AuditInput): void {
  * so they are counted, one row per address, action, outcome, route, key and minute (issue 10).
  * The first of a minute is a row at once; the rest add to its count.
  */
-export function recordRefusal(db: Database, event: AuditInput): void {
+export async function recordRefusal(db: Database, event: AuditInput): Promise<void> {
   const minute = event.at.slice(0, 16);
-  countAuditEvent(db, event, JSON.stringify([minute, event.address ?? null, event.action, event.outcome, event.status_code, event.target, event.key_id]));
+  await countAuditEvent(db, event, JSON.stringify([minute, event.address ?? null, event.action, event.outcome, event.status_code, event.target, event.key_id]));
 }
 
 const patientIdList = z.array(z.string());
@@ -49,15 +49,15 @@ function matches(row: AuditRow, filter: AuditFilter): boolean {
   return true;
 }
 
-export function listAudit(deps: { db: Database; dataDir: string }, filter: AuditFilter, page: PageRequest): Page<AuditEvent> {
+export async function listAudit(deps: { db: Database; dataDir: string }, filter: AuditFilter, page: PageRequest): Promise<Page<AuditEvent>> {
   const wanted = page.limit + 1;
   const after = cursorId(filter, page);
   const pastCursor = (id: number): boolean => (filter.newestFirst ? id < after : id > after);
   const inPageOrder = (a: AuditRow, b: AuditRow): number => (filter.newestFirst ? b.id - a.id : a.id - b.id);
-  let rows = findAuditEvents(deps.db, filter, page);
+  let rows = await findAuditEvents(deps.db, filter, page);
   // Archives come in page order of their nearest id; ids of archived and live events may
   // interleave (a clock set back), so each archive that can reach the page is merged in.
-  for (const archive of auditArchivesFor(deps.db, filter, page)) {
+  for (const archive of await auditArchivesFor(deps.db, filter, page)) {
     const edge = rows.length >= wanted ? rows[wanted - 1] : undefined;
     if (edge && (filter.newestFirst ? archive.last_id < edge.id : archive.first_id > edge.id)) break;
     const found = readAuditArchive(join(deps.dataDir, AUDIT_ARCHIVE_DIR), archive).filter((row) => pastCursor(row.id) && matches(row, filter));

@@ -19,6 +19,7 @@ import {
   type AuditArchiveRecord,
 } from '#server/store/audit.ts';
 import { inTransaction, type Database } from '#server/store/database.ts';
+import { runExclusive } from '#server/store/exclusive.ts';
 
 /** Events per file: bounds the memory of a batch and of reading one file back. */
 export const ARCHIVE_BATCH_EVENTS = 10_000;
@@ -34,15 +35,15 @@ export function retentionCutoff(now: Date, retentionDays: number): string {
 }
 
 /** Moves the oldest batch of events recorded before `cutoff` to a file; null when none is left. */
-export function archiveAuditBatch(deps: RetentionDeps, cutoff: string): AuditArchiveRecord | null {
+export async function archiveAuditBatch(deps: RetentionDeps, cutoff: string): Promise<AuditArchiveRecord | null> {
   const dir = join(deps.dataDir, AUDIT_ARCHIVE_DIR);
   // IMMEDIATE: no event of the batch can change (a counted refusal) between read and delete.
-  return inTransaction(deps.db, () => {
-    const rows = expiredAuditEvents(deps.db, cutoff, ARCHIVE_BATCH_EVENTS);
+  return await inTransaction(deps.db, async (tx) => {
+    const rows = await expiredAuditEvents(tx, cutoff, ARCHIVE_BATCH_EVENTS);
     if (rows.length === 0) return null;
     const record = writeAuditArchive(dir, rows, deps.clock.now().toISOString());
-    insertAuditArchive(deps.db, record);
-    deleteAuditEvents(deps.db, rows.map((row) => row.id));
+    await insertAuditArchive(tx, record);
+    await deleteAuditEvents(tx, rows.map((row) => row.id));
     return record;
   });
 }
@@ -53,7 +54,7 @@ export function archiveAuditBatch(deps: RetentionDeps, cutoff: string): AuditArc
  * events are not all live is not such a leftover (a database restored from an old backup, a
  * file copied in): it stays, and is named in the result.
  */
-export function removeUnrecordedArchives(db: Database, dataDir: string): { removed: string[]; kept: string[] } {
+export async function removeUnrecordedArchives(db: Database, dataDir: string): Promise<{ removed: string[]; kept: string[] }> {
   const dir = join(dataDir, AUDIT_ARCHIVE_DIR);
   const removed: string[] = [];
   const kept: string[] = [];
@@ -74,10 +75,10 @@ export function removeUnrecordedArchives(db: Database, dataDir: string): { remov
       // A sidecar holds no events; one without its archive file, for a batch never recorded,
       // would only stop the batch that writes that file again.
       const file = name.replace(/\.json$/, '.jsonl.gz');
-      if (!names.includes(file) && !auditArchiveRecorded(db, file)) rmSync(join(dir, name), { force: true });
+      if (!names.includes(file) && !await auditArchiveRecorded(db, file)) rmSync(join(dir, name), { force: true });
       continue;
     }
-    if (auditArchiveRecorded(db, name)) continue;
+    if (await auditArchiveRecorded(db, name)) continue;
     let ids: number[];
     try {
       ids = parseArchive(name, readFileSync(join(dir, name))).map((row) => row.id);
@@ -85,7 +86,7 @@ export function removeUnrecordedArchives(db: Database, dataDir: string): { remov
       kept.push(name);
       continue;
     }
-    if (liveAuditIds(db, ids).length !== ids.length) {
+    if ((await liveAuditIds(db, ids)).length !== ids.length) {
       kept.push(name);
       continue;
     }
@@ -96,13 +97,19 @@ export function removeUnrecordedArchives(db: Database, dataDir: string): { remov
   return { removed, kept };
 }
 
-/** One whole run, synchronously: every batch due now. */
-export function archiveExpiredAudit(deps: RetentionDeps): AuditArchiveRecord[] {
-  removeUnrecordedArchives(deps.db, deps.dataDir);
-  const cutoff = retentionCutoff(deps.clock.now(), deps.retentionDays);
-  const written: AuditArchiveRecord[] = [];
-  for (let record = archiveAuditBatch(deps, cutoff); record; record = archiveAuditBatch(deps, cutoff)) written.push(record);
-  return written;
+/** The name of retention among work one process at a time does (server/store/exclusive.ts). */
+const RETENTION_TASK = 'audit-retention';
+
+/** One whole run: every batch due now; [] when another node of a hub is running it. */
+export async function archiveExpiredAudit(deps: RetentionDeps): Promise<AuditArchiveRecord[]> {
+  const written = await runExclusive(deps.db, RETENTION_TASK, async () => {
+    await removeUnrecordedArchives(deps.db, deps.dataDir);
+    const cutoff = retentionCutoff(deps.clock.now(), deps.retentionDays);
+    const records: AuditArchiveRecord[] = [];
+    for (let record = await archiveAuditBatch(deps, cutoff); record; record = await archiveAuditBatch(deps, cutoff)) records.push(record);
+    return records;
+  });
+  return written ?? [];
 }
 
 export type AuditRetention = { stop(): Promise<void> };
@@ -116,16 +123,19 @@ export function startAuditRetention(deps: RetentionDeps & { log: Logger }): Audi
   let stopped = false;
   let running: Promise<void> = Promise.resolve();
 
+  // One node of a hub at a time: another's unrecorded file may be a batch it is committing.
   const run = async (): Promise<void> => {
-    const { kept } = removeUnrecordedArchives(deps.db, deps.dataDir);
-    for (const file of kept) deps.log.error('audit.archive_unrecorded', { file });
-    const cutoff = retentionCutoff(deps.clock.now(), deps.retentionDays);
-    while (!stopped) {
-      const record = archiveAuditBatch(deps, cutoff);
-      if (!record) return;
-      deps.log.info('audit.archived', { file: record.file, events: record.rows, first_id: record.first_id, last_id: record.last_id });
-      await nextTurn();
-    }
+    await runExclusive(deps.db, RETENTION_TASK, async () => {
+      const { kept } = await removeUnrecordedArchives(deps.db, deps.dataDir);
+      for (const file of kept) deps.log.error('audit.archive_unrecorded', { file });
+      const cutoff = retentionCutoff(deps.clock.now(), deps.retentionDays);
+      while (!stopped) {
+        const record = await archiveAuditBatch(deps, cutoff);
+        if (!record) return;
+        deps.log.info('audit.archived', { file: record.file, events: record.rows, first_id: record.first_id, last_id: record.last_id });
+        await nextTurn();
+      }
+    });
   };
 
   const schedule = (): void => {

@@ -3,6 +3,7 @@
  * admin manages anyone's and may grant extra scopes. Rotation keeps the old key working for
  * 24 hours (spec 5.3) so running integrations can switch over; revocation is immediate.
  */
+import { mapInOrder } from '#server/in-order.ts';
 import type { GrantableScope, Role } from '#common/vocabulary.ts';
 import type { ApiKey } from '#server/api/schemas.ts';
 import type { AuthContext } from '#server/auth/authenticate.ts';
@@ -35,9 +36,9 @@ function keyStatus(row: ApiKeyRow, now: Date): ApiKey['status'] {
   return 'active';
 }
 
-export function toApiKey(deps: KeyDeps, row: ApiKeyWithOwner, role: Role): ApiKey {
+export async function toApiKey(deps: KeyDeps, row: ApiKeyWithOwner, role: Role): Promise<ApiKey> {
   const extra = extraScopesSchema.parse(JSON.parse(row.extra_scopes));
-  const replacedBy = row.replaced_by === null ? null : (findApiKeyById(deps.db, row.replaced_by)?.public_id ?? null);
+  const replacedBy = row.replaced_by === null ? null : ((await findApiKeyById(deps.db, row.replaced_by))?.public_id ?? null);
   return {
     id: row.public_id,
     user_id: row.user_public_id,
@@ -56,19 +57,19 @@ export function toApiKey(deps: KeyDeps, row: ApiKeyWithOwner, role: Role): ApiKe
 
 const isAdmin = (caller: AuthContext): boolean => holdsScope(caller.scopes, 'manage:users');
 
-function roleOf(deps: KeyDeps, userRef: number): Role {
-  const user = findUserById(deps.db, userRef);
+async function roleOf(deps: KeyDeps, userRef: number): Promise<Role> {
+  const user = await findUserById(deps.db, userRef);
   if (!user) throw new Error(`key owner ${userRef} missing`);
   return user.role;
 }
 
 /** Issues a key for a user; used by the API (through issueKey) and by the CLI directly. */
-export function issueKeyForUser(
+export async function issueKeyForUser(
   deps: KeyDeps,
   input: { userRef: number; name: string | null; extraScopes: readonly GrantableScope[] },
-): { row: ApiKeyWithOwner; key: string } {
+): Promise<{ row: ApiKeyWithOwner; key: string }> {
   const key = generateKey();
-  const inserted = insertApiKey(deps.db, {
+  const inserted = await insertApiKey(deps.db, {
     userId: input.userRef,
     name: input.name,
     digest: digestKey(key),
@@ -76,16 +77,16 @@ export function issueKeyForUser(
     extraScopes: [...new Set(input.extraScopes)],
     at: deps.clock.now().toISOString(),
   });
-  const row = findApiKeyById(deps.db, inserted.id);
+  const row = await findApiKeyById(deps.db, inserted.id);
   if (!row) throw new Error('inserted key vanished');
   return { row, key };
 }
 
-export function issueKey(
+export async function issueKey(
   deps: KeyDeps,
   caller: AuthContext,
   input: { userId?: string | undefined; name?: string | undefined; scopes?: readonly GrantableScope[] | undefined },
-): { apiKey: ApiKey; key: string } {
+): Promise<{ apiKey: ApiKey; key: string }> {
   const forOther = input.userId !== undefined && input.userId !== caller.userId;
   if (forOther && !isAdmin(caller)) {
     throw forbidden('No permission to create keys for other users', 'required scope: manage:users');
@@ -93,60 +94,60 @@ export function issueKey(
   if (input.scopes && input.scopes.length > 0 && !isAdmin(caller)) {
     throw forbidden('No permission to grant extra scopes', 'required scope: manage:users');
   }
-  const owner = forOther ? findUserByPublicId(deps.db, input.userId ?? '') : findUserById(deps.db, caller.userRef);
+  const owner = forOther ? await findUserByPublicId(deps.db, input.userId ?? '') : await findUserById(deps.db, caller.userRef);
   if (!owner) throw notFound('User', input.userId ?? caller.userId);
   if (owner.status !== 'active') throw conflict('User is disabled', `enable user ${owner.public_id} first`);
-  const { row, key } = issueKeyForUser(deps, { userRef: owner.id, name: input.name ?? null, extraScopes: input.scopes ?? [] });
-  return { apiKey: toApiKey(deps, row, owner.role), key };
+  const { row, key } = await issueKeyForUser(deps, { userRef: owner.id, name: input.name ?? null, extraScopes: input.scopes ?? [] });
+  return { apiKey: await toApiKey(deps, row, owner.role), key };
 }
 
 /** A key the caller may manage: their own, or any key for an admin. Others' keys are 404 so
  * key ids cannot be probed. */
-function manageableKey(deps: KeyDeps, caller: AuthContext, keyId: string): ApiKeyWithOwner {
-  const row = findApiKeyByPublicId(deps.db, keyId);
+async function manageableKey(deps: KeyDeps, caller: AuthContext, keyId: string): Promise<ApiKeyWithOwner> {
+  const row = await findApiKeyByPublicId(deps.db, keyId);
   if (!row || (row.user_id !== caller.userRef && !isAdmin(caller))) throw notFound('API key', keyId);
   return row;
 }
 
-export function listKeys(
+export async function listKeys(
   deps: KeyDeps,
   caller: AuthContext,
   filter: { userId?: string | undefined },
   page: PageRequest,
-): Page<ApiKey> {
+): Promise<Page<ApiKey>> {
   let userRef: number | undefined = caller.userRef;
   if (isAdmin(caller)) {
-    userRef = filter.userId === undefined ? undefined : (findUserByPublicId(deps.db, filter.userId)?.id ?? -1);
+    userRef = filter.userId === undefined ? undefined : ((await findUserByPublicId(deps.db, filter.userId))?.id ?? -1);
   } else if (filter.userId !== undefined && filter.userId !== caller.userId) {
     throw forbidden("No permission to list other users' keys", 'required scope: manage:users');
   }
-  const rows = listApiKeys(deps.db, { userId: userRef }, page);
-  return { items: rows.items.map((row) => toApiKey(deps, row, roleOf(deps, row.user_id))), nextAfterId: rows.nextAfterId };
+  const rows = await listApiKeys(deps.db, { userId: userRef }, page);
+  return { items: await mapInOrder(rows.items, async (row) => await toApiKey(deps, row, await roleOf(deps, row.user_id))), nextAfterId: rows.nextAfterId };
 }
 
-export function rotateKey(
+export async function rotateKey(
   deps: KeyDeps,
   caller: AuthContext,
   keyId: string,
-): { apiKey: ApiKey; key: string; previous: { id: string; expiresAt: string } } {
-  return inTransaction(deps.db, () => {
-    const old = manageableKey(deps, caller, keyId);
+): Promise<{ apiKey: ApiKey; key: string; previous: { id: string; expiresAt: string } }> {
+  return await inTransaction(deps.db, async (tx) => {
+    const old = await manageableKey({ ...deps, db: tx }, caller, keyId);
     const status = keyStatus(old, deps.clock.now());
     if (status !== 'active') {
       throw conflict(`API key is ${status}`, 'only an active key can be rotated; create a new key instead');
     }
     const extra = extraScopesSchema.parse(JSON.parse(old.extra_scopes));
-    const { row, key } = issueKeyForUser(deps, { userRef: old.user_id, name: old.name, extraScopes: extra });
+    const { row, key } = await issueKeyForUser({ ...deps, db: tx }, { userRef: old.user_id, name: old.name, extraScopes: extra });
     const expiresAt = new Date(deps.clock.now().getTime() + ROTATION_GRACE_MS).toISOString();
-    markApiKeyRotated(deps.db, old.id, expiresAt, row.id);
-    return { apiKey: toApiKey(deps, row, roleOf(deps, row.user_id)), key, previous: { id: old.public_id, expiresAt } };
+    await markApiKeyRotated(tx, old.id, expiresAt, row.id);
+    return { apiKey: await toApiKey({ ...deps, db: tx }, row, await roleOf({ ...deps, db: tx }, row.user_id)), key, previous: { id: old.public_id, expiresAt } };
   });
 }
 
-export function revokeKey(deps: KeyDeps, caller: AuthContext, keyId: string): ApiKey {
-  const row = manageableKey(deps, caller, keyId);
-  revokeApiKey(deps.db, row.id, deps.clock.now().toISOString());
-  const updated = findApiKeyById(deps.db, row.id);
+export async function revokeKey(deps: KeyDeps, caller: AuthContext, keyId: string): Promise<ApiKey> {
+  const row = await manageableKey(deps, caller, keyId);
+  await revokeApiKey(deps.db, row.id, deps.clock.now().toISOString());
+  const updated = await findApiKeyById(deps.db, row.id);
   if (!updated) throw new Error('revoked key vanished');
-  return toApiKey(deps, updated, roleOf(deps, row.user_id));
+  return await toApiKey(deps, updated, await roleOf(deps, row.user_id));
 }

@@ -39,7 +39,7 @@ export function bearerToken(header: string | undefined): string | null {
   return match?.[1] ?? null;
 }
 
-export function authenticate(db: Database, clock: Clock, header: string | undefined): AuthOutcome {
+export async function authenticate(db: Database, clock: Clock, header: string | undefined): Promise<AuthOutcome> {
   const fail = (reason: string, keyId: string | null = null, userId: string | null = null): AuthOutcome => ({
     ok: false,
     reason,
@@ -53,7 +53,7 @@ export function authenticate(db: Database, clock: Clock, header: string | undefi
   if (problem) return fail(`malformed API key (${problem})`);
 
   const digest = digestKey(presented);
-  const found = findApiKeyByDigest(db, digest);
+  const found = await findApiKeyByDigest(db, digest);
   if (!found || !digestsEqual(found.key.digest, digest)) return fail('unknown API key');
   const { key, user } = found;
   const now = clock.now();
@@ -65,7 +65,7 @@ export function authenticate(db: Database, clock: Clock, header: string | undefi
 
   if (!key.last_used_at || now.getTime() - Date.parse(key.last_used_at) > TOUCH_INTERVAL_MS) {
     try {
-      touchApiKey(db, key.id, now.toISOString());
+      await touchApiKey(db, key.id, now.toISOString());
     } catch {
       // A full or failing disk refuses the write: the key is still valid and its reads must
       // still work; last_used_at catches up with a later request.

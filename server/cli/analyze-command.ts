@@ -35,22 +35,22 @@ export async function analyzeCommand(dataDir: string, options: AnalyzeOptions, i
   if (!options.all && options.scanIds.length === 0) throw new MiaError('invalid', 'analyze needs --all or at least one SCAN_ID');
   if (options.all && options.scanIds.length > 0) throw new MiaError('invalid', 'give either --all or SCAN_IDs, not both');
   // The runtime without background work: only the jobs named here run, in this process.
-  const runtime = createRuntime({ logToStderr: false, ...options.config, clock: systemClock, dataDir }, { background: false });
+  const runtime = await createRuntime({ logToStderr: false, ...options.config, clock: systemClock, dataDir }, { background: false });
   const { db, analyses: queue } = runtime;
   const controller = new AbortController();
   const stop = (): void => controller.abort();
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   try {
-    runtime.start();
-    const targets = options.all ? listScansToAnalyse(db).map((s) => s.scan_id) : [...options.scanIds];
-    for (const id of targets) if (!findScan(db, id)) throw new MiaError('not_found', 'Scan not found', `no scan with id ${id} (see GET /v1/scans)`);
+    await runtime.start();
+    const targets = options.all ? (await listScansToAnalyse(db)).map((s) => s.scan_id) : [...options.scanIds];
+    for (const id of targets) if (!await findScan(db, id)) throw new MiaError('not_found', 'Scan not found', `no scan with id ${id} (see GET /v1/scans)`);
     const jobs: AnalysisJobRow[] = [];
     for (const scanId of targets) {
-      const scan = findScan(db, scanId);
-      const active = scan ? findActiveAnalysis(db, scan.id) : undefined;
+      const scan = await findScan(db, scanId);
+      const active = scan ? await findActiveAnalysis(db, scan.id) : undefined;
       const job = active ?? (await queue.enqueue(scanId, { modelId: options.modelId, requestedBy: 'cli' }));
-      recordAudit(db, {
+      await recordAudit(db, {
         at: systemClock.now().toISOString(),
         request_id: null,
         key_id: 'cli',
@@ -95,7 +95,7 @@ export async function analyzeCommand(dataDir: string, options: AnalyzeOptions, i
     }
     if (io.stderrIsTty) io.writeErr('\n');
 
-    const findings = findFindingsByAnalyses(db, rows.filter((r) => r.job.status === 'succeeded').map((r) => r.job.id));
+    const findings = await findFindingsByAnalyses(db, rows.filter((r) => r.job.status === 'succeeded').map((r) => r.job.id));
     io.out(
       formatTable(
         ['SCAN', 'MODALITY', 'SLICES', 'STATUS', 'TOP FINDING', 'SECONDS'],

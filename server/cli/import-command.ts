@@ -30,21 +30,26 @@ function bar(job: ImportJobRow, width = 30): string {
   return `[${'#'.repeat(filled)}${'.'.repeat(Math.max(0, width - filled))}]`;
 }
 
-export async function importCommand(paths: readonly string[], dataDir: string, io: ImportIo): Promise<number> {
+export async function importCommand(
+  paths: readonly string[],
+  { dataDir, databaseUrl }: { dataDir: string; databaseUrl?: string | null },
+  io: ImportIo,
+): Promise<number> {
   if (paths.length === 0) throw new MiaError('invalid', 'import needs at least one PATH (file, folder or DICOMDIR)');
   const sources = paths.map((p) => resolve(p));
   await checkSources(sources);
-  const db = openDataFolder(dataDir);
-  const deps: ImportDeps = { db, clock: systemClock, dataDir };
+  const folder = await openDataFolder(dataDir, { databaseUrl: databaseUrl ?? null });
+  const { db, node } = folder;
+  const deps: ImportDeps = { db, clock: systemClock, dataDir, node };
   const controller = new AbortController();
   const stop = (): void => controller.abort();
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
   try {
-    const resumed = claimAbandonedPathJob(deps, sources);
-    const job = resumed ?? createImportJob(deps, 'path', sources, 'cli');
+    const resumed = await claimAbandonedPathJob(deps, sources);
+    const job = resumed ?? await createImportJob(deps, 'path', sources, 'cli');
     if (resumed) io.err(`resuming import ${job.public_id} after ${job.checkpoint} files`);
-    recordAudit(db, {
+    await recordAudit(db, {
       at: systemClock.now().toISOString(),
       request_id: null,
       key_id: 'cli',
@@ -90,7 +95,7 @@ export async function importCommand(paths: readonly string[], dataDir: string, i
         ]],
       ),
     );
-    const rejects = listImportRejects(db, finalRow.id, 0, SHOWN_REJECTS);
+    const rejects = await listImportRejects(db, finalRow.id, 0, SHOWN_REJECTS);
     if (rejects.length > 0) {
       io.out('');
       io.out(formatTable(['OUTCOME', 'FILE', 'REASON'], rejects.map((r) => [r.outcome, r.path, r.reason])));
@@ -105,6 +110,6 @@ export async function importCommand(paths: readonly string[], dataDir: string, i
   } finally {
     process.off('SIGINT', stop);
     process.off('SIGTERM', stop);
-    db.close();
+    await folder.close();
   }
 }

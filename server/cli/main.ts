@@ -18,7 +18,7 @@ import { formatTable } from '#server/cli/table.ts';
 import { analyzeCommand } from '#server/cli/analyze-command.ts';
 import { importCommand } from '#server/cli/import-command.ts';
 import { defaultDataDir } from '#server/cli/data-dir.ts';
-import { DEFAULT_AUDIT_RETENTION_DAYS } from '#server/config.ts';
+import { DEFAULT_AUDIT_RETENTION_DAYS, DEFAULT_RATE_LIMIT } from '#server/config.ts';
 import { createServer } from '#server/create-server.ts';
 import { MiaError } from '#server/errors.ts';
 import { storageErrorOf } from '#server/storage-errors.ts';
@@ -26,11 +26,12 @@ import { openDataFolder } from '#server/data-folder.ts';
 import type { Database } from '#server/store/database.ts';
 import { findOrCreateUser, listUsers } from '#server/users/users.ts';
 
-const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR)
+const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR, and
+                 --database postgres://... (or $MIA_DATABASE_URL) on a hub)
 
   serve [--port N] [--host 127.0.0.1] [--allowed-host NAME] [--hub] [--ui DIR]
         [--watch DIR [--watch-stable SECONDS]] [--analyze-after-import]
-        [--audit-retention-days N]
+        [--audit-retention-days N] [--rate-limit N] [--log-dir DIR]
                                run the API and the browser UI (renderer/dist, or
                                --ui DIR) at /; prints the URL it listens on;
                                --watch imports files that appear in DIR once
@@ -39,7 +40,11 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR)
                                analysis once their import has finished;
                                audit events older than N days (default 90)
                                move to audit-archive/ in the data folder,
-                               still listed by GET /v1/audit
+                               still listed by GET /v1/audit;
+                               --rate-limit: requests per minute per key
+                               (default 30000; shared by a hub's nodes);
+                               --log-dir: where mia.log goes (default
+                               DATA/logs; a hub node's own local folder)
   keys create --role ROLE --email EMAIL [--scopes a,b] [--name TEXT] [--replace]
                                create the user if needed and a key for them;
                                the key is printed alone on the last line;
@@ -61,6 +66,7 @@ Default data folder: ${defaultDataDir()} (or $MIA_DATA)`;
 
 const OPTIONS = {
   data: { type: 'string' },
+  database: { type: 'string' },
   port: { type: 'string' },
   host: { type: 'string' },
   'allowed-host': { type: 'string', multiple: true },
@@ -77,6 +83,8 @@ const OPTIONS = {
   model: { type: 'string' },
   'analyze-after-import': { type: 'boolean' },
   'audit-retention-days': { type: 'string' },
+  'rate-limit': { type: 'string' },
+  'log-dir': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -98,8 +106,8 @@ const CLI_CALLER: AuthContext = {
   keyRotated: false,
 };
 
-function audit(db: Database, action: string, target: string | null): void {
-  recordAudit(db, {
+async function audit(db: Database, action: string, target: string | null): Promise<void> {
+  await recordAudit(db, {
     at: systemClock.now().toISOString(),
     request_id: null,
     key_id: 'cli',
@@ -112,12 +120,15 @@ function audit(db: Database, action: string, target: string | null): void {
   });
 }
 
-function withDatabase<T>(dataDir: string, work: (db: Database) => T): T {
-  const db = openDataFolder(dataDir);
+/** Where a command works: the data folder, and the hub's PostgreSQL when one is named. */
+type Place = { dataDir: string; databaseUrl: string | null };
+
+async function withDatabase<T>(place: Place, work: (db: Database) => Promise<T>): Promise<T> {
+  const folder = await openDataFolder(place.dataDir, { databaseUrl: place.databaseUrl });
   try {
-    return work(db);
+    return await work(folder.db);
   } finally {
-    db.close();
+    await folder.close();
   }
 }
 
@@ -132,7 +143,7 @@ function numberOption(values: Record<string, unknown>, name: string, fallback: s
   return parsed.data;
 }
 
-async function serve(values: Record<string, unknown>, dataDir: string, io: Out): Promise<number> {
+async function serve(values: Record<string, unknown>, { dataDir, databaseUrl }: Place, io: Out): Promise<number> {
   const port = numberOption(values, 'port', '0', z.number().int().min(0).max(65535));
   const host = typeof values['host'] === 'string' ? values['host'] : '127.0.0.1';
   const hubMode = values['hub'] === true;
@@ -147,7 +158,10 @@ async function serve(values: Record<string, unknown>, dataDir: string, io: Out):
   const watchStableMs = numberOption(values, 'watch-stable', '3', z.number().min(0).max(3600)) * 1000;
   const analyzeAfterImport = values['analyze-after-import'] === true;
   const auditRetentionDays = numberOption(values, 'audit-retention-days', String(DEFAULT_AUDIT_RETENTION_DAYS), z.number().int().min(1).max(36_500));
-  const server = createServer({ dataDir, hubMode, allowedHosts, logToStderr: false, uiDir, watchDir, watchStableMs, analyzeAfterImport, auditRetentionDays });
+  const requests = numberOption(values, 'rate-limit', String(DEFAULT_RATE_LIMIT.requests), z.number().int().min(1).max(100_000_000));
+  const rateLimit = { ...DEFAULT_RATE_LIMIT, requests };
+  const logDir = typeof values['log-dir'] === 'string' ? resolvePath(values['log-dir']) : null;
+  const server = await createServer({ dataDir, databaseUrl, rateLimit, logDir, hubMode, allowedHosts, logToStderr: false, uiDir, watchDir, watchStableMs, analyzeAfterImport, auditRetentionDays });
   let url: string;
   try {
     url = await server.listen(port, host);
@@ -171,7 +185,7 @@ async function serve(values: Record<string, unknown>, dataDir: string, io: Out):
   return 0;
 }
 
-function keysCommand(sub: string | undefined, args: string[], values: Record<string, unknown>, dataDir: string, io: Out): number {
+async function keysCommand(sub: string | undefined, args: string[], values: Record<string, unknown>, place: Place, io: Out): Promise<number> {
   const deps = (db: Database) => ({ db, clock: systemClock });
   switch (sub) {
     case 'create': {
@@ -184,19 +198,19 @@ function keysCommand(sub: string | undefined, args: string[], values: Record<str
       if (!scopes.success) fail(`--scopes: each must be one of ${GRANTABLE_SCOPES.join(', ')}`);
       const name = typeof values['name'] === 'string' ? values['name'] : null;
       if (values['replace'] === true && name === null) fail('--replace needs --name: it revokes the keys with that name');
-      const { key, id, created, userId, replaced } = withDatabase(dataDir, (db) => {
-        const { user, created } = findOrCreateUser(deps(db), { email: email.data, role: role.data });
+      const { key, id, created, userId, replaced } = await withDatabase(place, async (db) => {
+        const { user, created } = await findOrCreateUser(deps(db), { email: email.data, role: role.data });
         const replaced: string[] = [];
         if (values['replace'] === true) {
-          const own = listKeys(deps(db), CLI_CALLER, { userId: user.public_id }, { afterId: 0, limit: 100_000 }).items;
+          const own = (await listKeys(deps(db), CLI_CALLER, { userId: user.public_id }, { afterId: 0, limit: 100_000 })).items;
           for (const old of own.filter((k) => k.name === name && (k.status === 'active' || k.status === 'expiring'))) {
-            revokeKey(deps(db), CLI_CALLER, old.id);
-            audit(db, 'keys.revoke', `key:${old.id}`);
+            await revokeKey(deps(db), CLI_CALLER, old.id);
+            await audit(db, 'keys.revoke', `key:${old.id}`);
             replaced.push(old.id);
           }
         }
-        const issued = issueKeyForUser(deps(db), { userRef: user.id, name, extraScopes: scopes.data });
-        audit(db, 'keys.create', `key:${issued.row.public_id}`);
+        const issued = await issueKeyForUser(deps(db), { userRef: user.id, name, extraScopes: scopes.data });
+        await audit(db, 'keys.create', `key:${issued.row.public_id}`);
         return { key: issued.key, id: issued.row.public_id, created, userId: user.public_id, replaced };
       });
       if (replaced.length > 0) io.err(`revoked ${replaced.length} earlier key(s) named "${name ?? ''}": ${replaced.join(', ')}`);
@@ -205,7 +219,7 @@ function keysCommand(sub: string | undefined, args: string[], values: Record<str
       return 0;
     }
     case 'list': {
-      const rows = withDatabase(dataDir, (db) => listKeys(deps(db), CLI_CALLER, {}, { afterId: 0, limit: 100_000 }).items);
+      const rows = await withDatabase(place, async (db) => (await listKeys(deps(db), CLI_CALLER, {}, { afterId: 0, limit: 100_000 })).items);
       io.out(
         formatTable(
           ['ID', 'USER', 'PREFIX', 'STATUS', 'SCOPES', 'CREATED', 'LAST USED', 'EXPIRES'],
@@ -216,9 +230,9 @@ function keysCommand(sub: string | undefined, args: string[], values: Record<str
     }
     case 'rotate': {
       const keyId = args[0] ?? fail('keys rotate needs a KEY_ID (see mia keys list)');
-      const rotated = withDatabase(dataDir, (db) => {
-        const result = rotateKey(deps(db), CLI_CALLER, keyId);
-        audit(db, 'keys.rotate', `key:${keyId}`);
+      const rotated = await withDatabase(place, async (db) => {
+        const result = await rotateKey(deps(db), CLI_CALLER, keyId);
+        await audit(db, 'keys.rotate', `key:${keyId}`);
         return result;
       });
       io.err(`new key ${rotated.apiKey.id}; old key ${rotated.previous.id} works until ${rotated.previous.expiresAt}. Store the key now.`);
@@ -227,9 +241,9 @@ function keysCommand(sub: string | undefined, args: string[], values: Record<str
     }
     case 'revoke': {
       const keyId = args[0] ?? fail('keys revoke needs a KEY_ID (see mia keys list)');
-      const revoked = withDatabase(dataDir, (db) => {
-        const result = revokeKey(deps(db), CLI_CALLER, keyId);
-        audit(db, 'keys.revoke', `key:${keyId}`);
+      const revoked = await withDatabase(place, async (db) => {
+        const result = await revokeKey(deps(db), CLI_CALLER, keyId);
+        await audit(db, 'keys.revoke', `key:${keyId}`);
         return result;
       });
       io.out(`revoked ${revoked.id} at ${revoked.revoked_at ?? ''}`);
@@ -255,20 +269,24 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
     return command || values.help ? 0 : 2;
   }
   const dataDir = values.data ?? defaultDataDir();
+  // A hub's nodes share one PostgreSQL; every command then works on it as on the SQLite folder.
+  const databaseUrl = values.database ?? process.env['MIA_DATABASE_URL'] ?? null;
+  if (databaseUrl !== null && !/^postgres(ql)?:\/\//.test(databaseUrl)) fail('--database: expected a postgres:// URL');
+  const place: Place = { dataDir, databaseUrl };
   try {
     switch (command) {
       case 'serve':
-        return await serve(values, dataDir, io);
+        return await serve(values, place, io);
       case 'keys':
-        return keysCommand(sub, rest, values, dataDir, io);
+        return await keysCommand(sub, rest, values, place, io);
       case 'users': {
         if (sub !== 'list') fail('users: expected list');
-        const users = withDatabase(dataDir, (db) => listUsers({ db, clock: systemClock }, {}, { afterId: 0, limit: 100_000 }).items);
+        const users = await withDatabase(place, async (db) => (await listUsers({ db, clock: systemClock }, {}, { afterId: 0, limit: 100_000 })).items);
         io.out(formatTable(['ID', 'EMAIL', 'ROLE', 'STATUS', 'CREATED'], users.map((u) => [u.public_id, u.email, u.role, u.status, u.created_at])));
         return 0;
       }
       case 'import':
-        return await importCommand([sub, ...rest].filter((p): p is string => p !== undefined), dataDir, {
+        return await importCommand([sub, ...rest].filter((p): p is string => p !== undefined), place, {
           ...io,
           stderrIsTty: process.stderr.isTTY === true,
           writeErr: (text) => process.stderr.write(text),
@@ -276,7 +294,7 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
       case 'analyze':
         return await analyzeCommand(
           dataDir,
-          { all: values.all === true, scanIds: [sub, ...rest].filter((p): p is string => p !== undefined), modelId: values.model },
+          { all: values.all === true, scanIds: [sub, ...rest].filter((p): p is string => p !== undefined), modelId: values.model, config: { databaseUrl } },
           { ...io, stderrIsTty: process.stderr.isTTY === true, writeErr: (text) => process.stderr.write(text) },
         );
       default:

@@ -61,11 +61,11 @@ function deidentify(result: ScanResultV11, pseudonyms: Pseudonymizer): ScanResul
   };
 }
 
-function collectResults(deps: ExportDeps, filters: ExportFilters): ScanResultV11[] {
+async function collectResults(deps: ExportDeps, filters: ExportFilters): Promise<ScanResultV11[]> {
   const results: ScanResultV11[] = [];
   let afterId = 0;
   for (;;) {
-    const page = listResults(
+    const page = await listResults(
       deps,
       {
         scanId: filters.scan_id,
@@ -118,22 +118,22 @@ function writeDurably(path: string, content: string): void {
   renameSync(temporary, path);
 }
 
-export function createExport(
+export async function createExport(
   deps: ExportDeps,
   caller: AuthContext,
   input: { format: ExportFormat; filters: ExportFilters; deidentify: boolean },
-): ExportRecord {
+): Promise<ExportRecord> {
   const publicId = newPublicId('exp');
   const at = deps.clock.now().toISOString();
-  const pseudonyms = input.deidentify ? createPseudonymizer(deps.db) : undefined;
-  const results = collectResults(deps, input.filters);
+  const pseudonyms = input.deidentify ? await createPseudonymizer(deps.db) : undefined;
+  const results = await collectResults(deps, input.filters);
   const items = pseudonyms ? results.map((result) => deidentify(result, pseudonyms)) : results;
   const header = { export_id: publicId, generated_at: at, deidentified: input.deidentify, row_count: items.length };
   const content = render(input.format, header, items);
   const fileName = `${publicId}.${EXPORT_EXTENSION[input.format]}`;
   mkdirSync(exportsDir(deps.dataDir), { recursive: true, mode: PRIVATE_DIR_MODE });
   writeDurably(join(exportsDir(deps.dataDir), fileName), content);
-  insertExport(deps.db, {
+  await insertExport(deps.db, {
     publicId,
     createdBy: caller.userRef,
     format: input.format,
@@ -145,7 +145,7 @@ export function createExport(
     sha256: createHash('sha256').update(content).digest('hex'),
     at,
   });
-  return getExport(deps, caller, publicId);
+  return await getExport(deps, caller, publicId);
 }
 
 /** Holders of read:exports see every export; others see only their own (404 for the rest). */
@@ -153,28 +153,28 @@ function visibleTo(caller: AuthContext, row: ExportRow): boolean {
   return row.created_by === caller.userRef || holdsScope(caller.scopes, 'read:exports');
 }
 
-function getExportRow(deps: ExportDeps, caller: AuthContext, exportId: string): ExportRow {
-  const row = findExport(deps.db, exportId);
+async function getExportRow(deps: ExportDeps, caller: AuthContext, exportId: string): Promise<ExportRow> {
+  const row = await findExport(deps.db, exportId);
   if (!row || !visibleTo(caller, row)) throw notFound('Export', exportId);
   return row;
 }
 
-export function getExport(deps: ExportDeps, caller: AuthContext, exportId: string): ExportRecord {
-  return toExportRecord(getExportRow(deps, caller, exportId));
+export async function getExport(deps: ExportDeps, caller: AuthContext, exportId: string): Promise<ExportRecord> {
+  return toExportRecord(await getExportRow(deps, caller, exportId));
 }
 
-export function listExports(deps: ExportDeps, caller: AuthContext, page: PageRequest): Page<ExportRecord> {
+export async function listExports(deps: ExportDeps, caller: AuthContext, page: PageRequest): Promise<Page<ExportRecord>> {
   const createdBy = holdsScope(caller.scopes, 'read:exports') ? undefined : caller.userRef;
-  const rows = listExportRows(deps.db, { createdBy }, page);
+  const rows = await listExportRows(deps.db, { createdBy }, page);
   return { items: rows.items.map(toExportRecord), nextAfterId: rows.nextAfterId };
 }
 
-export function exportFile(
+export async function exportFile(
   deps: ExportDeps,
   caller: AuthContext,
   exportId: string,
-): { path: string; fileName: string; format: ExportFormat } {
-  const row = getExportRow(deps, caller, exportId);
+): Promise<{ path: string; fileName: string; format: ExportFormat }> {
+  const row = await getExportRow(deps, caller, exportId);
   if (row.status !== 'ready' || !row.file_name) throw notFound('Export file', exportId);
   return { path: join(exportsDir(deps.dataDir), row.file_name), fileName: `mia-export-${row.file_name}`, format: row.format };
 }

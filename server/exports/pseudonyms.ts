@@ -15,8 +15,8 @@ export type Pseudonymizer = {
   recordId(id: string): string;
 };
 
-export function createPseudonymizer(db: Database): Pseudonymizer {
-  const secret = Buffer.from(ensureSetting(db, 'pseudonym_secret', randomBytes(32).toString('hex')), 'hex');
+export async function createPseudonymizer(db: Database): Promise<Pseudonymizer> {
+  const secret = Buffer.from(await ensureSetting(db, 'pseudonym_secret', randomBytes(32).toString('hex')), 'hex');
   const digest = (kind: string, value: string): Buffer => createHmac('sha256', secret).update(`${kind}\u0000${value}`).digest();
   return {
     patientId: (id) => `ANON-${digest('patient', id).subarray(0, 8).toString('hex').toUpperCase()}`,

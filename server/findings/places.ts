@@ -49,8 +49,8 @@ export function sliceIndexOf(rows: readonly InstanceRow[]): SliceIndex {
   return { entries, slices: slice };
 }
 
-export function loadSliceIndex(db: Database, scanRef: number): SliceIndex {
-  return sliceIndexOf(listScanInstances(db, scanRef, 0, countScanInstances(db, scanRef)));
+export async function loadSliceIndex(db: Database, scanRef: number): Promise<SliceIndex> {
+  return sliceIndexOf(await listScanInstances(db, scanRef, 0, await countScanInstances(db, scanRef)));
 }
 
 const round1 = (mm: number): number => Math.round(mm * 10) / 10;

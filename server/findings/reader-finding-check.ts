@@ -8,11 +8,11 @@ import type { ReaderFindingInput } from '#server/store/analyses.ts';
 import type { Database } from '#server/store/database.ts';
 import { findInstance } from '#server/store/instances.ts';
 
-export function checkReaderFinding(db: Database, glossaryLabels: ReadonlySet<string>, scan: { id: number; scan_id: string }, input: ReaderFindingInput): void {
+export async function checkReaderFinding(db: Database, glossaryLabels: ReadonlySet<string>, scan: { id: number; scan_id: string }, input: ReaderFindingInput): Promise<void> {
   if (!glossaryLabels.has(input.label)) {
     throw invalid('Unknown label', `label ${input.label} is not in the glossary (GET /v1/labels): ${[...glossaryLabels].join(', ')}`);
   }
-  const instance = findInstance(db, input.instanceUid);
+  const instance = await findInstance(db, input.instanceUid);
   if (!instance || instance.scan_ref !== scan.id) throw invalid('The image is not in this scan', `instance ${input.instanceUid} is not an image of scan ${scan.scan_id}`);
   if (input.frame >= Math.max(1, instance.frames)) throw invalid('No such frame', `instance ${input.instanceUid} has ${instance.frames} frame(s), numbered from 0`);
   if (input.x + input.width > instance.columns || input.y + input.height > instance.rows) {

@@ -17,28 +17,28 @@ import { toFinding } from '#server/scans/scan-views.ts';
 import { findFindingsByAnalyses, insertReaderFinding, type ReaderFindingInput } from '#server/store/analyses.ts';
 import { inDurableTransaction } from '#server/store/database.ts';
 
-export function addReaderFinding(
+export async function addReaderFinding(
   deps: ScanDeps,
   vocabularies: ModelVocabularies,
   glossaryLabels: ReadonlySet<string>,
   userRef: number,
   scanId: string,
   input: ReaderFindingInput,
-): { finding: FindingV11; patientId: string } {
-  return inDurableTransaction(deps.db, () => {
-    const scan = getScanRow(deps, scanId);
+): Promise<{ finding: FindingV11; patientId: string }> {
+  return await inDurableTransaction(deps.db, async (tx) => {
+    const scan = await getScanRow({ ...deps, db: tx }, scanId);
     if (scan.latest_analysis_ref === null) {
       throw conflict('This scan has no analysis to add a finding to', `scan status is ${scan.status}; analyse it first, then add what the model missed`);
     }
-    checkReaderFinding(deps.db, glossaryLabels, scan, input);
+    await checkReaderFinding(tx, glossaryLabels, scan, input);
     // 409 when a final report was built on this analysis; otherwise its drafts follow.
-    const followDrafts = beforeVerdict(deps, scan.latest_analysis_ref);
+    const followDrafts = await beforeVerdict({ ...deps, db: tx }, scan.latest_analysis_ref);
     const at = deps.clock.now().toISOString();
-    const publicId = insertReaderFinding(deps.db, scan.latest_analysis_ref, input, userRef, at);
-    followDrafts(vocabularies, at);
-    reviewChanged(deps.db, { ref: scan.id, status: scan.status }, at);
-    const row = (findFindingsByAnalyses(deps.db, [scan.latest_analysis_ref]).get(scan.latest_analysis_ref) ?? []).find((f) => f.public_id === publicId);
+    const publicId = await insertReaderFinding(tx, scan.latest_analysis_ref, input, userRef, at);
+    await followDrafts(vocabularies, at);
+    await reviewChanged(tx, { ref: scan.id, status: scan.status }, at);
+    const row = ((await findFindingsByAnalyses(tx, [scan.latest_analysis_ref])).get(scan.latest_analysis_ref) ?? []).find((f) => f.public_id === publicId);
     if (!row) throw conflict('The finding was not stored', 'try again');
-    return { finding: toFinding(row, loadSliceIndex(deps.db, scan.id)), patientId: scan.patient_id };
+    return { finding: toFinding(row, await loadSliceIndex(tx, scan.id)), patientId: scan.patient_id };
   });
 }

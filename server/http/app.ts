@@ -8,7 +8,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { z } from 'zod';
 import { authenticate, bearerToken } from '#server/auth/authenticate.ts';
 import { holdsAnyScope } from '#server/auth/scopes.ts';
-import { patientsOf, recordAudit, recordRefusal } from '#server/audit/audit.ts';
+import { patientsOf } from '#server/audit/audit.ts';
 import type { AuditInput } from '#server/store/audit.ts';
 import { MiaError } from '#server/errors.ts';
 import { apiVersion } from '#server/http/api-version.ts';
@@ -18,6 +18,7 @@ import { STATUS_BY_KIND, TITLE_BY_STATUS } from '#server/http/error-mapping.ts';
 import { checkAccepts, negotiateFormat, type Format } from '#server/http/format.ts';
 import { hostCheck } from '#server/http/host-check.ts';
 import { createRateLimiter } from '#server/http/rate-limit.ts';
+import { createSharedRateLimiter } from '#server/http/shared-rate-limit.ts';
 import { contextOf, requestContext } from '#server/http/request-context.ts';
 import { sendError, sendResult } from '#server/http/respond.ts';
 import { staticUi } from '#server/http/static-ui.ts';
@@ -117,7 +118,7 @@ function toErrorBody(error: unknown): ErrorBody {
   return { code: 500, title: TITLE_BY_STATUS[500] ?? '', message: 'Internal error; quote the request id to support' };
 }
 
-export function createApp(services: Runtime): express.Express {
+export async function createApp(services: Runtime): Promise<express.Express> {
   const { config, clock, log, db } = services;
   const app = express();
   app.disable('x-powered-by');
@@ -125,8 +126,13 @@ export function createApp(services: Runtime): express.Express {
   // Query strings stay flat (a=1&a=2 is an array, a[b]=1 is not an object) so zod sees simple values.
   app.set('query parser', 'simple');
 
-  const requestLimiter = createRateLimiter(config.rateLimit.requests, config.rateLimit.windowMs, clock);
-  const failureLimiter = createRateLimiter(config.rateLimit.authFailures, config.rateLimit.windowMs, clock);
+  // A hub's nodes share their counts through PostgreSQL; a workstation counts in memory.
+  const limiter = (scope: string, capacity: number) =>
+    db.dialect === 'postgres'
+      ? createSharedRateLimiter(db, scope, capacity, config.rateLimit.windowMs, clock)
+      : createRateLimiter(capacity, config.rateLimit.windowMs, clock);
+  const requestLimiter = limiter('requests', config.rateLimit.requests);
+  const failureLimiter = limiter('auth-failures', config.rateLimit.authFailures);
   const jsonBody = express.json({ limit: JSON_BODY_LIMIT, type: 'application/json', strict: true });
 
   app.use(requestContext);
@@ -154,12 +160,12 @@ export function createApp(services: Runtime): express.Express {
   app.use(hostCheck(config.allowedHosts));
   app.use(cors(config.allowedOrigins));
   app.use(apiVersion);
-  app.use((req: Request, res: Response, next: NextFunction) => {
+  app.use(async (req: Request, res: Response, next: NextFunction) => {
     // Buckets are keyed by a digest of the key presented (however the header is spelled), never
     // by the key itself.
     const token = bearerToken(req.get('Authorization'));
     const bucket = token ? `k:${digestKey(token).slice(0, 32)}` : `ip:${req.socket.remoteAddress ?? ''}`;
-    const wait = requestLimiter.take(bucket);
+    const wait = await requestLimiter.take(bucket);
     if (wait > 0) {
       // Before authentication and route matching: the address is what is known of the caller.
       writeAudit({
@@ -173,21 +179,21 @@ export function createApp(services: Runtime): express.Express {
         outcome: 'rate_limited',
         status_code: 429,
         address: req.socket.remoteAddress ?? null,
-      }, recordRefusal);
+      }, 'refusal');
       res.setHeader('Retry-After', String(wait));
       throw new MiaError('rate_limited', 'Too many requests', `retry after ${wait} s`, wait);
     }
     next();
   });
 
-  const authStep = (route: Route) => (req: Request, res: Response, next: NextFunction): void => {
+  const authStep = (route: Route) => async (req: Request, res: Response, next: NextFunction): Promise<void> => {
     const ctx = contextOf(req);
     ctx.route = `${route.method.toUpperCase()} ${route.path}`;
-    const outcome = authenticate(db, clock, req.get('Authorization'));
+    const outcome = await authenticate(db, clock, req.get('Authorization'));
     if (!outcome.ok) {
       // Only failures are slowed: a script retrying a dead key from 127.0.0.1 must not lock the
       // workstation's own valid key out, while guessing keys still gets nowhere fast.
-      const blockedFor = failureLimiter.take(`ip:${req.socket.remoteAddress ?? ''}`);
+      const blockedFor = await failureLimiter.take(`ip:${req.socket.remoteAddress ?? ''}`);
       writeAudit({
         at: clock.now().toISOString(),
         request_id: ctx.requestId,
@@ -199,7 +205,7 @@ export function createApp(services: Runtime): express.Express {
         outcome: outcome.reason,
         status_code: blockedFor > 0 ? 429 : 401,
         address: req.socket.remoteAddress ?? null,
-      }, recordRefusal);
+      }, 'refusal');
       if (blockedFor > 0) {
         throw new MiaError('rate_limited', 'Too many failed authentications', `retry after ${blockedFor} s`, blockedFor);
       }
@@ -225,15 +231,8 @@ export function createApp(services: Runtime): express.Express {
     next();
   };
 
-  /** After the response: a failed write (disk full, a lock held too long) is logged, never thrown.
-   * Refused and throttled requests go through recordRefusal, which counts them. */
-  const writeAudit = (event: AuditInput, record = recordAudit): void => {
-    try {
-      record(db, event);
-    } catch (err) {
-      log.error('audit.write_failed', { request_id: event.request_id, action: event.action, error: err instanceof Error ? err.name : 'non-error' });
-    }
-  };
+  /** After the response, through the runtime's audit writer (server/audit/audit-writer.ts). */
+  const writeAudit = (event: AuditInput, kind: 'event' | 'refusal' = 'event'): void => services.audit.write(event, kind);
 
   const auditOnFinish = (req: Request, res: Response, action: string, note: AuditNote): void => {
     const ctx = contextOf(req);
@@ -293,7 +292,7 @@ export function createApp(services: Runtime): express.Express {
   };
 
   for (const route of ROUTES) {
-    const steps = route.body ? [authStep(route), jsonBody, handleStep(route)] : [authStep(route), handleStep(route)];
+    const steps: express.RequestHandler[] = route.body ? [authStep(route), jsonBody, handleStep(route)] : [authStep(route), handleStep(route)];
     for (const path of [route.path, ...route.aliases]) app[route.method](expressPath(path), ...steps);
   }
 

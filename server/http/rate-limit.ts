@@ -1,17 +1,16 @@
 /**
  * Token-bucket rate limiting, per API key (or per address for requests without one), plus a
  * stricter bucket per address for failed authentications so keys cannot be guessed quickly.
- * Buckets live in memory: a restart resets them, which is acceptable for a single process.
+ * Buckets live in memory: a restart resets them, which is acceptable for a single process (the
+ * workstation). A hub's nodes count in the database instead (shared-rate-limit.ts).
  */
 import type { Clock } from '#server/clock.ts';
 
 export type Bucket = { tokens: number; updatedAt: number };
 
 export type RateLimiter = {
-  /** Takes one token; returns 0 when allowed, else the seconds until one is available. */
-  take(id: string): number;
-  /** Seconds until a token is available, without taking one (0 when one is). */
-  peek(id: string): number;
+  /** Takes one token; resolves with 0 when allowed, else the seconds until one is available. */
+  take(id: string): Promise<number>;
 };
 
 const MAX_BUCKETS = 10_000;
@@ -46,13 +45,9 @@ export function createRateLimiter(capacity: number, windowMs: number, clock: Clo
       const bucket = refill(id);
       if (bucket.tokens >= 1) {
         bucket.tokens -= 1;
-        return 0;
+        return Promise.resolve(0);
       }
-      return waitSeconds(bucket);
-    },
-    peek(id) {
-      const bucket = refill(id);
-      return bucket.tokens >= 1 ? 0 : waitSeconds(bucket);
+      return Promise.resolve(waitSeconds(bucket));
     },
   };
 }

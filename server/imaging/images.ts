@@ -56,26 +56,26 @@ function toInstance(row: InstanceRow): Instance {
   };
 }
 
-function scanRefOf(services: ImageDeps, scanId: string): { id: number; patientId: string } {
-  const scan = findScan(services.db, scanId);
+async function scanRefOf(services: ImageDeps, scanId: string): Promise<{ id: number; patientId: string }> {
+  const scan = await findScan(services.db, scanId);
   if (!scan) throw notFound('Scan', scanId);
   return { id: scan.id, patientId: scan.patient_id };
 }
 
 /** Offsets page through the slice order (keyset ids would not follow it); the cursor is opaque. */
-export function listInstances(
+export async function listInstances(
   services: ImageDeps,
   scanId: string,
   page: { offset: number; limit: number },
-): { items: Instance[]; nextOffset: number | null; patientId: string } {
-  const scan = scanRefOf(services, scanId);
-  const rows = listScanInstances(services.db, scan.id, page.offset, page.limit + 1);
+): Promise<{ items: Instance[]; nextOffset: number | null; patientId: string }> {
+  const scan = await scanRefOf(services, scanId);
+  const rows = await listScanInstances(services.db, scan.id, page.offset, page.limit + 1);
   const items = rows.slice(0, page.limit).map(toInstance);
   return { items, nextOffset: rows.length > page.limit ? page.offset + page.limit : null, patientId: scan.patientId };
 }
 
-function instanceRow(services: ImageDeps, instanceUid: string): InstanceRow {
-  const row = findInstance(services.db, instanceUid);
+async function instanceRow(services: ImageDeps, instanceUid: string): Promise<InstanceRow> {
+  const row = await findInstance(services.db, instanceUid);
   if (!row) throw notFound('Instance', instanceUid);
   return row;
 }
@@ -85,7 +85,7 @@ function instanceRow(services: ImageDeps, instanceUid: string): InstanceRow {
  * (names, birth date): the route is read:scans and audits the patient, as frame reads do.
  */
 export async function instanceTags(services: ImageDeps, instanceUid: string): Promise<{ tags: TagEntry[]; patientId: string }> {
-  const row = instanceRow(services, instanceUid);
+  const row = await instanceRow(services, instanceUid);
   const tags = topLevelTags(new Uint8Array(await readFile(join(services.dataDir, row.file_path))));
   if ('reason' in tags) throw new MiaError('unprocessable', 'Stored file no longer parses', tags.reason);
   return { tags, patientId: row.patient_id };
@@ -138,7 +138,7 @@ export async function renderedFrame(
   window: Window | undefined,
   aspect: 'native' | 'physical' = 'native',
 ): Promise<{ png: Buffer; patientId: string }> {
-  const row = instanceRow(services, instanceUid);
+  const row = await instanceRow(services, instanceUid);
   const { frame, settings } = await loadFrame(services, row, frameIndex);
   const drawn = toDisplay(frame, settings, window);
   const image = aspect === 'physical' ? resampleToAspect(drawn, pixelAspect(frameSpacing(row, frameIndex))) : drawn;
@@ -148,7 +148,7 @@ export async function renderedFrame(
 export type RawFrame = { body: Uint8Array; headers: Record<string, string>; patientId: string };
 
 export async function rawFrame(services: ImageDeps, instanceUid: string, frameIndex: number): Promise<RawFrame> {
-  const row = instanceRow(services, instanceUid);
+  const row = await instanceRow(services, instanceUid);
   const { frame, settings } = await loadFrame(services, row, frameIndex);
   const { body, bitsAllocated } = littleEndianBytes(frame);
   const win = defaultWindow(frame, settings);
@@ -183,9 +183,9 @@ function middleFrame(frames: number, values: readonly FrameValue[] | null): numb
 
 /** The middle slice (middle frame of a multi-frame image) with its default window, <= 128 px. */
 export async function scanThumbnail(services: ImageDeps, scanId: string): Promise<{ png: Buffer; patientId: string }> {
-  const scan = scanRefOf(services, scanId);
-  const count = countScanInstances(services.db, scan.id);
-  const [middle] = count === 0 ? [] : listScanInstances(services.db, scan.id, Math.floor(count / 2), 1);
+  const scan = await scanRefOf(services, scanId);
+  const count = await countScanInstances(services.db, scan.id);
+  const [middle] = count === 0 ? [] : await listScanInstances(services.db, scan.id, Math.floor(count / 2), 1);
   if (!middle) throw new MiaError('not_found', 'This scan has no images yet', `scan ${scanId} has no stored instances`);
   const values = middle.frame_values ? (JSON.parse(middle.frame_values) as FrameValue[]) : null;
   const frameIndex = middleFrame(middle.frames, values);

@@ -14,7 +14,8 @@ import { codeOf, failureReason } from '#server/storage-errors.ts';
 import type { Clock } from '#server/clock.ts';
 import type { Logger } from '#server/log.ts';
 import type { Database } from '#server/store/database.ts';
-import { claimImport, holdJob, isAbandoned as isJobAbandoned } from '#server/jobs/jobs.ts';
+import { claimImport, isAbandoned as isJobAbandoned, ownerOf } from '#server/jobs/jobs.ts';
+import type { JobNode } from '#server/jobs/node.ts';
 import {
   finishImportJob,
   findImportJobById,
@@ -29,7 +30,7 @@ import {
   type ImportJobRow,
 } from '#server/store/import-jobs.ts';
 
-export type ImportDeps = { db: Database; clock: Clock; dataDir: string; log?: Logger | undefined; config?: ServerConfig | undefined };
+export type ImportDeps = { db: Database; clock: Clock; dataDir: string; node: JobNode; log?: Logger | undefined; config?: ServerConfig | undefined };
 
 export type RunOptions = {
   /** Called after each committed batch with the job row as committed. */
@@ -49,12 +50,12 @@ function now(deps: ImportDeps): string {
   return deps.clock.now().toISOString();
 }
 
-export function isAbandoned(job: ImportJobRow, nowMs: number): boolean {
-  return job.status === 'running' && isJobAbandoned('import', job, nowMs);
+export async function isAbandoned(deps: ImportDeps, job: ImportJobRow, nowMs: number): Promise<boolean> {
+  return job.status === 'running' && (await isJobAbandoned(deps.db, deps.node, 'import', job, nowMs));
 }
 
-export function createImportJob(deps: ImportDeps, kind: ImportJobKind, sources: readonly string[], createdBy: string | null): ImportJobRow {
-  return insertImportJob(deps.db, { publicId: newImportJobId(), kind, sources, createdBy, ownerPid: process.pid, at: now(deps) });
+export async function createImportJob(deps: ImportDeps, kind: ImportJobKind, sources: readonly string[], createdBy: string | null): Promise<ImportJobRow> {
+  return await insertImportJob(deps.db, { publicId: newImportJobId(), kind, sources, createdBy, owner: ownerOf(deps.node), at: now(deps) });
 }
 
 /** Files prepared between yields to the event loop, so a server stays responsive while importing. */
@@ -75,8 +76,8 @@ async function runFiles(deps: ImportDeps, job: ImportJobRow, files: readonly Imp
     const { done, prepared } = flushing;
     flushing = null;
     await done;
-    const outcomes = commitBatch(deps.db, job.id, prepared, now(deps));
-    const row = findImportJobById(deps.db, job.id);
+    const outcomes = await commitBatch(deps.db, job.id, prepared, now(deps));
+    const row = await findImportJobById(deps.db, job.id);
     if (row) options.onBatch?.(row, outcomes);
   };
   try {
@@ -104,9 +105,9 @@ async function runFiles(deps: ImportDeps, job: ImportJobRow, files: readonly Imp
   }
 }
 
-function finish(deps: ImportDeps, job: ImportJobRow, status: 'completed' | 'failed' | 'interrupted', error: string | null): ImportJobRow {
-  finishImportJob(deps.db, job.id, status, error, now(deps));
-  const row = findImportJobById(deps.db, job.id) ?? job;
+async function finish(deps: ImportDeps, job: ImportJobRow, status: 'completed' | 'failed' | 'interrupted', error: string | null): Promise<ImportJobRow> {
+  await finishImportJob(deps.db, job.id, status, error, now(deps));
+  const row = await findImportJobById(deps.db, job.id) ?? job;
   deps.log?.info('import.finished', {
     job_id: row.public_id,
     kind: row.kind,
@@ -126,9 +127,9 @@ function finish(deps: ImportDeps, job: ImportJobRow, status: 'completed' | 'fail
  * original error still reaches the caller, and the job stays running until the next start
  * finds its owner gone.
  */
-function finishFailed(deps: ImportDeps, job: ImportJobRow, err: unknown): void {
+async function finishFailed(deps: ImportDeps, job: ImportJobRow, err: unknown): Promise<void> {
   try {
-    finish(deps, job, 'failed', failureReason(err, 'import failed'));
+    await finish(deps, job, 'failed', failureReason(err, 'import failed'));
   } catch (recordErr) {
     deps.log?.error('import.finish_failed', { job_id: job.public_id, error: codeOf(recordErr) ?? 'unknown' });
   }
@@ -136,17 +137,17 @@ function finishFailed(deps: ImportDeps, job: ImportJobRow, err: unknown): void {
 
 /** Runs a job over a known list of files (uploads, watch folder batches). */
 export async function runFileJob(deps: ImportDeps, job: ImportJobRow, files: readonly ImportFile[], options: RunOptions = {}): Promise<ImportJobRow> {
-  const release = holdJob('import', job.id);
+  const release = deps.node.hold('import', job.id);
   try {
-    setImportJobTotal(deps.db, job.id, files.length, now(deps));
+    await setImportJobTotal(deps.db, job.id, files.length, now(deps));
     const done = await runFiles(deps, job, files, job.checkpoint, options);
     if (!done) {
-      releaseImportJob(deps.db, job.id, now(deps));
-      return findImportJobById(deps.db, job.id) ?? job;
+      await releaseImportJob(deps.db, job.id, now(deps));
+      return await findImportJobById(deps.db, job.id) ?? job;
     }
-    return finish(deps, job, 'completed', null);
+    return await finish(deps, job, 'completed', null);
   } catch (err) {
-    finishFailed(deps, job, err);
+    await finishFailed(deps, job, err);
     throw err;
   } finally {
     release();
@@ -155,23 +156,23 @@ export async function runFileJob(deps: ImportDeps, job: ImportJobRow, files: rea
 
 /** Runs (or resumes, from its checkpoint) a job over files and folders on this machine. */
 export async function runPathJob(deps: ImportDeps, job: ImportJobRow, options: RunOptions = {}): Promise<ImportJobRow> {
-  const release = holdJob('import', job.id);
+  const release = deps.node.hold('import', job.id);
   try {
     const sources = JSON.parse(job.sources) as string[];
     const listing = await listSourceFiles(sources);
     if (listing.missing.length > 0) {
-      return finish(deps, job, 'interrupted', `source no longer available: ${listing.missing.join(', ')}`);
+      return await finish(deps, job, 'interrupted', `source no longer available: ${listing.missing.join(', ')}`);
     }
     const files = listing.files.map((file) => ({ path: file, file }));
-    setImportJobTotal(deps.db, job.id, files.length, now(deps));
+    await setImportJobTotal(deps.db, job.id, files.length, now(deps));
     const done = await runFiles(deps, job, files, Math.min(job.checkpoint, files.length), options);
     if (!done) {
-      releaseImportJob(deps.db, job.id, now(deps));
-      return findImportJobById(deps.db, job.id) ?? job;
+      await releaseImportJob(deps.db, job.id, now(deps));
+      return await findImportJobById(deps.db, job.id) ?? job;
     }
-    return finish(deps, job, 'completed', null);
+    return await finish(deps, job, 'completed', null);
   } catch (err) {
-    finishFailed(deps, job, err);
+    await finishFailed(deps, job, err);
     throw err;
   } finally {
     release();
@@ -187,30 +188,30 @@ export async function checkSources(sources: readonly string[]): Promise<void> {
 }
 
 /** Takes over a job whose owner died; false if another process was quicker or it is alive. */
-export function claimIfAbandoned(deps: ImportDeps, job: ImportJobRow): ImportJobRow | undefined {
+export async function claimIfAbandoned(deps: ImportDeps, job: ImportJobRow): Promise<ImportJobRow | undefined> {
   let seen: ImportJobRow | undefined = job;
   if (seen.status === 'running') {
-    if (!isAbandoned(seen, deps.clock.now().getTime())) return undefined;
+    if (!(await isAbandoned(deps, seen, deps.clock.now().getTime()))) return undefined;
     // Through the same door as the clean-up at open, so each death is counted once.
-    endAbandonedJob(deps, seen);
-    seen = findImportJobById(deps.db, job.id);
+    await endAbandonedJob(deps, seen);
+    seen = await findImportJobById(deps.db, job.id);
   }
   if (seen?.status !== 'interrupted' || seen.finished_at !== null) return undefined;
-  if (!claimImport(deps.db, seen.id, now(deps))) return undefined;
-  return findImportJobById(deps.db, seen.id);
+  if (!await claimImport(deps.db, deps.node, seen.id, now(deps))) return undefined;
+  return await findImportJobById(deps.db, seen.id);
 }
 
 /** Jobs another process may take over: left running by a dead owner, or interrupted and resumable. */
-function unownedJobs(deps: ImportDeps): ImportJobRow[] {
-  return [...listRunningImportJobs(deps.db), ...listResumableImportJobs(deps.db)];
+async function unownedJobs(deps: ImportDeps): Promise<ImportJobRow[]> {
+  return [...await listRunningImportJobs(deps.db), ...await listResumableImportJobs(deps.db)];
 }
 
 /** The abandoned path job with exactly these sources, claimed for this process, if any. */
-export function claimAbandonedPathJob(deps: ImportDeps, sources: readonly string[]): ImportJobRow | undefined {
+export async function claimAbandonedPathJob(deps: ImportDeps, sources: readonly string[]): Promise<ImportJobRow | undefined> {
   const wanted = JSON.stringify(sources);
-  for (const job of unownedJobs(deps)) {
+  for (const job of await unownedJobs(deps)) {
     if (job.kind !== 'path' || job.sources !== wanted) continue;
-    const claimed = claimIfAbandoned(deps, job);
+    const claimed = await claimIfAbandoned(deps, job);
     if (claimed) return claimed;
   }
   return undefined;
@@ -225,11 +226,11 @@ const NOT_REPLAYABLE = 'the process importing this stopped before it finished; s
  * watch batches cannot be replayed and end `interrupted`, as resumeAbandonedJobs ends them.
  * Returns how many jobs it ended.
  */
-export function interruptAbandonedJobs(deps: ImportDeps): number {
+export async function interruptAbandonedJobs(deps: ImportDeps): Promise<number> {
   let count = 0;
   const nowMs = deps.clock.now().getTime();
-  for (const job of listRunningImportJobs(deps.db)) {
-    if (isAbandoned(job, nowMs) && endAbandonedJob(deps, job)) count += 1;
+  for (const job of await listRunningImportJobs(deps.db)) {
+    if ((await isAbandoned(deps, job, nowMs)) && await endAbandonedJob(deps, job)) count += 1;
   }
   return count;
 }
@@ -239,22 +240,22 @@ export function interruptAbandonedJobs(deps: ImportDeps): number {
  * checkpoint: then a file of the batch after it takes the process down, and resuming would
  * only do so again at every start, so the job fails with the files it did not reach named.
  */
-function endAbandonedJob(deps: ImportDeps, job: ImportJobRow): boolean {
-  const seen = { ownerPid: job.owner_pid, heartbeatAt: job.heartbeat_at };
+async function endAbandonedJob(deps: ImportDeps, job: ImportJobRow): Promise<boolean> {
+  const seen = { owner: { node: job.owner_node, pid: job.owner_pid }, heartbeatAt: job.heartbeat_at };
   const resumable = job.kind === 'path';
   if (resumable && job.interrupted_at_checkpoint === job.checkpoint) {
     const reason =
       `the process importing this stopped twice at file ${job.checkpoint + 1}` +
       `${job.files_total !== null ? ` of ${job.files_total}` : ''} without getting further; not resumed again ` +
       `(files from there on were not imported: import them again, or in smaller folders, to find the one at fault)`;
-    if (!failAbandonedImportJob(deps.db, job.id, seen, reason, now(deps))) return false;
+    if (!await failAbandonedImportJob(deps.db, job.id, seen, reason, now(deps))) return false;
     deps.log?.error('import.given_up', { job_id: job.public_id, checkpoint: job.checkpoint });
     return true;
   }
   const reason = resumable
     ? `the process importing this stopped after ${job.files_seen} files; it resumes when the same import runs again or the server next starts`
     : NOT_REPLAYABLE;
-  if (!interruptImportJob(deps.db, job.id, seen, resumable, reason, now(deps))) return false;
+  if (!await interruptImportJob(deps.db, job.id, seen, resumable, reason, now(deps))) return false;
   deps.log?.info('import.interrupted', { job_id: job.public_id, kind: job.kind, resumable });
   return true;
 }
@@ -265,12 +266,12 @@ function endAbandonedJob(deps: ImportDeps, job: ImportJobRow): boolean {
  */
 export async function resumeAbandonedJobs(deps: ImportDeps, options: RunOptions = {}): Promise<ImportJobRow[]> {
   const resumed: ImportJobRow[] = [];
-  for (const job of unownedJobs(deps)) {
+  for (const job of await unownedJobs(deps)) {
     if (options.signal?.aborted) break;
-    const claimed = claimIfAbandoned(deps, job);
+    const claimed = await claimIfAbandoned(deps, job);
     if (!claimed) continue;
     if (claimed.kind !== 'path') {
-      resumed.push(finish(deps, claimed, 'interrupted', NOT_REPLAYABLE));
+      resumed.push(await finish(deps, claimed, 'interrupted', NOT_REPLAYABLE));
       continue;
     }
     resumed.push(await runPathJob(deps, claimed, options));

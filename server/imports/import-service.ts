@@ -28,7 +28,7 @@ export type ImportService = {
 };
 
 export function createImportService(s: Services): ImportService {
-  const deps: ImportDeps = { db: s.db, clock: s.clock, dataDir: s.dataDir, log: s.log, config: s.config };
+  const deps: ImportDeps = { db: s.db, clock: s.clock, dataDir: s.dataDir, node: s.node, log: s.log, config: s.config };
   const controller = new AbortController();
   const tasks = new Set<Promise<unknown>>();
   const track = (task: Promise<unknown>, what: string): void => {
@@ -47,7 +47,7 @@ export function createImportService(s: Services): ImportService {
       dir: s.config.watchDir,
       stableMs: s.config.watchStableMs,
       importFiles: async (files) => {
-        const job = createImportJob(deps, 'watch', files, 'watch');
+        const job = await createImportJob(deps, 'watch', files, 'watch');
         await runFileJob(deps, job, files.map((file) => ({ path: file, file })), { signal: controller.signal });
       },
       onError: (err) => s.log.error('import.watch_failed', { error: err instanceof Error ? err.name : 'non-error' }),
@@ -58,13 +58,13 @@ export function createImportService(s: Services): ImportService {
     start,
     async startPathJob(sources, createdBy) {
       await checkSources(sources);
-      const job = createImportJob(deps, 'path', sources, createdBy);
+      const job = await createImportJob(deps, 'path', sources, createdBy);
       track(runPathJob(deps, job, { signal: controller.signal }), 'path');
       return job;
     },
     async importUpload(upload, createdBy) {
       try {
-        const job = createImportJob(deps, 'upload', ['upload'], createdBy);
+        const job = await createImportJob(deps, 'upload', ['upload'], createdBy);
         const files: ImportFile[] = [];
         const outcomes: UploadResult['outcomes'] = [];
         const wrongType = new Map<number, FileOutcome & { part: number }>();

@@ -33,19 +33,19 @@ export async function startPathImport(services: ImportDeps, path: string, create
   return toImportJob(job, []);
 }
 
-function jobRow(services: Services, id: string): ImportJobRow {
-  const row = findImportJob(services.db, id);
+async function jobRow(services: Services, id: string): Promise<ImportJobRow> {
+  const row = await findImportJob(services.db, id);
   if (!row) throw notFound('Import', id);
   return row;
 }
 
-export function getImportJob(services: Services, id: string): ImportJob {
-  const row = jobRow(services, id);
-  return toImportJob(row, listImportRejects(services.db, row.id, 0, SHOWN_REJECTS));
+export async function getImportJob(services: Services, id: string): Promise<ImportJob> {
+  const row = await jobRow(services, id);
+  return toImportJob(row, await listImportRejects(services.db, row.id, 0, SHOWN_REJECTS));
 }
 
-export function listImports(services: Services, filter: { status?: ImportJobStatus | undefined }, page: PageRequest): Page<Omit<ImportJob, 'rejects'>> {
-  const rows = listJobRows(services.db, filter, page);
+export async function listImports(services: Services, filter: { status?: ImportJobStatus | undefined }, page: PageRequest): Promise<Page<Omit<ImportJob, 'rejects'>>> {
+  const rows = await listJobRows(services.db, filter, page);
   return {
     items: rows.items.map((row) => {
       const { rejects: _rejects, ...summary } = toImportJob(row, []);
@@ -61,15 +61,15 @@ type Send = (event: string, data: unknown) => void;
  * Follows a job from the database, so jobs run by `mia import` in another process are followed
  * the same way: `progress` when counts change, one `reject` per rejected file, then `done`.
  */
-export function importEvents(services: Services, id: string): (sink: { send: Send; signal: AbortSignal }) => Promise<void> {
-  const first = jobRow(services, id);
+export async function importEvents(services: Services, id: string): Promise<(sink: { send: Send; signal: AbortSignal }) => Promise<void>> {
+  const first = await jobRow(services, id);
   return async ({ send, signal }) => {
     let lastReject = 0;
     let lastCounts = '';
     for (;;) {
-      const row = findImportJobById(services.db, first.id) ?? first;
+      const row = await findImportJobById(services.db, first.id) ?? first;
       for (;;) {
-        const rejects = listImportRejects(services.db, row.id, lastReject, 200);
+        const rejects = await listImportRejects(services.db, row.id, lastReject, 200);
         for (const r of rejects) send('reject', toImportReject(r));
         lastReject = rejects.at(-1)?.id ?? lastReject;
         if (rejects.length < 200) break;

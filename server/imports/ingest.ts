@@ -4,6 +4,7 @@
  * touches the index; committing never touches the disk; so a crash between the two leaves only
  * unreferenced archive files.
  */
+import { mapInOrder } from '#server/in-order.ts';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { FrameValue } from '#server/api/import-schemas.ts';
@@ -11,7 +12,7 @@ import { readDicom, type DicomInstance, type FrameValues } from '#server/dicom/p
 import { describeTransferSyntax, findTransferSyntax } from '#server/dicom/transfer-syntax.ts';
 import type { ArchiveWriter } from '#server/imports/archive.ts';
 import { insertInstance, upsertPatient, upsertScan, upsertStudy } from '#server/store/archive-index.ts';
-import { inDurableTransaction, type Database } from '#server/store/database.ts';
+import type { Database } from '#server/store/database.ts';
 import { addImportJobProgress, insertImportReject, type JobCountsDelta } from '#server/store/import-jobs.ts';
 import { encodeSpacing, findStoredDigest, setInstanceImaging } from '#server/store/instances.ts';
 
@@ -67,7 +68,7 @@ export async function prepareFile(db: Database, archive: ArchiveWriter, source: 
   }
   const sha256 = createHash('sha256').update(bytes).digest('hex');
   const sop = instance.sopInstanceUid;
-  const stored = findStoredDigest(db, sop);
+  const stored = await findStoredDigest(db, sop);
   if (stored === sha256) {
     return { kind: 'done', result: { outcome: 'duplicate', path: source.path, sop_instance_uid: sop, scan_id: instance.seriesInstanceUid, bytes: size } };
   }
@@ -121,20 +122,20 @@ function frameValue(f: FrameValues): FrameValue {
 
 type RefCache = Map<string, number>;
 
-function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, refs: RefCache, at: string): boolean {
+async function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, refs: RefCache, at: string): Promise<boolean> {
   const i = p.instance;
   // An empty Patient ID (Type 2, PS3.3 C.7.1.1) still needs a patient row to hang the study on.
   const patientId = i.patientId.trim() || 'UNKNOWN';
   const patientKey = `p:${patientId}`;
   let patientRef = refs.get(patientKey);
   if (patientRef === undefined) {
-    patientRef = upsertPatient(db, { patientId, name: orNull(i.patientName), birthDate: orNull(i.patientBirthDate), sex: orNull(i.patientSex) }, at);
+    patientRef = await upsertPatient(db, { patientId, name: orNull(i.patientName), birthDate: orNull(i.patientBirthDate), sex: orNull(i.patientSex) }, at);
     refs.set(patientKey, patientRef);
   }
   const studyKey = `s:${i.studyInstanceUid}`;
   let studyRef = refs.get(studyKey);
   if (studyRef === undefined) {
-    studyRef = upsertStudy(
+    studyRef = await upsertStudy(
       db,
       patientRef,
       {
@@ -151,7 +152,7 @@ function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, re
   const scanKey = `c:${i.seriesInstanceUid}`;
   let scanRef = refs.get(scanKey);
   if (scanRef === undefined) {
-    scanRef = upsertScan(
+    scanRef = await upsertScan(
       db,
       studyRef,
       {
@@ -166,7 +167,7 @@ function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, re
     );
     refs.set(scanKey, scanRef);
   }
-  const inserted = insertInstance(
+  const inserted = await insertInstance(
     db,
     scanRef,
     {
@@ -186,7 +187,7 @@ function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, re
     at,
   );
   if (!inserted) return false;
-  setInstanceImaging(db, i.sopInstanceUid, {
+  await setInstanceImaging(db, i.sopInstanceUid, {
     samplesPerPixel: i.samplesPerPixel,
     photometric: i.photometricInterpretation,
     bitsAllocated: i.bitsAllocated,
@@ -207,19 +208,24 @@ function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, re
 /**
  * Makes one batch visible: instances, rejects, the job's counts and its checkpoint, all in one
  * transaction. The archive files of the batch must already be durable (flushDirectories).
+ *
+ * Read committed on a hub: every statement here stands on its own (patients, studies and series
+ * are upserts that do nothing when present, an instance already stored is told apart by its
+ * digest, counts are added to), and uploads to one series from many clients and nodes all add
+ * to its instance count; serializable would fail most of them and run them again.
  */
-export function commitBatch(db: Database, jobRef: number, batch: readonly Prepared[], at: string): FileOutcome[] {
-  return inDurableTransaction(db, () => {
+export async function commitBatch(db: Database, jobRef: number, batch: readonly Prepared[], at: string): Promise<FileOutcome[]> {
+  return await db.transaction(async (tx) => {
     const refs: RefCache = new Map();
     const delta: JobCountsDelta = { filesSeen: 0, imported: 0, duplicates: 0, conflicts: 0, rejected: 0, bytes: 0 };
-    const outcomes = batch.map((p): FileOutcome => {
+    const outcomes = await mapInOrder(batch, async (p): Promise<FileOutcome> => {
       if (p.kind === 'done') return p.result;
       const sop = p.instance.sopInstanceUid;
-      if (indexInstance(db, p, refs, at)) {
+      if (await indexInstance(tx, p, refs, at)) {
         return { outcome: 'imported', path: p.path, sop_instance_uid: sop, scan_id: p.instance.seriesInstanceUid, bytes: p.bytes };
       }
       // Lost a race (same batch, or another process importing the same files): decide now.
-      if (findStoredDigest(db, sop) === p.sha256) {
+      if (await findStoredDigest(tx, sop) === p.sha256) {
         return { outcome: 'duplicate', path: p.path, sop_instance_uid: sop, scan_id: p.instance.seriesInstanceUid, bytes: p.bytes };
       }
       return { outcome: 'conflict', path: p.path, sop_instance_uid: sop, reason: conflictReason(sop), bytes: p.bytes };
@@ -231,13 +237,13 @@ export function commitBatch(db: Database, jobRef: number, batch: readonly Prepar
       else if (o.outcome === 'duplicate') delta.duplicates += 1;
       else if (o.outcome === 'conflict') {
         delta.conflicts += 1;
-        insertImportReject(db, jobRef, { outcome: 'conflict', path: o.path, reason: o.reason, sopInstanceUid: o.sop_instance_uid });
+        await insertImportReject(tx, jobRef, { outcome: 'conflict', path: o.path, reason: o.reason, sopInstanceUid: o.sop_instance_uid });
       } else {
         delta.rejected += 1;
-        insertImportReject(db, jobRef, { outcome: 'rejected', path: o.path, reason: o.reason, sopInstanceUid: null });
+        await insertImportReject(tx, jobRef, { outcome: 'rejected', path: o.path, reason: o.reason, sopInstanceUid: null });
       }
     }
-    addImportJobProgress(db, jobRef, delta, batch.length, at);
+    await addImportJobProgress(tx, jobRef, delta, batch.length, at);
     return outcomes;
-  });
+  }, { durable: true, isolation: 'read committed' });
 }

@@ -73,11 +73,11 @@ function remove(found: Found, bytes: number, tally: Leftovers): void {
   }
 }
 
-function clearStaging(dataDir: string, tally: Leftovers): void {
+function clearStaging(dataDir: string, tally: Leftovers, writer: WriterOf): void {
   const staging = join(dataDir, STAGING_DIR);
   for (const name of entries(staging)) {
     const found = statOf(join(staging, name));
-    if (found && isStale(tempWriterPid(name), found.stat.mtimeMs)) remove(found, found.stat.size, tally);
+    if (found && isStale(writer(tempWriterPid(name)), found.stat.mtimeMs)) remove(found, found.stat.size, tally);
   }
 }
 
@@ -86,7 +86,7 @@ function clearStaging(dataDir: string, tally: Leftovers): void {
  * ones. Listing every archive folder costs about a second per million files, so it happens
  * once: the staging folder, created after the sweep, says it is done.
  */
-function sweepArchiveOnce(dataDir: string, tally: Leftovers): void {
+function sweepArchiveOnce(dataDir: string, tally: Leftovers, writer: WriterOf): void {
   const staging = join(dataDir, STAGING_DIR);
   if (statOf(staging)) return;
   const archive = join(dataDir, ARCHIVE_DIR);
@@ -97,13 +97,13 @@ function sweepArchiveOnce(dataDir: string, tally: Leftovers): void {
     for (const name of entries(dir)) {
       if (!isArchiveTempName(name)) continue;
       const found = statOf(join(dir, name));
-      if (found && isStale(tempWriterPid(name), found.stat.mtimeMs)) remove(found, found.stat.size, tally);
+      if (found && isStale(writer(tempWriterPid(name)), found.stat.mtimeMs)) remove(found, found.stat.size, tally);
     }
   }
   mkdirSync(staging, { recursive: true, mode: PRIVATE_DIR_MODE });
 }
 
-function clearUploads(dataDir: string, tally: Leftovers): void {
+function clearUploads(dataDir: string, tally: Leftovers, writer: WriterOf): void {
   const uploads = join(dataDir, UPLOADS_DIR);
   for (const name of entries(uploads)) {
     const found = statOf(join(uploads, name));
@@ -113,28 +113,36 @@ function clearUploads(dataDir: string, tally: Leftovers): void {
     const parts = found.stat.isDirectory() ? entries(found.path).flatMap((part) => statOf(join(found.path, part)) ?? []) : [found];
     const newest = Math.max(found.stat.mtimeMs, ...parts.map((p) => p.stat.mtimeMs));
     const bytes = parts.reduce((sum, p) => sum + p.stat.size, 0);
-    if (isStale(uploadReceiverPid(name), newest)) remove(found, bytes, tally);
+    if (isStale(writer(uploadReceiverPid(name)), newest)) remove(found, bytes, tally);
   }
 }
 
 /** An export being written is patient data too, until it is renamed into place. */
-function clearExportPartials(dataDir: string, tally: Leftovers): void {
+function clearExportPartials(dataDir: string, tally: Leftovers, writer: WriterOf): void {
   const dir = exportsDir(dataDir);
   for (const name of entries(dir)) {
     if (!isExportPartialName(name)) continue;
     const found = statOf(join(dir, name));
-    if (found && isStale(exportPartialWriterPid(name), found.stat.mtimeMs)) remove(found, found.stat.size, tally);
+    if (found && isStale(writer(exportPartialWriterPid(name)), found.stat.mtimeMs)) remove(found, found.stat.size, tally);
   }
 }
 
-/** Removes what dead processes left; never throws for a file it could not remove (counted in `failed`). */
-export function clearCrashLeftovers(deps: ImportDeps): Leftovers {
+/** The pid a temporary file's name gives, where that pid can be probed from here. */
+type WriterOf = (pid: number | null) => number | null;
+
+/**
+ * Removes what dead processes left; never throws for a file it could not remove (counted in
+ * `failed`). A hub's nodes share the folder from several hosts (`sharedFolder`), where a pid in a
+ * file's name may be another host's: there a file goes by its age alone.
+ */
+export async function clearCrashLeftovers(deps: ImportDeps & { sharedFolder?: boolean }): Promise<Leftovers> {
+  const writer: WriterOf = (pid) => (deps.sharedFolder ? null : pid);
   const tally: Leftovers = { files: 0, bytes: 0, jobs: 0, failed: 0 };
-  sweepArchiveOnce(deps.dataDir, tally);
-  clearStaging(deps.dataDir, tally);
-  clearUploads(deps.dataDir, tally);
-  clearExportPartials(deps.dataDir, tally);
-  tally.jobs = interruptAbandonedJobs(deps);
+  sweepArchiveOnce(deps.dataDir, tally, writer);
+  clearStaging(deps.dataDir, tally, writer);
+  clearUploads(deps.dataDir, tally, writer);
+  clearExportPartials(deps.dataDir, tally, writer);
+  tally.jobs = await interruptAbandonedJobs(deps);
   if (tally.files + tally.jobs + tally.failed > 0) deps.log?.info('leftovers.cleared', { ...tally });
   return tally;
 }

@@ -1,34 +1,38 @@
 /**
  * Who runs a job (issue 12): claiming, ownership and abandonment for every job kind, once.
  *
- * A job row names its owner (owner_pid) and when the owner last showed life (heartbeat_at).
- * A job is taken only by a conditional UPDATE that succeeds for one process alone (the store's
- * claim statements; on PostgreSQL the same door becomes FOR UPDATE SKIP LOCKED), and a job whose
- * owner died - its pid gone, or silent for longer than STALE_HEARTBEAT_MS, which also covers a
- * pid reused by another program - is abandoned and may be taken over. Imports and analyses used
- * to carry their own copies of these rules; the architecture test keeps claims here.
+ * A job row names its owner - the node (server/jobs/node.ts) of the process running it, and
+ * that process's pid - and when the owner last showed life (heartbeat_at). A job is taken only
+ * by a conditional UPDATE that succeeds for one node alone (the store's claim statements; on
+ * PostgreSQL the queue is read with FOR UPDATE SKIP LOCKED, so nodes claiming at once skip each
+ * other's rows instead of queueing on them), and every later write of the runner is conditional
+ * on still being the owner, so a job taken over can never be finished twice.
+ *
+ * A job's owner is gone when its node row is gone (a clean stop removes it), when the node is on
+ * this host and its pid is not alive or has been silent for STALE_HEARTBEAT_MS (a pid reused by
+ * another program), or when the node is on another host and has not beaten for NODE_LEASE_MS.
+ * Imports and analyses used to carry their own copies of these rules; the architecture test
+ * keeps claims here.
  */
 import type { Database } from '#server/store/database.ts';
-import { claimQueuedAnalysis, type AnalysisJobRow } from '#server/store/analysis-jobs.ts';
-import { reclaimImportJob } from '#server/store/import-jobs.ts';
+import { claimNextQueuedAnalysis, claimQueuedAnalysis, type AnalysisJobRow, type JobOwner } from '#server/store/analysis-jobs.ts';
 
-export type JobKind = 'import' | 'analysis';
+export type { JobOwner, SeenOwner } from '#server/store/analysis-jobs.ts';
+import { reclaimImportJob } from '#server/store/import-jobs.ts';
+import { findNode } from '#server/store/nodes.ts';
+import { NODE_LEASE_MS, type JobKind, type JobNode } from '#server/jobs/node.ts';
+
+export type { JobKind } from '#server/jobs/node.ts';
 
 /** A heartbeat this old means the owner is gone even if its pid was reused. */
 export const STALE_HEARTBEAT_MS = 10 * 60 * 1000;
 
 /** The job's row as far as ownership goes. */
-export type Owned = { id: number; owner_pid: number | null; heartbeat_at: string | null };
+export type Owned = { id: number; owner_node: number | null; owner_pid: number | null; heartbeat_at: string | null };
 
-/** Jobs this process runs now, per kind: a row naming our own pid but not held here was left by an earlier process that had our pid. */
-const held: Record<JobKind, Set<number>> = { import: new Set(), analysis: new Set() };
 
-/** Marks a job as run by this process until the returned release is called. */
-export function holdJob(kind: JobKind, id: number): () => void {
-  held[kind].add(id);
-  return () => {
-    held[kind].delete(id);
-  };
+export function ownerOf(node: JobNode): JobOwner {
+  return { node: node.id, pid: node.pid };
 }
 
 export function pidAlive(pid: number): boolean {
@@ -41,22 +45,41 @@ export function pidAlive(pid: number): boolean {
   }
 }
 
+function silentFor(heartbeatAt: string | null, nowMs: number): number {
+  return nowMs - (heartbeatAt ? Date.parse(heartbeatAt) : 0);
+}
+
 /** True when nobody is running this job any more, so another process may take it over. */
-export function isAbandoned(kind: JobKind, job: Owned, nowMs: number): boolean {
-  if (held[kind].has(job.id)) return false;
-  // Our pid but not held here: a process before us had it (pids are reused after a restart).
-  if (job.owner_pid === null || job.owner_pid === process.pid) return true;
-  if (!pidAlive(job.owner_pid)) return true;
-  const beat = job.heartbeat_at ? Date.parse(job.heartbeat_at) : 0;
-  return nowMs - beat > STALE_HEARTBEAT_MS;
+export async function isAbandoned(db: Database, me: JobNode, kind: JobKind, job: Owned, nowMs: number): Promise<boolean> {
+  if (me.holds(kind, job.id)) return false;
+  if (job.owner_node === null) {
+    // Rows of a mia before nodes (or released ones): the owner was a process on this host.
+    if (job.owner_pid === null || job.owner_pid === process.pid) return true;
+    if (!pidAlive(job.owner_pid)) return true;
+    return silentFor(job.heartbeat_at, nowMs) > STALE_HEARTBEAT_MS;
+  }
+  // Ours but not held: released, or left by a runner of this process that is gone.
+  if (job.owner_node === me.id) return true;
+  const owner = await findNode(db, job.owner_node);
+  if (!owner) return true;
+  if (owner.host === me.host) {
+    if (!pidAlive(owner.pid)) return true;
+    return silentFor(owner.heartbeat_at, nowMs) > STALE_HEARTBEAT_MS;
+  }
+  return silentFor(owner.heartbeat_at, nowMs) > NODE_LEASE_MS;
 }
 
-/** Takes a queued analysis for this process; undefined when another process was quicker. */
-export function claimAnalysis(db: Database, id: number, at: string): AnalysisJobRow | undefined {
-  return claimQueuedAnalysis(db, id, process.pid, at);
+/** Takes a queued analysis for this node; undefined when another node was quicker. */
+export async function claimAnalysis(db: Database, me: JobNode, id: number, at: string): Promise<AnalysisJobRow | undefined> {
+  return await claimQueuedAnalysis(db, id, ownerOf(me), at);
 }
 
-/** Takes over an interrupted import for this process; false when another process was quicker. */
-export function claimImport(db: Database, id: number, at: string): boolean {
-  return reclaimImportJob(db, id, process.pid, at);
+/** Takes the oldest queued analysis no other node holds; undefined when the queue is empty. */
+export async function claimNextAnalysis(db: Database, me: JobNode, at: string): Promise<AnalysisJobRow | undefined> {
+  return await claimNextQueuedAnalysis(db, ownerOf(me), at);
+}
+
+/** Takes over an interrupted import for this node; false when another node was quicker. */
+export async function claimImport(db: Database, me: JobNode, id: number, at: string): Promise<boolean> {
+  return await reclaimImportJob(db, id, ownerOf(me), at);
 }

@@ -47,14 +47,14 @@ export function toMeasurement(row: MeasurementRow): Measurement {
   };
 }
 
-export function listMeasurements(
+export async function listMeasurements(
   deps: MeasurementDeps,
   scanId: string,
   userRef: number,
   page: PageRequest,
-): { items: Measurement[]; nextAfterId: number | null; patientId: string } {
-  const scan = getScanRow(deps, scanId);
-  const rows = listReaderMeasurements(deps.db, scan.id, userRef, page);
+): Promise<{ items: Measurement[]; nextAfterId: number | null; patientId: string }> {
+  const scan = await getScanRow(deps, scanId);
+  const rows = await listReaderMeasurements(deps.db, scan.id, userRef, page);
   return { items: rows.items.map(toMeasurement), nextAfterId: rows.nextAfterId, patientId: scan.patient_id };
 }
 
@@ -64,8 +64,8 @@ export async function createMeasurement(
   userRef: number,
   body: CreateMeasurementBody,
 ): Promise<{ measurement: Measurement; patientId: string }> {
-  const scan = getScanRow(deps, scanId);
-  const instance = findInstance(deps.db, body.instance_uid);
+  const scan = await getScanRow(deps, scanId);
+  const instance = await findInstance(deps.db, body.instance_uid);
   // An image of another scan would list under this scan's report: refuse it rather than mix patients.
   if (!instance || instance.scan_ref !== scan.id) throw notFound('Instance of this scan', body.instance_uid);
   if (body.frame >= instance.frames) {
@@ -74,7 +74,7 @@ export async function createMeasurement(
   const { frame, spacing } = await modalityFrame(deps, instance, body.frame);
   const values = measure(frame, body.kind, body.points, spacing);
   const publicId = newPublicId('msr');
-  insertMeasurement(deps.db, {
+  await insertMeasurement(deps.db, {
     public_id: publicId,
     scan_ref: scan.id,
     instance_ref: instance.id,
@@ -90,7 +90,7 @@ export async function createMeasurement(
     unit: valueUnit(scan.modality),
     created_at: deps.clock.now().toISOString(),
   });
-  const row = findMeasurement(deps.db, publicId);
+  const row = await findMeasurement(deps.db, publicId);
   if (!row) throw notFound('Measurement', publicId);
   return { measurement: toMeasurement(row), patientId: scan.patient_id };
 }
@@ -100,8 +100,8 @@ export async function createMeasurement(
  * measurements made until signing, not a copy): it stays as signed, like the verdicts, and a
  * later change of mind is an addendum (issue 11).
  */
-function refuseIfSigned(db: Database, row: MeasurementRow, what: string): void {
-  const report = findFinalReportListing(db, row);
+async function refuseIfSigned(db: Database, row: MeasurementRow, what: string): Promise<void> {
+  const report = await findFinalReportListing(db, row);
   if (report) {
     throw conflict(
       `This measurement is part of final report ${report.public_id}; it cannot be ${what}`,
@@ -117,35 +117,35 @@ export async function editMeasurement(
   userRef: number,
   body: UpdateMeasurementBody,
 ): Promise<{ measurement: Measurement; patientId: string }> {
-  const row = findMeasurement(deps.db, publicId);
+  const row = await findMeasurement(deps.db, publicId);
   if (!row) throw notFound('Measurement', publicId);
   if (row.user_ref !== userRef) throw forbidden('This measurement belongs to another reader', 'only its author may change it');
   const kind = row.kind as MeasurementKind;
   const wanted = kind === 'probe' ? 1 : 2;
   if (body.points.length !== wanted) throw invalid(`a ${kind} has ${wanted} point(s)`, `points has ${body.points.length}`);
-  refuseIfSigned(deps.db, row, 'changed');
-  const instance = findInstance(deps.db, row.instance_uid);
+  await refuseIfSigned(deps.db, row, 'changed');
+  const instance = await findInstance(deps.db, row.instance_uid);
   if (!instance) throw notFound('Instance', row.instance_uid);
   const { frame, spacing } = await modalityFrame(deps, instance, row.frame);
   const values = measure(frame, kind, body.points, spacing);
   // The frame was read outside the transaction (it may await the file): check the lock again inside it.
-  inDurableTransaction(deps.db, () => {
-    const now = findMeasurement(deps.db, publicId);
+  await inDurableTransaction(deps.db, async (tx) => {
+    const now = await findMeasurement(tx, publicId);
     if (!now) throw notFound('Measurement', publicId);
-    refuseIfSigned(deps.db, now, 'changed');
-    updateMeasurementGeometry(deps.db, now.id, { points: JSON.stringify(body.points), ...values });
+    await refuseIfSigned(tx, now, 'changed');
+    await updateMeasurementGeometry(tx, now.id, { points: JSON.stringify(body.points), ...values });
   });
-  const updated = findMeasurement(deps.db, publicId);
+  const updated = await findMeasurement(deps.db, publicId);
   if (!updated) throw notFound('Measurement', publicId);
   return { measurement: toMeasurement(updated), patientId: updated.patient_id };
 }
 
-export function removeMeasurement(deps: MeasurementDeps, publicId: string, userRef: number): { measurement: Measurement; patientId: string } {
-  const row = findMeasurement(deps.db, publicId);
+export async function removeMeasurement(deps: MeasurementDeps, publicId: string, userRef: number): Promise<{ measurement: Measurement; patientId: string }> {
+  const row = await findMeasurement(deps.db, publicId);
   if (!row) throw notFound('Measurement', publicId);
   // Another reader's measurement is theirs to keep: they may be reporting on it.
   if (row.user_ref !== userRef) throw forbidden('This measurement belongs to another reader', 'only its author may delete it');
-  refuseIfSigned(deps.db, row, 'deleted');
-  deleteMeasurement(deps.db, row.id);
+  await refuseIfSigned(deps.db, row, 'deleted');
+  await deleteMeasurement(deps.db, row.id);
   return { measurement: toMeasurement(row), patientId: row.patient_id };
 }

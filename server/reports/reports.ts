@@ -6,6 +6,7 @@
  * a final report locks the verdicts it was built on, and a later change of mind is an addendum,
  * a signed, dated section appended to it (issue 11).
  */
+import { mapInOrder } from '#server/in-order.ts';
 import { z } from 'zod';
 import type { Addendum, Report } from '#server/api/schemas.ts';
 import { findingV11 } from '#server/api/schemas.ts';
@@ -39,7 +40,7 @@ import { listReportMeasurements, type MeasurementRow } from '#server/store/measu
 
 export type ReportDeps = { db: Database; clock: Clock };
 
-const reportMeasurements = (db: Database, row: ReportRow): MeasurementRow[] => listReportMeasurements(db, row.scan_ref, row.author_ref, row.finalized_at);
+const reportMeasurements = async (db: Database, row: ReportRow): Promise<MeasurementRow[]> => await listReportMeasurements(db, row.scan_ref, row.author_ref, row.finalized_at);
 
 const findingsSnapshot = z.array(findingV11);
 const findingChanges = z.array(
@@ -83,21 +84,21 @@ export function toReport(row: ReportRow, addenda: readonly AddendumRow[] = [], m
   };
 }
 
-export function getReport(deps: ReportDeps, reportId: string): Report {
-  const row = findReport(deps.db, reportId);
+export async function getReport(deps: ReportDeps, reportId: string): Promise<Report> {
+  const row = await findReport(deps.db, reportId);
   if (!row) throw notFound('Report', reportId);
-  return toReport(row, findAddenda(deps.db, [row.id]).get(row.id), reportMeasurements(deps.db, row));
+  return toReport(row, (await findAddenda(deps.db, [row.id])).get(row.id), await reportMeasurements(deps.db, row));
 }
 
-export function listReports(deps: ReportDeps, filter: ReportFilter, page: PageRequest): Page<Report> {
-  const rows = listReportRows(deps.db, filter, page);
-  const addenda = findAddenda(deps.db, rows.items.map((r) => r.id));
-  return { items: rows.items.map((r) => toReport(r, addenda.get(r.id), reportMeasurements(deps.db, r))), nextAfterId: rows.nextAfterId };
+export async function listReports(deps: ReportDeps, filter: ReportFilter, page: PageRequest): Promise<Page<Report>> {
+  const rows = await listReportRows(deps.db, filter, page);
+  const addenda = await findAddenda(deps.db, rows.items.map((r) => r.id));
+  return { items: await mapInOrder(rows.items, async (r) => toReport(r, addenda.get(r.id), await reportMeasurements(deps.db, r))), nextAfterId: rows.nextAfterId };
 }
 
 /** The findings of a report's analysis as they are now, and the recommendation they make. */
-function currentBasis(deps: ReportDeps, vocabularies: ModelVocabularies, row: ReportRow) {
-  const findings = row.analysis_ref === null ? [] : (findFindingsByAnalyses(deps.db, [row.analysis_ref]).get(row.analysis_ref) ?? []);
+async function currentBasis(deps: ReportDeps, vocabularies: ModelVocabularies, row: ReportRow) {
+  const findings = row.analysis_ref === null ? [] : ((await findFindingsByAnalyses(deps.db, [row.analysis_ref])).get(row.analysis_ref) ?? []);
   const recommendation = reportRecommendation(vocabularies, {
     modelId: row.model_id ?? '',
     modality: row.modality,
@@ -105,7 +106,7 @@ function currentBasis(deps: ReportDeps, vocabularies: ModelVocabularies, row: Re
     modelSuggestion: row.analysis_recommendation ?? '',
   });
   // The snapshot keeps each finding's place (slice, size in mm), so a signed report keeps its sizes.
-  const slices = loadSliceIndex(deps.db, row.scan_ref);
+  const slices = await loadSliceIndex(deps.db, row.scan_ref);
   return { findings: JSON.stringify(findings.map((f) => toFinding(f, slices))), recommendation };
 }
 
@@ -113,11 +114,11 @@ function currentBasis(deps: ReportDeps, vocabularies: ModelVocabularies, row: Re
  * Brings a draft's snapshot up to its analysis's verdicts, and its recommendation unless the
  * reader wrote it; call inside the transaction that changed them.
  */
-function refreshDraft(deps: ReportDeps, vocabularies: ModelVocabularies, row: ReportRow, at: string): void {
+async function refreshDraft(deps: ReportDeps, vocabularies: ModelVocabularies, row: ReportRow, at: string): Promise<void> {
   if (row.status !== 'draft') return;
-  const current = currentBasis(deps, vocabularies, row);
+  const current = await currentBasis(deps, vocabularies, row);
   const ownText = row.recommendation_basis === 'reader';
-  updateDraftReport(deps.db, row.id, {
+  await updateDraftReport(deps.db, row.id, {
     findings: current.findings,
     recommendation: ownText ? undefined : current.recommendation.text,
     recommendationBasis: ownText ? undefined : current.recommendation.basis,
@@ -129,8 +130,8 @@ function refreshDraft(deps: ReportDeps, vocabularies: ModelVocabularies, row: Re
  * Verdicts on findings that a final report was built on are locked (409 naming the report);
  * otherwise the drafts on them follow. Call inside the verdict's transaction, before it.
  */
-export function beforeVerdict(deps: ReportDeps, analysisRef: number): (vocabularies: ModelVocabularies, at: string) => void {
-  const reports = findReportsByAnalysis(deps.db, analysisRef);
+export async function beforeVerdict(deps: ReportDeps, analysisRef: number): Promise<(vocabularies: ModelVocabularies, at: string) => Promise<void>> {
+  const reports = await findReportsByAnalysis(deps.db, analysisRef);
   const final = reports.find((r) => r.status === 'final');
   if (final) {
     throw conflict(
@@ -138,44 +139,44 @@ export function beforeVerdict(deps: ReportDeps, analysisRef: number): (vocabular
       `report ${final.public_id} was finalized at ${final.finalized_at ?? 'unknown time'}; add an addendum to change a verdict: POST /v1/reports/${final.public_id}/addenda`,
     );
   }
-  return (vocabularies, at) => {
-    for (const row of reports) refreshDraft(deps, vocabularies, row, at);
+  return async (vocabularies, at) => {
+    for (const row of reports) await refreshDraft(deps, vocabularies, row, at);
   };
 }
 
 /** Rejected findings stay in the snapshot, marked, so the report shows what the AI proposed. */
-export function draftReport(
+export async function draftReport(
   deps: ReportDeps,
   vocabularies: ModelVocabularies,
   authorRef: number,
   input: { scanId: string; impression?: string | undefined },
-): Report {
-  const reportId = inDurableTransaction(deps.db, () => {
-    const scan = getScanRow(deps, input.scanId);
+): Promise<Report> {
+  const reportId = await inDurableTransaction(deps.db, async (tx) => {
+    const scan = await getScanRow({ ...deps, db: tx }, input.scanId);
     if (scan.latest_analysis_ref === null) {
       throw conflict('This scan has no analysis to draft a report from', `scan status is ${scan.status}; analyse it first`);
     }
     // One signed report per result: a second draft beside a final report would let the scan
     // carry two diagnoses; a later change of mind is an addendum to the signed one (issue 11).
-    const final = findReportsByAnalysis(deps.db, scan.latest_analysis_ref).find((r) => r.status === 'final');
+    const final = (await findReportsByAnalysis(tx, scan.latest_analysis_ref)).find((r) => r.status === 'final');
     if (final) {
       throw conflict(
         `This scan's report is final (report ${final.public_id}); a new draft cannot replace it`,
         `report ${final.public_id} was finalized at ${final.finalized_at ?? 'unknown time'}; add an addendum instead: POST /v1/reports/${final.public_id}/addenda`,
       );
     }
-    const { analyses, findings } = loadLatestAnalyses(deps.db, [scan]);
+    const { analyses, findings } = await loadLatestAnalyses(tx, [scan]);
     const analysis = analyses.get(scan.latest_analysis_ref);
     if (!analysis) throw new MiaError('internal', 'latest analysis missing');
     const rows = findings.get(analysis.id) ?? [];
-    const slices = loadSliceIndex(deps.db, scan.id);
+    const slices = await loadSliceIndex(tx, scan.id);
     const recommendation = reportRecommendation(vocabularies, {
       modelId: analysis.model_id,
       modality: scan.modality,
       findings: rows,
       modelSuggestion: analysis.recommendation ?? '',
     });
-    return insertReport(deps.db, {
+    return await insertReport(tx, {
       scanRef: scan.id,
       analysisRef: analysis.id,
       impression: input.impression ?? '',
@@ -186,18 +187,18 @@ export function draftReport(
       at: deps.clock.now().toISOString(),
     });
   });
-  return getReport(deps, reportId);
+  return await getReport(deps, reportId);
 }
 
-export function updateReport(
+export async function updateReport(
   deps: ReportDeps,
   vocabularies: ModelVocabularies,
   userRef: number,
   reportId: string,
   patch: { impression?: string | undefined; recommendation?: string | undefined; status?: 'final' | undefined },
-): Report {
-  inDurableTransaction(deps.db, () => {
-    const row = findReport(deps.db, reportId);
+): Promise<Report> {
+  await inDurableTransaction(deps.db, async (tx) => {
+    const row = await findReport(tx, reportId);
     if (!row) throw notFound('Report', reportId);
     if (row.status !== 'draft') {
       throw conflict('This report is final and cannot be changed', `finalized at ${row.finalized_at ?? 'unknown time'}; add an addendum: POST /v1/reports/${reportId}/addenda`);
@@ -207,8 +208,8 @@ export function updateReport(
     // own (the renderer always sends both fields); only a different text is the reader's.
     const ownText = patch.recommendation !== undefined && patch.recommendation !== row.recommendation;
     // What is signed is built on the verdicts as they are at signing.
-    if (patch.status === 'final') refreshDraft(deps, vocabularies, row, at);
-    const updated = updateDraftReport(deps.db, row.id, {
+    if (patch.status === 'final') await refreshDraft({ ...deps, db: tx }, vocabularies, row, at);
+    const updated = await updateDraftReport(tx, row.id, {
       impression: patch.impression,
       recommendation: ownText ? patch.recommendation : undefined,
       recommendationBasis: ownText ? 'reader' : undefined,
@@ -216,9 +217,9 @@ export function updateReport(
       at,
     });
     if (!updated) throw new MiaError('internal', 'draft report changed under its transaction');
-    if (patch.status === 'final') reportFinalized(deps.db, { ref: row.scan_ref, status: row.scan_status }, reportId, at);
+    if (patch.status === 'final') await reportFinalized(tx, { ref: row.scan_ref, status: row.scan_status }, reportId, at);
   });
-  return getReport(deps, reportId);
+  return await getReport(deps, reportId);
 }
 
 export type VerdictChange = { id: string; review: FindingReview | null };
@@ -228,7 +229,7 @@ export type VerdictChange = { id: string; review: FindingReview | null };
  * findings (so the scan's result shows the reader's current view) while the report's signed
  * snapshot keeps the verdicts it was built on; the addendum says what changed.
  */
-export function addAddendum(
+export async function addAddendum(
   deps: ReportDeps,
   userRef: number,
   reportId: string,
@@ -238,32 +239,33 @@ export function addAddendum(
     /** Reader-drawn findings added after signing, checked against the glossary's labels. */
     newFindings?: { items: readonly ReaderFindingInput[]; labels: ReadonlySet<string> } | undefined;
   },
-): Report {
-  inDurableTransaction(deps.db, () => {
-    const row = findReport(deps.db, reportId);
+): Promise<Report> {
+  await inDurableTransaction(deps.db, async (tx) => {
+    const row = await findReport(tx, reportId);
     if (!row) throw notFound('Report', reportId);
     if (row.status !== 'final') {
       throw conflict('This report is a draft; edit it instead of adding an addendum', 'addenda are added to final reports only');
     }
     const at = deps.clock.now().toISOString();
-    const changes: Addendum['finding_changes'] = (input.findings ?? []).map((change, index, all) => {
-      if (all.findIndex((c) => c.id === change.id) !== index) throw invalid('A finding is listed twice', `finding ${change.id} appears more than once in findings`);
-      const finding = findFindingWithScan(deps.db, change.id);
+    const requested = input.findings ?? [];
+    const changes: Addendum['finding_changes'] = await mapInOrder(requested, async (change, index) => {
+      if (requested.findIndex((c) => c.id === change.id) !== index) throw invalid('A finding is listed twice', `finding ${change.id} appears more than once in findings`);
+      const finding = await findFindingWithScan(tx, change.id);
       if (!finding || finding.analysis_ref !== row.analysis_ref) {
         throw invalid('A finding is not part of this report', `finding ${change.id} is not a finding of report ${reportId}`);
       }
-      setFindingReview(deps.db, finding.id, change.review, change.review === null ? null : userRef, change.review === null ? null : at);
+      await setFindingReview(tx, finding.id, change.review, change.review === null ? null : userRef, change.review === null ? null : at);
       return { finding_id: change.id, label: finding.label, from: finding.review, to: change.review };
     });
     // A finding the model missed, seen after signing, joins the analysis accepted (the signed
     // snapshot stays as signed); the addendum records it as a change from nothing to accepted.
     for (const item of input.newFindings?.items ?? []) {
       if (row.analysis_ref === null) throw conflict('This report has no analysis to add a finding to', 'write the finding in the addendum text');
-      checkReaderFinding(deps.db, input.newFindings?.labels ?? new Set(), { id: row.scan_ref, scan_id: row.scan_id }, item);
-      const id = insertReaderFinding(deps.db, row.analysis_ref, item, userRef, at);
+      await checkReaderFinding(tx, input.newFindings?.labels ?? new Set(), { id: row.scan_ref, scan_id: row.scan_id }, item);
+      const id = await insertReaderFinding(tx, row.analysis_ref, item, userRef, at);
       changes.push({ finding_id: id, label: item.label, from: null, to: 'accepted', added: true });
     }
-    insertAddendum(deps.db, { reportRef: row.id, authorRef: userRef, text: input.text, findingChanges: JSON.stringify(changes), at });
+    await insertAddendum(tx, { reportRef: row.id, authorRef: userRef, text: input.text, findingChanges: JSON.stringify(changes), at });
   });
-  return getReport(deps, reportId);
+  return await getReport(deps, reportId);
 }

@@ -19,27 +19,27 @@ import { loadSliceIndex } from '#server/findings/places.ts';
 
 export type ReviewedFinding = { finding: ScanResultV11['findings'][number]; scanId: string; patientId: string };
 
-export function reviewFinding(
+export async function reviewFinding(
   deps: ScanDeps,
   vocabularies: ModelVocabularies,
   userRef: number,
   findingId: string,
   review: FindingReview | null,
   reason: string | null = null,
-): ReviewedFinding {
-  return inDurableTransaction(deps.db, () => {
-    const row = findFindingWithScan(deps.db, findingId);
+): Promise<ReviewedFinding> {
+  return await inDurableTransaction(deps.db, async (tx) => {
+    const row = await findFindingWithScan(tx, findingId);
     if (!row) throw notFound('Finding', findingId);
-    const followDrafts = beforeVerdict(deps, row.analysis_ref);
+    const followDrafts = await beforeVerdict({ ...deps, db: tx }, row.analysis_ref);
     const at = review === null ? null : deps.clock.now().toISOString();
     // A reason is kept with a rejection only (the route refuses one with another verdict).
     const kept = review === 'rejected' ? reason : null;
-    setFindingReview(deps.db, row.id, review, review === null ? null : userRef, at, kept);
-    followDrafts(vocabularies, deps.clock.now().toISOString());
+    await setFindingReview(tx, row.id, review, review === null ? null : userRef, at, kept);
+    await followDrafts(vocabularies, deps.clock.now().toISOString());
     // Verdicts on an older analysis's findings do not move the scan: its result is another.
-    if (row.is_latest) reviewChanged(deps.db, { ref: row.scan_ref, status: row.scan_status }, deps.clock.now().toISOString());
+    if (row.is_latest) await reviewChanged(tx, { ref: row.scan_ref, status: row.scan_status }, deps.clock.now().toISOString());
     return {
-      finding: toFinding({ ...row, review, reviewed_by: review === null ? null : userRef, reviewed_at: at, review_reason: kept }, loadSliceIndex(deps.db, row.scan_ref)),
+      finding: toFinding({ ...row, review, reviewed_by: review === null ? null : userRef, reviewed_at: at, review_reason: kept }, await loadSliceIndex(tx, row.scan_ref)),
       scanId: row.scan_id,
       patientId: row.patient_id,
     };

@@ -24,61 +24,65 @@ export type Move = { from: ScanStatus; to: ScanStatus; moved: boolean };
 /** Status reasons are shown on the worklist; a model's or codec's message may be long. */
 const MAX_REASON = 500;
 
-function move(db: Database, scan: ScanState, to: ScanStatus, reason: string | null, at: string): Move {
-  setScanStatus(db, scan.ref, to, reason === null ? null : reason.slice(0, MAX_REASON), at);
+async function move(db: Database, scan: ScanState, to: ScanStatus, reason: string | null, at: string): Promise<Move> {
+  // Compare-and-set on the status the caller read: a caller outside its transaction, or a
+  // writer in another process, cannot have its change silently overwritten.
+  if (!(await setScanStatus(db, scan.ref, scan.status, to, reason === null ? null : reason.slice(0, MAX_REASON), at))) {
+    throw conflict('The scan changed meanwhile', `its status is no longer ${scan.status}; read it again and retry`);
+  }
   return { from: scan.status, to, moved: true };
 }
 
 const stay = (scan: ScanState): Move => ({ from: scan.status, to: scan.status, moved: false });
 
 /** A client's request (POST /v1/scans/{scan_id}): 400 for a status clients may not set, 409 with the allowed targets otherwise. */
-export function clientRequested(db: Database, scan: ScanState, requested: string, at: string): Move & { to: ClientScanStatus } {
+export async function clientRequested(db: Database, scan: ScanState, requested: string, at: string): Promise<Move & { to: ClientScanStatus }> {
   const target = checkClientTransition(scan.status, requested);
-  return { ...move(db, scan, target, null, at), to: target };
+  return { ...await move(db, scan, target, null, at), to: target };
 }
 
 /** An analysis job was queued. A scan a client already set to queued stays so; one that cannot be analysed is 409. */
-export function analysisQueued(db: Database, scan: ScanState, at: string): Move {
+export async function analysisQueued(db: Database, scan: ScanState, at: string): Promise<Move> {
   if (scan.status !== 'queued' && !canSystemMove(scan.status, 'queued')) {
     throw conflict(`A scan in status ${scan.status} cannot be analysed`, 'analysis is possible from received, analyzed, failed, in_review or reviewed');
   }
-  return move(db, scan, 'queued', null, at);
+  return await move(db, scan, 'queued', null, at);
 }
 
 /** A worker took the job. False when the scan moved meanwhile (archived, reported) and must not be analysed. */
-export function analysisStarted(db: Database, scan: ScanState, at: string): boolean {
+export async function analysisStarted(db: Database, scan: ScanState, at: string): Promise<boolean> {
   if (scan.status === 'analyzing') return true;
   if (!canSystemMove(scan.status, 'analyzing')) return false;
-  move(db, scan, 'analyzing', null, at);
+  await move(db, scan, 'analyzing', null, at);
   return true;
 }
 
-export function analysisSucceeded(db: Database, scan: ScanState, at: string): Move {
-  return canSystemMove(scan.status, 'analyzed') ? move(db, scan, 'analyzed', null, at) : stay(scan);
+export async function analysisSucceeded(db: Database, scan: ScanState, at: string): Promise<Move> {
+  return canSystemMove(scan.status, 'analyzed') ? await move(db, scan, 'analyzed', null, at) : stay(scan);
 }
 
 /** The analysis failed (or was given up after repeated crashes); a scan that moved on meanwhile keeps its status. */
-export function analysisFailed(db: Database, scan: ScanState, reason: string, at: string): Move {
-  return canSystemMove(scan.status, 'failed') ? move(db, scan, 'failed', reason, at) : stay(scan);
+export async function analysisFailed(db: Database, scan: ScanState, reason: string, at: string): Promise<Move> {
+  return canSystemMove(scan.status, 'failed') ? await move(db, scan, 'failed', reason, at) : stay(scan);
 }
 
 /** A client set the scan to queued, but no job could be queued for it (no model takes it): it fails with why, rather than waiting for ever. */
-export function queueRequestUnmet(db: Database, scan: ScanState, reason: string, at: string): Move {
-  return scan.status === 'queued' ? move(db, scan, 'failed', reason, at) : stay(scan);
+export async function queueRequestUnmet(db: Database, scan: ScanState, reason: string, at: string): Promise<Move> {
+  return scan.status === 'queued' ? await move(db, scan, 'failed', reason, at) : stay(scan);
 }
 
 /** The analysing process stopped (a clean shutdown or a crash found later): the job waits in the queue again. */
-export function analysisInterrupted(db: Database, scan: ScanState, reason: string, at: string): Move {
-  return scan.status === 'analyzing' ? move(db, scan, 'queued', reason, at) : stay(scan);
+export async function analysisInterrupted(db: Database, scan: ScanState, reason: string, at: string): Promise<Move> {
+  return scan.status === 'analyzing' ? await move(db, scan, 'queued', reason, at) : stay(scan);
 }
 
 /**
  * The analysis was cancelled, or the model does not apply: the scan goes back to where it was
  * before queuing - analyzed when an earlier result still stands, else received - with the reason.
  */
-export function analysisWithdrawn(db: Database, scan: ScanState & { hasResult: boolean }, reason: string, at: string): Move {
+export async function analysisWithdrawn(db: Database, scan: ScanState & { hasResult: boolean }, reason: string, at: string): Promise<Move> {
   const target = scan.hasResult ? 'analyzed' : 'received';
-  if ((scan.status === 'queued' || scan.status === 'analyzing') && canSystemMove(scan.status, target)) return move(db, scan, target, reason, at);
+  if ((scan.status === 'queued' || scan.status === 'analyzing') && canSystemMove(scan.status, target)) return await move(db, scan, target, reason, at);
   return stay(scan);
 }
 
@@ -87,20 +91,20 @@ export function analysisWithdrawn(db: Database, scan: ScanState & { hasResult: b
  * starts the review, one on the last open finding completes it, and clearing one reopens it, so
  * the worklist can tell which studies are read without anyone setting statuses by hand.
  */
-export function reviewChanged(db: Database, scan: ScanState, at: string): Move {
+export async function reviewChanged(db: Database, scan: ScanState, at: string): Promise<Move> {
   let current: ScanState = scan;
-  const step = (to: 'in_review' | 'reviewed', reason: string): void => {
-    move(db, current, to, reason, at);
+  const step = async (to: 'in_review' | 'reviewed', reason: string): Promise<void> => {
+    await move(db, current, to, reason, at);
     current = { ref: scan.ref, status: to };
   };
-  if (current.status === 'analyzed') step('in_review', 'review of the AI findings started');
-  const open = countUnreviewedFindings(db, scan.ref);
-  if (open === 0 && current.status === 'in_review') step('reviewed', 'every AI finding accepted or rejected');
-  else if (open > 0 && current.status === 'reviewed') step('in_review', 'a finding verdict was cleared');
+  if (current.status === 'analyzed') await step('in_review', 'review of the AI findings started');
+  const open = await countUnreviewedFindings(db, scan.ref);
+  if (open === 0 && current.status === 'in_review') await step('reviewed', 'every AI finding accepted or rejected');
+  else if (open > 0 && current.status === 'reviewed') await step('in_review', 'a finding verdict was cleared');
   return { from: scan.status, to: current.status, moved: current.status !== scan.status };
 }
 
 /** A report on the scan was signed: the scan is reported, from any reading state. */
-export function reportFinalized(db: Database, scan: ScanState, reportId: string, at: string): Move {
-  return canSystemMove(scan.status, 'reported') ? move(db, scan, 'reported', `report ${reportId} finalized`, at) : stay(scan);
+export async function reportFinalized(db: Database, scan: ScanState, reportId: string, at: string): Promise<Move> {
+  return canSystemMove(scan.status, 'reported') ? await move(db, scan, 'reported', `report ${reportId} finalized`, at) : stay(scan);
 }

@@ -31,12 +31,12 @@ export function toFinding(row: FindingRow, slices?: SliceIndex): ScanResultV11['
 }
 
 /** Loads the latest analyses of many scans with two queries, whatever the page size. */
-export function loadLatestAnalyses(
+export async function loadLatestAnalyses(
   db: Database,
   rows: readonly ScanRow[],
-): { analyses: Map<number, AnalysisRow>; findings: Map<number, FindingRow[]> } {
+): Promise<{ analyses: Map<number, AnalysisRow>; findings: Map<number, FindingRow[]> }> {
   const ids = rows.flatMap((row) => (row.latest_analysis_ref === null ? [] : [row.latest_analysis_ref]));
-  return { analyses: findAnalysesByIds(db, ids), findings: findFindingsByAnalyses(db, ids) };
+  return { analyses: await findAnalysesByIds(db, ids), findings: await findFindingsByAnalyses(db, ids) };
 }
 
 /** `slices` numbers the triage reason's slice; without it the reason names no slice. */

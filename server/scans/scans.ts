@@ -1,4 +1,5 @@
 /** Reading scans and changing their status. */
+import { mapInOrder } from '#server/in-order.ts';
 import type { Scan, ScanResultV11 } from '#server/api/schemas.ts';
 import type { Clock } from '#server/clock.ts';
 import { MiaError, notFound } from '#server/errors.ts';
@@ -14,62 +15,62 @@ import { needsSlices } from '#server/scans/triage.ts';
 
 export type ScanDeps = { db: Database; clock: Clock };
 
-export function getScanRow(deps: ScanDeps, scanId: string): ScanRow {
-  const row = findScan(deps.db, scanId);
+export async function getScanRow(deps: ScanDeps, scanId: string): Promise<ScanRow> {
+  const row = await findScan(deps.db, scanId);
   if (!row) throw notFound('Scan', scanId);
   return row;
 }
 
-export function withSummaries(deps: ScanDeps, rows: readonly ScanRow[]): Scan[] {
-  const { analyses, findings } = loadLatestAnalyses(deps.db, rows);
-  return rows.map((row) => {
+export async function withSummaries(deps: ScanDeps, rows: readonly ScanRow[]): Promise<Scan[]> {
+  const { analyses, findings } = await loadLatestAnalyses(deps.db, rows);
+  return mapInOrder(rows, async (row) => {
     if (row.latest_analysis_ref === null) return toScan(row, undefined, undefined);
     const analysis = analyses.get(row.latest_analysis_ref);
     const own = findings.get(row.latest_analysis_ref) ?? [];
     // The slice index costs a query: only scans whose findings set a priority need it.
-    const slices = analysis && needsSlices(analysis, own) ? loadSliceIndex(deps.db, row.id) : undefined;
+    const slices = analysis && needsSlices(analysis, own) ? await loadSliceIndex(deps.db, row.id) : undefined;
     return toScan(row, own, analysis, slices);
   });
 }
 
-export function listScans(deps: ScanDeps, filter: ScanFilter, page: PageRequest): Page<Scan> {
-  const rows = listScanRows(deps.db, filter, page);
-  return { items: withSummaries(deps, rows.items), nextAfterId: rows.nextAfterId };
+export async function listScans(deps: ScanDeps, filter: ScanFilter, page: PageRequest): Promise<Page<Scan>> {
+  const rows = await listScanRows(deps.db, filter, page);
+  return { items: await withSummaries(deps, rows.items), nextAfterId: rows.nextAfterId };
 }
 
-export function getScan(deps: ScanDeps, scanId: string): Scan {
-  const [scan] = withSummaries(deps, [getScanRow(deps, scanId)]);
+export async function getScan(deps: ScanDeps, scanId: string): Promise<Scan> {
+  const [scan] = await withSummaries(deps, [await getScanRow(deps, scanId)]);
   if (!scan) throw notFound('Scan', scanId);
   return scan;
 }
 
 /** Applies a client's status request; the check and the write share one transaction so two
  * concurrent requests cannot both pass the check. */
-export function requestScanStatus(deps: ScanDeps, scanId: string, requested: string): { scan: Scan; from: string } {
-  return inTransaction(deps.db, () => {
-    const row = getScanRow(deps, scanId);
-    clientRequested(deps.db, { ref: row.id, status: row.status }, requested, deps.clock.now().toISOString());
-    return { scan: getScan(deps, scanId), from: row.status };
+export async function requestScanStatus(deps: ScanDeps, scanId: string, requested: string): Promise<{ scan: Scan; from: string }> {
+  return await inTransaction(deps.db, async (tx) => {
+    const row = await getScanRow({ ...deps, db: tx }, scanId);
+    await clientRequested(tx, { ref: row.id, status: row.status }, requested, deps.clock.now().toISOString());
+    return { scan: await getScan({ ...deps, db: tx }, scanId), from: row.status };
   });
 }
 
-export function listResults(deps: ScanDeps, filter: ResultFilter, page: PageRequest): Page<ScanResultV11> {
-  const rows = listScansWithResults(deps.db, filter, page);
-  const { analyses, findings } = loadLatestAnalyses(deps.db, rows.items);
-  const items = rows.items.flatMap((row) => {
+export async function listResults(deps: ScanDeps, filter: ResultFilter, page: PageRequest): Promise<Page<ScanResultV11>> {
+  const rows = await listScansWithResults(deps.db, filter, page);
+  const { analyses, findings } = await loadLatestAnalyses(deps.db, rows.items);
+  const items = (await mapInOrder(rows.items, async (row) => {
     const analysis = row.latest_analysis_ref === null ? undefined : analyses.get(row.latest_analysis_ref);
     if (!analysis) return [];
-    return [toScanResult(row, analysis, findings.get(analysis.id) ?? [], filter, loadSliceIndex(deps.db, row.id))];
-  });
+    return [toScanResult(row, analysis, findings.get(analysis.id) ?? [], filter, await loadSliceIndex(deps.db, row.id))];
+  })).flat();
   return { items, nextAfterId: rows.nextAfterId };
 }
 
-export function getLatestResult(deps: ScanDeps, scanId: string): ScanResultV11 {
-  const row = getScanRow(deps, scanId);
-  const { analyses, findings } = loadLatestAnalyses(deps.db, [row]);
+export async function getLatestResult(deps: ScanDeps, scanId: string): Promise<ScanResultV11> {
+  const row = await getScanRow(deps, scanId);
+  const { analyses, findings } = await loadLatestAnalyses(deps.db, [row]);
   const analysis = row.latest_analysis_ref === null ? undefined : analyses.get(row.latest_analysis_ref);
   if (!analysis) {
     throw new MiaError('not_found', 'This scan has no analysis result yet', `scan status is ${row.status}; request analysis by setting status queued`);
   }
-  return toScanResult(row, analysis, findings.get(analysis.id) ?? [], {}, loadSliceIndex(deps.db, row.id));
+  return toScanResult(row, analysis, findings.get(analysis.id) ?? [], {}, await loadSliceIndex(deps.db, row.id));
 }

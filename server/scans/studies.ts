@@ -13,10 +13,10 @@ import { highestTriage } from '#server/scans/triage.ts';
 
 export type StudyQuery = { q?: string | undefined; patientId?: string | undefined };
 
-export function listStudies(deps: ScanDeps, query: StudyQuery, page: PageRequest): Page<Study> {
-  const rows = listStudyRows(deps.db, { patientId: query.patientId, words: query.q === undefined ? undefined : searchWords(query.q) }, page);
-  const scanRows = listScansOfStudies(deps.db, rows.items.map((row) => row.id));
-  const scans = withSummaries(deps, scanRows);
+export async function listStudies(deps: ScanDeps, query: StudyQuery, page: PageRequest): Promise<Page<Study>> {
+  const rows = await listStudyRows(deps.db, { patientId: query.patientId, words: query.q === undefined ? undefined : searchWords(query.q) }, page);
+  const scanRows = await listScansOfStudies(deps.db, rows.items.map((row) => row.id));
+  const scans = await withSummaries(deps, scanRows);
   const byStudy = new Map<number, Scan[]>();
   scanRows.forEach((row, i) => {
     const scan = scans[i];

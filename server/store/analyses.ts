@@ -1,6 +1,6 @@
 /** SQL for analyses and their findings. */
 import type { FindingReview, Urgency } from '#common/vocabulary.ts';
-import { sql, type Database } from '#server/store/database.ts';
+import { inJsonIds, perDialect, type Database } from '#server/store/database.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 
 /** Label -> its urgency and display name in the manifest an analysis ran with (worklist triage). */
@@ -25,6 +25,7 @@ export type AnalysisRow = {
   finished_at: string | null;
   slices_done: number;
   slices_total: number | null;
+  owner_node: number | null;
   owner_pid: number | null;
   heartbeat_at: string | null;
   requested_by: string | null;
@@ -79,58 +80,43 @@ export type CompletedAnalysisInput = {
 
 /** Stores a finished analysis with its findings and makes it the scan's result; the caller wraps
  * it in a transaction. */
-export function insertCompletedAnalysis(db: Database, input: CompletedAnalysisInput): AnalysisRow {
-  const analysis = sql(db,
-      `INSERT INTO analyses (public_id, scan_ref, model_id, model_name, model_version, model_sha256, thresholds,
+export async function insertCompletedAnalysis(db: Database, input: CompletedAnalysisInput): Promise<AnalysisRow> {
+  const analysis = (await db.get(`INSERT INTO analyses (public_id, scan_ref, model_id, model_name, model_version, model_sha256, thresholds,
          triage_labels, status, recommendation, created_at, started_at, finished_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'succeeded', ?, ?, ?, ?) RETURNING *`,
-    )
-    .get(
-      newPublicId('ana'),
-      input.scanRef,
-      input.model.id,
-      input.model.name,
-      input.model.version,
-      input.model.sha256,
-      JSON.stringify(input.thresholds),
-      JSON.stringify(input.triageLabels ?? {}),
-      input.recommendation,
-      input.startedAt,
-      input.startedAt,
-      input.finishedAt,
-    ) as AnalysisRow;
-  insertFindings(db, analysis.id, input.findings);
-  sql(db, 'UPDATE scans SET latest_analysis_ref = ? WHERE id = ?').run(analysis.id, input.scanRef);
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'succeeded', ?, ?, ?, ?) RETURNING *`, [newPublicId('ana'), input.scanRef, input.model.id, input.model.name, input.model.version, input.model.sha256, JSON.stringify(input.thresholds), JSON.stringify(input.triageLabels ?? {}), input.recommendation, input.startedAt, input.startedAt, input.finishedAt])) as AnalysisRow;
+  await insertFindings(db, analysis.id, input.findings);
+  (await db.run('UPDATE scans SET latest_analysis_ref = ? WHERE id = ?', [analysis.id, input.scanRef]));
   return analysis;
 }
 
 /** Stores the findings of one analysis; the caller's transaction also records the analysis. */
-export function insertFindings(db: Database, analysisRef: number, findings: readonly FindingInput[]): void {
-  const insertFinding = sql(db,
-    `INSERT INTO findings (public_id, analysis_ref, label, confidence, x, y, width, height, instance_uid, frame)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-  );
+export async function insertFindings(db: Database, analysisRef: number, findings: readonly FindingInput[]): Promise<void> {
   for (const f of findings) {
-    insertFinding.run(newPublicId('fnd'), analysisRef, f.label, f.confidence, f.x, f.y, f.width, f.height, f.instanceUid, f.frame);
+    await db.run(
+      `INSERT INTO findings (public_id, analysis_ref, label, confidence, x, y, width, height, instance_uid, frame)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [newPublicId('fnd'), analysisRef, f.label, f.confidence, f.x, f.y, f.width, f.height, f.instanceUid, f.frame],
+    );
   }
 }
 
-export function findAnalysesByIds(db: Database, ids: readonly number[]): Map<number, AnalysisRow> {
+const ANALYSES_BY_IDS = perDialect((d) => `SELECT * FROM analyses WHERE id ${inJsonIds(d)}`);
+
+export async function findAnalysesByIds(db: Database, ids: readonly number[]): Promise<Map<number, AnalysisRow>> {
   if (ids.length === 0) return new Map();
-  const rows = sql(db, 'SELECT * FROM analyses WHERE id IN (SELECT value FROM json_each(?))')
-    .all(JSON.stringify(ids)) as AnalysisRow[];
+  const rows = (await db.all(ANALYSES_BY_IDS, [JSON.stringify(ids)])) as AnalysisRow[];
   return new Map(rows.map((row) => [row.id, row]));
 }
 
+const FINDINGS_BY_ANALYSES = perDialect(
+  (d) => `SELECT * FROM findings WHERE analysis_ref ${inJsonIds(d)} ORDER BY analysis_ref, source = 'reader', confidence DESC, id`,
+);
+
 /** Findings of several analyses at once, ordered by confidence, highest first. */
-export function findFindingsByAnalyses(db: Database, analysisIds: readonly number[]): Map<number, FindingRow[]> {
+export async function findFindingsByAnalyses(db: Database, analysisIds: readonly number[]): Promise<Map<number, FindingRow[]>> {
   const byAnalysis = new Map<number, FindingRow[]>();
   if (analysisIds.length === 0) return byAnalysis;
-  const rows = sql(db,
-      `SELECT * FROM findings WHERE analysis_ref IN (SELECT value FROM json_each(?))
-       ORDER BY analysis_ref, source = 'reader', confidence DESC, id`,
-    )
-    .all(JSON.stringify(analysisIds)) as FindingRow[];
+  const rows = (await db.all(FINDINGS_BY_ANALYSES, [JSON.stringify(analysisIds)])) as FindingRow[];
   for (const row of rows) {
     const list = byAnalysis.get(row.analysis_ref) ?? [];
     list.push(row);
@@ -139,19 +125,19 @@ export function findFindingsByAnalyses(db: Database, analysisIds: readonly numbe
   return byAnalysis;
 }
 
-export function findFindingByPublicId(db: Database, publicId: string): FindingRow | undefined {
-  return sql(db, 'SELECT * FROM findings WHERE public_id = ?').get(publicId) as FindingRow | undefined;
+export async function findFindingByPublicId(db: Database, publicId: string): Promise<FindingRow | undefined> {
+  return (await db.get('SELECT * FROM findings WHERE public_id = ?', [publicId])) as FindingRow | undefined;
 }
 
-export function setFindingReview(
+export async function setFindingReview(
   db: Database,
   id: number,
   review: FindingReview | null,
   userRef: number | null,
   at: string | null,
   reason: string | null = null,
-): void {
-  sql(db, 'UPDATE findings SET review = ?, reviewed_by = ?, reviewed_at = ?, review_reason = ? WHERE id = ?').run(review, userRef, at, reason, id);
+): Promise<void> {
+  (await db.run('UPDATE findings SET review = ?, reviewed_by = ?, reviewed_at = ?, review_reason = ? WHERE id = ?', [review, userRef, at, reason, id]));
 }
 
 export type ReaderFindingInput = { label: string; x: number; y: number; width: number; height: number; instanceUid: string; frame: number };
@@ -160,12 +146,10 @@ export type ReaderFindingInput = { label: string; x: number; y: number; width: n
  * A finding drawn by a reader: accepted by its author as they draw it (they assert it), with
  * confidence 1 because the schema asks for one; lists put it after the model's findings.
  */
-export function insertReaderFinding(db: Database, analysisRef: number, input: ReaderFindingInput, userRef: number, at: string): string {
+export async function insertReaderFinding(db: Database, analysisRef: number, input: ReaderFindingInput, userRef: number, at: string): Promise<string> {
   const publicId = newPublicId('fnd');
-  sql(db,
-    `INSERT INTO findings (public_id, analysis_ref, label, confidence, x, y, width, height, instance_uid, frame,
+  (await db.run(`INSERT INTO findings (public_id, analysis_ref, label, confidence, x, y, width, height, instance_uid, frame,
        review, reviewed_by, reviewed_at, source, created_by)
-     VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, ?, 'accepted', ?, ?, 'reader', ?)`,
-  ).run(publicId, analysisRef, input.label, input.x, input.y, input.width, input.height, input.instanceUid, input.frame, userRef, at, userRef);
+     VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, ?, 'accepted', ?, ?, 'reader', ?)`, [publicId, analysisRef, input.label, input.x, input.y, input.width, input.height, input.instanceUid, input.frame, userRef, at, userRef]));
   return publicId;
 }

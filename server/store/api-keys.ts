@@ -1,5 +1,5 @@
 /** SQL for API keys. Only digests and display prefixes are ever stored. */
-import { sql, type Database } from '#server/store/database.ts';
+import type { Database } from '#server/store/database.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 import type { UserRow } from '#server/store/users.ts';
@@ -21,32 +21,18 @@ export type ApiKeyRow = {
 
 export type ApiKeyWithOwner = ApiKeyRow & { user_public_id: string };
 
-export function insertApiKey(
+export async function insertApiKey(
   db: Database,
   input: { userId: number; name: string | null; digest: string; prefix: string; extraScopes: readonly string[]; at: string },
-): ApiKeyRow {
-  return sql(db,
-      `INSERT INTO api_keys (public_id, user_id, name, digest, prefix, extra_scopes, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *`,
-    )
-    .get(
-      newPublicId('key'),
-      input.userId,
-      input.name,
-      input.digest,
-      input.prefix,
-      JSON.stringify(input.extraScopes),
-      input.at,
-    ) as ApiKeyRow;
+): Promise<ApiKeyRow> {
+  return (await db.get(`INSERT INTO api_keys (public_id, user_id, name, digest, prefix, extra_scopes, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING *`, [newPublicId('key'), input.userId, input.name, input.digest, input.prefix, JSON.stringify(input.extraScopes), input.at])) as ApiKeyRow;
 }
 
-export function findApiKeyByDigest(db: Database, digest: string): { key: ApiKeyRow; user: UserRow } | undefined {
-  const row = sql(db,
-      `SELECT k.*, u.public_id AS u_public_id, u.email AS u_email, u.name AS u_name, u.role AS u_role,
+export async function findApiKeyByDigest(db: Database, digest: string): Promise<{ key: ApiKeyRow; user: UserRow } | undefined> {
+  const row = (await db.get(`SELECT k.*, u.public_id AS u_public_id, u.email AS u_email, u.name AS u_name, u.role AS u_role,
               u.status AS u_status, u.created_at AS u_created_at, u.updated_at AS u_updated_at
-       FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.digest = ?`,
-    )
-    .get(digest) as (ApiKeyRow & Record<`u_${string}`, string | null>) | undefined;
+       FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.digest = ?`, [digest])) as (ApiKeyRow & Record<`u_${string}`, string | null>) | undefined;
   if (!row) return undefined;
   const user = {
     id: row.user_id,
@@ -61,44 +47,35 @@ export function findApiKeyByDigest(db: Database, digest: string): { key: ApiKeyR
   return { key: row, user };
 }
 
-export function findApiKeyByPublicId(db: Database, publicId: string): ApiKeyWithOwner | undefined {
-  return sql(db,
-      `SELECT k.*, u.public_id AS user_public_id FROM api_keys k JOIN users u ON u.id = k.user_id
-       WHERE k.public_id = ?`,
-    )
-    .get(publicId) as ApiKeyWithOwner | undefined;
+export async function findApiKeyByPublicId(db: Database, publicId: string): Promise<ApiKeyWithOwner | undefined> {
+  return (await db.get(`SELECT k.*, u.public_id AS user_public_id FROM api_keys k JOIN users u ON u.id = k.user_id
+       WHERE k.public_id = ?`, [publicId])) as ApiKeyWithOwner | undefined;
 }
 
-export function findApiKeyById(db: Database, id: number): ApiKeyWithOwner | undefined {
-  return sql(db,
-      `SELECT k.*, u.public_id AS user_public_id FROM api_keys k JOIN users u ON u.id = k.user_id
-       WHERE k.id = ?`,
-    )
-    .get(id) as ApiKeyWithOwner | undefined;
+export async function findApiKeyById(db: Database, id: number): Promise<ApiKeyWithOwner | undefined> {
+  return (await db.get(`SELECT k.*, u.public_id AS user_public_id FROM api_keys k JOIN users u ON u.id = k.user_id
+       WHERE k.id = ?`, [id])) as ApiKeyWithOwner | undefined;
 }
 
-export function listApiKeys(
+export async function listApiKeys(
   db: Database,
   filter: { userId?: number | undefined },
   page: PageRequest,
-): Page<ApiKeyWithOwner> {
-  const rows = sql(db,
-      `SELECT k.*, u.public_id AS user_public_id FROM api_keys k JOIN users u ON u.id = k.user_id
-       WHERE k.id > @after AND (@userId IS NULL OR k.user_id = @userId)
-       ORDER BY k.id LIMIT @limit`,
-    )
-    .all({ after: page.afterId, userId: filter.userId ?? null, limit: page.limit + 1 }) as ApiKeyWithOwner[];
+): Promise<Page<ApiKeyWithOwner>> {
+  const rows = (await db.all(`SELECT k.*, u.public_id AS user_public_id FROM api_keys k JOIN users u ON u.id = k.user_id
+       WHERE k.id > @after AND (CAST(@userId AS BIGINT) IS NULL OR k.user_id = @userId)
+       ORDER BY k.id LIMIT @limit`, { after: page.afterId, userId: filter.userId ?? null, limit: page.limit + 1 })) as ApiKeyWithOwner[];
   return toPage(rows, page.limit);
 }
 
-export function markApiKeyRotated(db: Database, id: number, expiresAt: string, replacedBy: number): void {
-  sql(db, 'UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE id = ?').run(expiresAt, replacedBy, id);
+export async function markApiKeyRotated(db: Database, id: number, expiresAt: string, replacedBy: number): Promise<void> {
+  (await db.run('UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE id = ?', [expiresAt, replacedBy, id]));
 }
 
-export function revokeApiKey(db: Database, id: number, at: string): void {
-  sql(db, 'UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?').run(at, id);
+export async function revokeApiKey(db: Database, id: number, at: string): Promise<void> {
+  (await db.run('UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?', [at, id]));
 }
 
-export function touchApiKey(db: Database, id: number, at: string): void {
-  sql(db, 'UPDATE api_keys SET last_used_at = ? WHERE id = ?').run(at, id);
+export async function touchApiKey(db: Database, id: number, at: string): Promise<void> {
+  (await db.run('UPDATE api_keys SET last_used_at = ? WHERE id = ?', [at, id]));
 }

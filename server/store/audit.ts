@@ -3,7 +3,7 @@
  * refusal adds one to its row's count, and retention moves old rows to archive files
  * (server/audit/retention.ts) in the transaction that deletes them.
  */
-import { sql, type Database } from '#server/store/database.ts';
+import { inJsonIds, jsonElements, perDialect, type Database } from '#server/store/database.ts';
 import type { PageRequest } from '#server/store/page.ts';
 
 export type AuditRow = {
@@ -41,24 +41,20 @@ function boundValues(event: AuditInput): Omit<AuditRow, 'id' | 'count'> {
   };
 }
 
-export function insertAuditEvent(db: Database, event: AuditInput): void {
-  sql(db,
-    `INSERT INTO audit_events (at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code, patient_ids, address)
-     VALUES (@at, @request_id, @key_id, @user_id, @action, @target, @patient_id, @outcome, @status_code, @patient_ids, @address)`,
-  ).run(boundValues(event));
+export async function insertAuditEvent(db: Database, event: AuditInput): Promise<void> {
+  (await db.run(`INSERT INTO audit_events (at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code, patient_ids, address)
+     VALUES (@at, @request_id, @key_id, @user_id, @action, @target, @patient_id, @outcome, @status_code, @patient_ids, @address)`, boundValues(event)));
 }
 
 /**
  * Adds one to the row of `bucket`, or starts it with this event. The update comes first: an
  * INSERT that meets its conflict would still use up an AUTOINCREMENT id.
  */
-export function countAuditEvent(db: Database, event: AuditInput, bucket: string): void {
-  if (sql(db, 'UPDATE audit_events SET count = count + 1 WHERE bucket = ?').run(bucket).changes > 0) return;
-  sql(db,
-    `INSERT INTO audit_events (at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code, patient_ids, address, bucket)
+export async function countAuditEvent(db: Database, event: AuditInput, bucket: string): Promise<void> {
+  if ((await db.run('UPDATE audit_events SET count = count + 1 WHERE bucket = ?', [bucket])) > 0) return;
+  (await db.run(`INSERT INTO audit_events (at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code, patient_ids, address, bucket)
      VALUES (@at, @request_id, @key_id, @user_id, @action, @target, @patient_id, @outcome, @status_code, @patient_ids, @address, @bucket)
-     ON CONFLICT (bucket) WHERE bucket IS NOT NULL DO UPDATE SET count = count + 1`,
-  ).run({ ...boundValues(event), bucket });
+     ON CONFLICT (bucket) WHERE bucket IS NOT NULL DO UPDATE SET count = audit_events.count + 1`, { ...boundValues(event), bucket }));
 }
 
 export type AuditFilter = {
@@ -75,19 +71,16 @@ export type AuditFilter = {
  * Live rows after the cursor that match, in page order: limit + 1 of them, so the caller can
  * tell whether another page exists once archived rows are merged in (server/audit/audit.ts).
  */
-export function findAuditEvents(db: Database, filter: AuditFilter, page: PageRequest): AuditRow[] {
-  return sql(db,
-      `SELECT ${COLUMNS} FROM audit_events
+export async function findAuditEvents(db: Database, filter: AuditFilter, page: PageRequest): Promise<AuditRow[]> {
+  return (await db.all(perDialect((d) => `SELECT ${COLUMNS} FROM audit_events
        WHERE ${filter.newestFirst ? 'id < @after' : 'id > @after'}
-         AND (@action IS NULL OR action = @action)
-         AND (@userId IS NULL OR user_id = @userId)
-         AND (@patientId IS NULL OR patient_id = @patientId
-              OR (patient_ids IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(patient_ids) WHERE value = @patientId)))
-         AND (@since IS NULL OR at >= @since)
-         AND (@until IS NULL OR at < @until)
-       ORDER BY id ${filter.newestFirst ? 'DESC' : 'ASC'} LIMIT @limit`,
-    )
-    .all({
+         AND (CAST(@action AS TEXT) IS NULL OR action = @action)
+         AND (CAST(@userId AS TEXT) IS NULL OR user_id = @userId)
+         AND (CAST(@patientId AS TEXT) IS NULL OR patient_id = @patientId
+              OR (patient_ids IS NOT NULL AND EXISTS (SELECT 1 FROM ${jsonElements(d, 'patient_ids')} WHERE value = @patientId)))
+         AND (CAST(@since AS TEXT) IS NULL OR at >= @since)
+         AND (CAST(@until AS TEXT) IS NULL OR at < @until)
+       ORDER BY id ${filter.newestFirst ? 'DESC' : 'ASC'} LIMIT @limit`), {
       after: cursorId(filter, page),
       action: filter.action ?? null,
       userId: filter.userId ?? null,
@@ -95,7 +88,7 @@ export function findAuditEvents(db: Database, filter: AuditFilter, page: PageReq
       since: filter.since ?? null,
       until: filter.until ?? null,
       limit: page.limit + 1,
-    }) as AuditRow[];
+    })) as AuditRow[];
 }
 
 /** Newest first starts above every id; the cursor is then the last (lowest) id seen. */
@@ -104,18 +97,18 @@ export function cursorId(filter: AuditFilter, page: PageRequest): number {
 }
 
 /** The oldest rows recorded before `cutoff`, in id order: one batch for the archive. */
-export function expiredAuditEvents(db: Database, cutoff: string, limit: number): AuditRow[] {
-  return sql(db, `SELECT ${COLUMNS} FROM audit_events WHERE at < ? ORDER BY id LIMIT ?`).all(cutoff, limit) as AuditRow[];
+export async function expiredAuditEvents(db: Database, cutoff: string, limit: number): Promise<AuditRow[]> {
+  return (await db.all(`SELECT ${COLUMNS} FROM audit_events WHERE at < ? ORDER BY id LIMIT ?`, [cutoff, limit])) as AuditRow[];
 }
 
 /** Which of `ids` are still in the table (an archive run interrupted before its delete). */
-export function liveAuditIds(db: Database, ids: readonly number[]): number[] {
-  return (sql(db, 'SELECT id FROM audit_events WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id').all(JSON.stringify(ids)) as { id: number }[])
+export async function liveAuditIds(db: Database, ids: readonly number[]): Promise<number[]> {
+  return ((await db.all(perDialect((d) => `SELECT id FROM audit_events WHERE id ${inJsonIds(d)} ORDER BY id`), [JSON.stringify(ids)])) as { id: number }[])
     .map((row) => row.id);
 }
 
-export function deleteAuditEvents(db: Database, ids: readonly number[]): number {
-  return sql(db, 'DELETE FROM audit_events WHERE id IN (SELECT value FROM json_each(?))').run(JSON.stringify(ids)).changes;
+export async function deleteAuditEvents(db: Database, ids: readonly number[]): Promise<number> {
+  return (await db.run(perDialect((d) => `DELETE FROM audit_events WHERE id ${inJsonIds(d)}`), [JSON.stringify(ids)]));
 }
 
 export type AuditArchiveRecord = {
@@ -132,15 +125,13 @@ export type AuditArchiveRecord = {
 
 const ARCHIVE_COLUMNS = 'file, sha256, bytes, rows, first_id, last_id, first_at, last_at, archived_at';
 
-export function insertAuditArchive(db: Database, record: AuditArchiveRecord): void {
-  sql(db,
-    `INSERT INTO audit_archives (${ARCHIVE_COLUMNS})
-     VALUES (@file, @sha256, @bytes, @rows, @first_id, @last_id, @first_at, @last_at, @archived_at)`,
-  ).run(record);
+export async function insertAuditArchive(db: Database, record: AuditArchiveRecord): Promise<void> {
+  (await db.run(`INSERT INTO audit_archives (${ARCHIVE_COLUMNS})
+     VALUES (@file, @sha256, @bytes, @rows, @first_id, @last_id, @first_at, @last_at, @archived_at)`, record));
 }
 
-export function auditArchiveRecorded(db: Database, file: string): boolean {
-  return sql(db, 'SELECT 1 FROM audit_archives WHERE file = ?').get(file) !== undefined;
+export async function auditArchiveRecorded(db: Database, file: string): Promise<boolean> {
+  return (await db.get('SELECT 1 FROM audit_archives WHERE file = ?', [file])) !== undefined;
 }
 
 /**
@@ -148,13 +139,10 @@ export function auditArchiveRecorded(db: Database, file: string): boolean {
  * page order (by first id, or by last id newest first), so a reader can stop at the first one
  * that can no longer reach the page.
  */
-export function auditArchivesFor(db: Database, filter: AuditFilter, page: PageRequest): AuditArchiveRecord[] {
-  return sql(db,
-      `SELECT ${ARCHIVE_COLUMNS} FROM audit_archives
+export async function auditArchivesFor(db: Database, filter: AuditFilter, page: PageRequest): Promise<AuditArchiveRecord[]> {
+  return (await db.all(`SELECT ${ARCHIVE_COLUMNS} FROM audit_archives
        WHERE ${filter.newestFirst ? 'first_id < @after' : 'last_id > @after'}
-         AND (@since IS NULL OR last_at >= @since)
-         AND (@until IS NULL OR first_at < @until)
-       ORDER BY ${filter.newestFirst ? 'last_id DESC' : 'first_id ASC'}`,
-    )
-    .all({ after: cursorId(filter, page), since: filter.since ?? null, until: filter.until ?? null }) as AuditArchiveRecord[];
+         AND (CAST(@since AS TEXT) IS NULL OR last_at >= @since)
+         AND (CAST(@until AS TEXT) IS NULL OR first_at < @until)
+       ORDER BY ${filter.newestFirst ? 'last_id DESC' : 'first_id ASC'}`, { after: cursorId(filter, page), since: filter.since ?? null, until: filter.until ?? null })) as AuditArchiveRecord[];
 }

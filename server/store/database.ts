@@ -1,78 +1,85 @@
 /**
- * The SQLite connection. One file per data folder, shared safely by a running server and CLI
- * commands: WAL lets readers and one writer work at once, and busy_timeout makes a second
- * writer wait instead of failing with SQLITE_BUSY.
+ * The store's one door (issue 12): an asynchronous database that the same domain code uses on
+ * both backends. The workstation opens its data folder's SQLite file (server/store/sqlite.ts,
+ * better-sqlite3, embedded); a hub opens PostgreSQL (server/store/postgres.ts). Store modules
+ * write each statement once, with `?` or `@name` placeholders; the few that differ between the
+ * dialects give both texts side by side (`{ sqlite, postgres }`). Evidence for this shape rather
+ * than a query builder: docs/hub-store.md.
  */
-import { chmodSync, existsSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import BetterSqlite3 from 'better-sqlite3';
-import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
-import { applyMigrations } from '#server/store/migrations.ts';
-import { registerSearchFold } from '#server/store/search-fold.ts';
+export type Dialect = 'sqlite' | 'postgres';
 
-export type Database = BetterSqlite3.Database;
+/** A statement's text, or its two texts where the dialects disagree. */
+export type Statement = string | { readonly sqlite: string; readonly postgres: string };
 
-export const DATABASE_FILE = 'mia.sqlite';
+/** Positional values for `?`, or named ones for `@name`. */
+export type Params = readonly unknown[] | Readonly<Record<string, unknown>>;
+
+export type TransactionOptions = {
+  /**
+   * For writes a user is told are kept (stored instances, verdicts, reports): the commit reaches
+   * the disk before it returns, so a power cut after the acknowledgement loses nothing. SQLite
+   * otherwise commits with synchronous = NORMAL (measured: 10 of 10 acknowledged uploads gone
+   * after a shutdown that dropped unsynced writes); PostgreSQL commits durably in any case.
+   */
+  durable?: boolean;
+  /**
+   * 'read committed' (PostgreSQL only) for work whose every statement is safe on its own - upserts
+   * that do nothing on a conflict, counters added to, rows compared and set - and that many
+   * writers run at once on the same rows: an import's batches all add to their series' instance
+   * count. Such writers then wait on each other's row locks instead of failing serialization and
+   * running again, which under load can fail every time. Serializable is the default.
+   */
+  isolation?: 'serializable' | 'read committed';
+};
+
+export type Database = {
+  readonly dialect: Dialect;
+  /** Every row the statement returns. */
+  all<T>(statement: Statement, params?: Params): Promise<T[]>;
+  /** The first row, or undefined. */
+  get<T>(statement: Statement, params?: Params): Promise<T | undefined>;
+  /** Runs a statement and resolves with the number of rows it changed. */
+  run(statement: Statement, params?: Params): Promise<number>;
+  /**
+   * Runs `work` in one transaction that is serializable: on SQLite an IMMEDIATE transaction that
+   * queues every other statement of the process behind it; on PostgreSQL SERIALIZABLE, run again
+   * from the start when the server reports a conflict with a concurrent one. So `work` must do
+   * nothing but database calls through `tx` (no files, no network) and may run more than once.
+   * Inside, `tx.transaction` nests as a savepoint.
+   */
+  transaction<T>(work: (tx: Database) => Promise<T>, options?: TransactionOptions): Promise<T>;
+  /** Closes the connection(s) after the statements already started. */
+  close(): Promise<void>;
+};
+
+export function statementText(statement: Statement, dialect: Dialect): string {
+  return typeof statement === 'string' ? statement : statement[dialect];
+}
+
+/** Runs `work` in one transaction (see Database.transaction). */
+export async function inTransaction<T>(db: Database, work: (tx: Database) => Promise<T>): Promise<T> {
+  return await db.transaction(work);
+}
+
+/** `inTransaction` whose commit is on disk before it resolves (see TransactionOptions.durable). */
+export async function inDurableTransaction<T>(db: Database, work: (tx: Database) => Promise<T>): Promise<T> {
+  return await db.transaction(work, { durable: true });
+}
+
+/** One statement whose texts differ in a fragment: `build` runs once per dialect. */
+export function perDialect(build: (dialect: Dialect) => string): Statement {
+  return { sqlite: build('sqlite'), postgres: build('postgres') };
+}
 
 /**
- * MIA_SQLITE_BINDING: the path of a better_sqlite3.node built for another runtime's ABI. The
- * desktop app in development (`npm run desktop`) runs under Electron, which cannot load the
- * node_modules build made for Node; main/ builds a copy for Electron and names it here, so the
- * CLI and tests keep the Node build (better-sqlite3's `nativeBinding` option).
+ * The elements of a JSON array, as a table with one text column `value`: how a list of ids or
+ * words travels as one parameter on both backends.
  */
-export function openDatabase(dataDir: string, nativeBinding = process.env['MIA_SQLITE_BINDING']): Database {
-  mkdirSync(dataDir, { recursive: true, mode: PRIVATE_DIR_MODE });
-  const file = join(dataDir, DATABASE_FILE);
-  const created = !existsSync(file);
-  const db = nativeBinding ? new BetterSqlite3(file, { nativeBinding }) : new BetterSqlite3(file);
-  // Before the WAL and shared-memory files exist: SQLite gives them the database file's mode.
-  if (created) chmodSync(file, PRIVATE_FILE_MODE);
-  db.pragma('journal_mode = WAL');
-  // NORMAL is durable across application crashes in WAL mode; only a power cut may lose the
-  // last commits, never corrupt the file (sqlite.org/pragma.html#pragma_synchronous).
-  db.pragma('synchronous = NORMAL');
-  db.pragma('foreign_keys = ON');
-  db.pragma('busy_timeout = 10000');
-  applyMigrations(db);
-  registerSearchFold(db);
-  return db;
+export function jsonElements(dialect: Dialect, json: string): string {
+  return dialect === 'sqlite' ? `json_each(${json})` : `json_array_elements_text((${json})::json) AS json_elements(value)`;
 }
 
-/** Runs `work` in one IMMEDIATE transaction so concurrent writers queue instead of deadlocking. */
-export function inTransaction<T>(db: Database, work: () => T): T {
-  return db.transaction(work).immediate();
-}
-
-/**
- * `inTransaction` for writes a user is told are kept (stored instances, verdicts, reports): the
- * commit syncs the WAL before returning, so a power cut after the acknowledgement loses nothing
- * (synchronous = NORMAL would lose the last commits; measured: 10 of 10 acknowledged uploads
- * gone after a shutdown that dropped unsynced writes). Everything else, the per-request audit
- * inserts above all, keeps NORMAL's one sync per checkpoint.
- */
-export function inDurableTransaction<T>(db: Database, work: () => T): T {
-  db.pragma('synchronous = FULL');
-  try {
-    return db.transaction(work).immediate();
-  } finally {
-    db.pragma('synchronous = NORMAL');
-  }
-}
-
-const statements = new WeakMap<Database, Map<string, BetterSqlite3.Statement>>();
-
-/** Prepared statements are cached per connection: preparing costs more than running most of
- * our queries, and the SQL strings are constants. */
-export function sql(db: Database, text: string): BetterSqlite3.Statement {
-  let cache = statements.get(db);
-  if (!cache) {
-    cache = new Map();
-    statements.set(db, cache);
-  }
-  let statement = cache.get(text);
-  if (!statement) {
-    statement = db.prepare(text);
-    cache.set(text, statement);
-  }
-  return statement;
+/** `IN (...)` the integer ids of a JSON array parameter. */
+export function inJsonIds(dialect: Dialect, json = '?'): string {
+  return dialect === 'sqlite' ? `IN (SELECT value FROM json_each(${json}))` : `IN (SELECT value::bigint FROM ${jsonElements(dialect, json)})`;
 }

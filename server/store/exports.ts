@@ -1,6 +1,6 @@
 /** SQL for export records (the files themselves live in <data>/exports). */
 import type { ExportFormat } from '#common/vocabulary.ts';
-import { sql, type Database } from '#server/store/database.ts';
+import type { Database } from '#server/store/database.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
 export type ExportRow = {
@@ -22,7 +22,7 @@ export type ExportRow = {
 
 const EXPORT_SELECT = `SELECT e.*, u.public_id AS creator_public_id FROM exports e JOIN users u ON u.id = e.created_by`;
 
-export function insertExport(
+export async function insertExport(
   db: Database,
   input: {
     publicId: string;
@@ -36,33 +36,17 @@ export function insertExport(
     sha256: string;
     at: string;
   },
-): void {
-  sql(db,
-    `INSERT INTO exports (public_id, created_by, format, filters, deidentified, status, row_count, file_name,
-       size_bytes, sha256, created_at) VALUES (?, ?, ?, ?, ?, 'ready', ?, ?, ?, ?, ?)`,
-  ).run(
-    input.publicId,
-    input.createdBy,
-    input.format,
-    input.filters,
-    input.deidentified ? 1 : 0,
-    input.rowCount,
-    input.fileName,
-    input.sizeBytes,
-    input.sha256,
-    input.at,
-  );
+): Promise<void> {
+  (await db.run(`INSERT INTO exports (public_id, created_by, format, filters, deidentified, status, row_count, file_name,
+       size_bytes, sha256, created_at) VALUES (?, ?, ?, ?, ?, 'ready', ?, ?, ?, ?, ?)`, [input.publicId, input.createdBy, input.format, input.filters, input.deidentified ? 1 : 0, input.rowCount, input.fileName, input.sizeBytes, input.sha256, input.at]));
 }
 
-export function findExport(db: Database, publicId: string): ExportRow | undefined {
-  return sql(db, `${EXPORT_SELECT} WHERE e.public_id = ?`).get(publicId) as ExportRow | undefined;
+export async function findExport(db: Database, publicId: string): Promise<ExportRow | undefined> {
+  return (await db.get(`${EXPORT_SELECT} WHERE e.public_id = ?`, [publicId])) as ExportRow | undefined;
 }
 
-export function listExports(db: Database, filter: { createdBy?: number | undefined }, page: PageRequest): Page<ExportRow> {
-  const rows = sql(db,
-      `${EXPORT_SELECT} WHERE e.id > @after AND (@createdBy IS NULL OR e.created_by = @createdBy)
-       ORDER BY e.id LIMIT @limit`,
-    )
-    .all({ after: page.afterId, createdBy: filter.createdBy ?? null, limit: page.limit + 1 }) as ExportRow[];
+export async function listExports(db: Database, filter: { createdBy?: number | undefined }, page: PageRequest): Promise<Page<ExportRow>> {
+  const rows = (await db.all(`${EXPORT_SELECT} WHERE e.id > @after AND (CAST(@createdBy AS BIGINT) IS NULL OR e.created_by = @createdBy)
+       ORDER BY e.id LIMIT @limit`, { after: page.afterId, createdBy: filter.createdBy ?? null, limit: page.limit + 1 })) as ExportRow[];
   return toPage(rows, page.limit);
 }

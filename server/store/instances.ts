@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { PIXEL_SPACING_SOURCES, type PixelSpacingSource } from '#common/pixel-spacing.ts';
-import { sql, type Database } from '#server/store/database.ts';
+import type { Database } from '#server/store/database.ts';
 
 export type StoredSpacing = { spacing: [number, number] | null; source: PixelSpacingSource | null };
 
@@ -83,47 +83,42 @@ const INSTANCE_SELECT = `
   FROM instances i JOIN scans s ON s.id = i.scan_ref JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref`;
 
 /** Sets the display attributes of an instance the same transaction just inserted. */
-export function setInstanceImaging(db: Database, sopInstanceUid: string, input: InstanceImagingInput): void {
-  sql(db,
-    `UPDATE instances SET samples_per_pixel = @samplesPerPixel, photometric = @photometric, bits_allocated = @bitsAllocated,
+export async function setInstanceImaging(db: Database, sopInstanceUid: string, input: InstanceImagingInput): Promise<void> {
+  (await db.run(`UPDATE instances SET samples_per_pixel = @samplesPerPixel, photometric = @photometric, bits_allocated = @bitsAllocated,
        bits_stored = @bitsStored, pixel_representation = @pixelRepresentation, rescale_slope = @rescaleSlope,
        rescale_intercept = @rescaleIntercept, window_center = @windowCenter, window_width = @windowWidth,
        image_position = @imagePosition, image_orientation = @imageOrientation, frame_values = @frameValues,
        frames_problem = @framesProblem
-     WHERE sop_instance_uid = @sopInstanceUid`,
-  ).run({ ...input, sopInstanceUid });
+     WHERE sop_instance_uid = @sopInstanceUid`, { ...input, sopInstanceUid }));
 }
 
 /** The digest stored under a SOP Instance UID: tells a duplicate from a conflict. */
-export function findStoredDigest(db: Database, sopInstanceUid: string): string | undefined {
-  const row = sql(db, 'SELECT file_sha256 FROM instances WHERE sop_instance_uid = ?').get(sopInstanceUid) as { file_sha256: string } | undefined;
+export async function findStoredDigest(db: Database, sopInstanceUid: string): Promise<string | undefined> {
+  const row = (await db.get('SELECT file_sha256 FROM instances WHERE sop_instance_uid = ?', [sopInstanceUid])) as { file_sha256: string } | undefined;
   return row?.file_sha256;
 }
 
-export function findInstance(db: Database, sopInstanceUid: string): InstanceRow | undefined {
-  return sql(db, `${INSTANCE_SELECT} WHERE i.sop_instance_uid = ?`).get(sopInstanceUid) as InstanceRow | undefined;
+export async function findInstance(db: Database, sopInstanceUid: string): Promise<InstanceRow | undefined> {
+  return (await db.get(`${INSTANCE_SELECT} WHERE i.sop_instance_uid = ?`, [sopInstanceUid])) as InstanceRow | undefined;
 }
 
 /**
  * A series' instances in slice order: position along the slice normal, then Instance Number;
  * instances without either sort last. `offset` pages through the ordered list.
  */
-export function listScanInstances(db: Database, scanRef: number, offset: number, limit: number): InstanceRow[] {
-  return sql(db,
-      `${INSTANCE_SELECT} WHERE i.scan_ref = ?
+export async function listScanInstances(db: Database, scanRef: number, offset: number, limit: number): Promise<InstanceRow[]> {
+  return (await db.all(`${INSTANCE_SELECT} WHERE i.scan_ref = ?
        ORDER BY i.position IS NULL, i.position, i.instance_number IS NULL, i.instance_number, i.id
-       LIMIT ? OFFSET ?`,
-    )
-    .all(scanRef, limit, offset) as InstanceRow[];
+       LIMIT ? OFFSET ?`, [scanRef, limit, offset])) as InstanceRow[];
 }
 
-export function countScanInstances(db: Database, scanRef: number): number {
-  return (sql(db, 'SELECT COUNT(*) AS n FROM instances WHERE scan_ref = ?').get(scanRef) as { n: number }).n;
+export async function countScanInstances(db: Database, scanRef: number): Promise<number> {
+  return ((await db.get('SELECT COUNT(*) AS n FROM instances WHERE scan_ref = ?', [scanRef])) as { n: number }).n;
 }
 
 /** Every stored file with its digest, for consistency checks. */
-export function listStoredFiles(db: Database): Array<{ sop_instance_uid: string; file_path: string; file_sha256: string; file_size: number }> {
-  return sql(db, 'SELECT sop_instance_uid, file_path, file_sha256, file_size FROM instances ORDER BY id').all() as Array<{
+export async function listStoredFiles(db: Database): Promise<Array<{ sop_instance_uid: string; file_path: string; file_sha256: string; file_size: number }>> {
+  return (await db.all('SELECT sop_instance_uid, file_path, file_sha256, file_size FROM instances ORDER BY id')) as Array<{
     sop_instance_uid: string;
     file_path: string;
     file_sha256: string;

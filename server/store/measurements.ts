@@ -1,5 +1,5 @@
 /** SQL for a reader's measurements on a scan. */
-import { sql, type Database } from '#server/store/database.ts';
+import type { Database } from '#server/store/database.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
 export type MeasurementRow = {
@@ -30,21 +30,13 @@ const SELECT = `
          m.length_mm, m.area_mm2, m.mean, m.sd, m.value, m.unit, m.created_at, i.pixel_spacing AS instance_spacing
   FROM measurements m JOIN scans s ON s.id = m.scan_ref JOIN instances i ON i.id = m.instance_ref`;
 
-export function insertMeasurement(db: Database, row: MeasurementInsert): void {
-  sql(
-    db,
-    `INSERT INTO measurements (public_id, scan_ref, instance_ref, frame, user_ref, kind, points, length_mm, area_mm2, mean, sd, value, unit, created_at)
-     VALUES (@public_id, @scan_ref, @instance_ref, @frame, @user_ref, @kind, @points, @length_mm, @area_mm2, @mean, @sd, @value, @unit, @created_at)`,
-  ).run(row);
+export async function insertMeasurement(db: Database, row: MeasurementInsert): Promise<void> {
+  (await db.run(`INSERT INTO measurements (public_id, scan_ref, instance_ref, frame, user_ref, kind, points, length_mm, area_mm2, mean, sd, value, unit, created_at)
+     VALUES (@public_id, @scan_ref, @instance_ref, @frame, @user_ref, @kind, @points, @length_mm, @area_mm2, @mean, @sd, @value, @unit, @created_at)`, row));
 }
 
-export function listReaderMeasurements(db: Database, scanRef: number, userRef: number, page: PageRequest): Page<MeasurementRow> {
-  const rows = sql(db, `${SELECT} WHERE m.scan_ref = ? AND m.user_ref = ? AND m.id > ? ORDER BY m.id LIMIT ?`).all(
-    scanRef,
-    userRef,
-    page.afterId,
-    page.limit + 1,
-  ) as MeasurementRow[];
+export async function listReaderMeasurements(db: Database, scanRef: number, userRef: number, page: PageRequest): Promise<Page<MeasurementRow>> {
+  const rows = (await db.all(`${SELECT} WHERE m.scan_ref = ? AND m.user_ref = ? AND m.id > ? ORDER BY m.id LIMIT ?`, [scanRef, userRef, page.afterId, page.limit + 1])) as MeasurementRow[];
   return toPage(rows, page.limit);
 }
 
@@ -52,48 +44,34 @@ export function listReaderMeasurements(db: Database, scanRef: number, userRef: n
  * A report's measurements: its author's on its scan; a final report lists those made until it
  * was signed, so a measurement drawn later does not change a signed report.
  */
-export function listReportMeasurements(db: Database, scanRef: number, authorRef: number, until: string | null): MeasurementRow[] {
-  return sql(db, `${SELECT} WHERE m.scan_ref = ? AND m.user_ref = ? AND (? IS NULL OR m.created_at <= ?) ORDER BY m.id`).all(
-    scanRef,
-    authorRef,
-    until,
-    until,
-  ) as MeasurementRow[];
+export async function listReportMeasurements(db: Database, scanRef: number, authorRef: number, until: string | null): Promise<MeasurementRow[]> {
+  return (await db.all(`${SELECT} WHERE m.scan_ref = ? AND m.user_ref = ? AND (CAST(? AS TEXT) IS NULL OR m.created_at <= ?) ORDER BY m.id`, [scanRef, authorRef, until, until])) as MeasurementRow[];
 }
 
-export function findMeasurement(db: Database, publicId: string): (MeasurementRow & { patient_id: string }) | undefined {
-  return sql(
-    db,
-    `SELECT q.*, p.patient_id FROM (${SELECT} WHERE m.public_id = ?) q
-     JOIN scans s ON s.scan_id = q.scan_id JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref`,
-  ).get(publicId) as (MeasurementRow & { patient_id: string }) | undefined;
+export async function findMeasurement(db: Database, publicId: string): Promise<(MeasurementRow & { patient_id: string }) | undefined> {
+  return (await db.get(`SELECT q.*, p.patient_id FROM (${SELECT} WHERE m.public_id = ?) q
+     JOIN scans s ON s.scan_id = q.scan_id JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref`, [publicId])) as (MeasurementRow & { patient_id: string }) | undefined;
 }
 
 /** New geometry and the values computed from it; created_at stays (it places the measurement in or out of a report). */
-export function updateMeasurementGeometry(
+export async function updateMeasurementGeometry(
   db: Database,
   id: number,
   change: Pick<MeasurementRow, 'points' | 'length_mm' | 'area_mm2' | 'mean' | 'sd' | 'value'>,
-): void {
-  sql(
-    db,
-    `UPDATE measurements SET points = @points, length_mm = @length_mm, area_mm2 = @area_mm2, mean = @mean, sd = @sd, value = @value
-     WHERE id = @id`,
-  ).run({ ...change, id });
+): Promise<void> {
+  (await db.run(`UPDATE measurements SET points = @points, length_mm = @length_mm, area_mm2 = @area_mm2, mean = @mean, sd = @sd, value = @value
+     WHERE id = @id`, { ...change, id }));
 }
 
 /**
  * The final report that lists a measurement (listReportMeasurements: its author's, on its scan,
  * made before signing), if any: changing the measurement would change what was signed.
  */
-export function findFinalReportListing(db: Database, row: Pick<MeasurementRow, 'scan_ref' | 'user_ref' | 'created_at'>): { public_id: string; finalized_at: string } | undefined {
-  return sql(
-    db,
-    `SELECT public_id, finalized_at FROM reports
-     WHERE scan_ref = ? AND author_ref = ? AND status = 'final' AND finalized_at >= ? ORDER BY id LIMIT 1`,
-  ).get(row.scan_ref, row.user_ref, row.created_at) as { public_id: string; finalized_at: string } | undefined;
+export async function findFinalReportListing(db: Database, row: Pick<MeasurementRow, 'scan_ref' | 'user_ref' | 'created_at'>): Promise<{ public_id: string; finalized_at: string } | undefined> {
+  return (await db.get(`SELECT public_id, finalized_at FROM reports
+     WHERE scan_ref = ? AND author_ref = ? AND status = 'final' AND finalized_at >= ? ORDER BY id LIMIT 1`, [row.scan_ref, row.user_ref, row.created_at])) as { public_id: string; finalized_at: string } | undefined;
 }
 
-export function deleteMeasurement(db: Database, id: number): void {
-  sql(db, 'DELETE FROM measurements WHERE id = ?').run(id);
+export async function deleteMeasurement(db: Database, id: number): Promise<void> {
+  (await db.run('DELETE FROM measurements WHERE id = ?', [id]));
 }

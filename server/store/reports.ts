@@ -1,6 +1,6 @@
 /** SQL for reports. */
 import type { ReportStatus, ScanStatus } from '#common/vocabulary.ts';
-import { sql, type Database } from '#server/store/database.ts';
+import { inJsonIds, perDialect, type Database } from '#server/store/database.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
@@ -54,7 +54,7 @@ export type ReportFilter = {
   status?: ReportStatus | undefined;
 };
 
-export function insertReport(
+export async function insertReport(
   db: Database,
   input: {
     scanRef: number;
@@ -66,44 +66,39 @@ export function insertReport(
     authorRef: number;
     at: string;
   },
-): string {
+): Promise<string> {
   const publicId = newPublicId('rpt');
-  sql(db,
-    `INSERT INTO reports (public_id, scan_ref, analysis_ref, status, impression, recommendation, recommendation_basis, findings,
-       author_ref, created_at, updated_at) VALUES (?, ?, ?, 'draft', ?, ?, ?, ?, ?, ?, ?)`,
-  ).run(publicId, input.scanRef, input.analysisRef, input.impression, input.recommendation, input.recommendationBasis, input.findings, input.authorRef, input.at, input.at);
+  (await db.run(`INSERT INTO reports (public_id, scan_ref, analysis_ref, status, impression, recommendation, recommendation_basis, findings,
+       author_ref, created_at, updated_at) VALUES (?, ?, ?, 'draft', ?, ?, ?, ?, ?, ?, ?)`, [publicId, input.scanRef, input.analysisRef, input.impression, input.recommendation, input.recommendationBasis, input.findings, input.authorRef, input.at, input.at]));
   return publicId;
 }
 
-export function findReport(db: Database, publicId: string): ReportRow | undefined {
-  return sql(db, `${REPORT_SELECT} WHERE r.public_id = ?`).get(publicId) as ReportRow | undefined;
+export async function findReport(db: Database, publicId: string): Promise<ReportRow | undefined> {
+  return (await db.get(`${REPORT_SELECT} WHERE r.public_id = ?`, [publicId])) as ReportRow | undefined;
 }
 
 /** Reports built on one analysis: drafts to refresh after a verdict, finals that lock it. */
-export function findReportsByAnalysis(db: Database, analysisRef: number): ReportRow[] {
-  return sql(db, `${REPORT_SELECT} WHERE r.analysis_ref = ? ORDER BY r.id`).all(analysisRef) as ReportRow[];
+export async function findReportsByAnalysis(db: Database, analysisRef: number): Promise<ReportRow[]> {
+  return (await db.all(`${REPORT_SELECT} WHERE r.analysis_ref = ? ORDER BY r.id`, [analysisRef])) as ReportRow[];
 }
 
-export function listReports(db: Database, filter: ReportFilter, page: PageRequest): Page<ReportRow> {
-  const rows = sql(db,
-      `${REPORT_SELECT} WHERE r.id > @after
-         AND (@scanId IS NULL OR s.scan_id = @scanId)
-         AND (@patientId IS NULL OR p.patient_id = @patientId)
-         AND (@status IS NULL OR r.status = @status)
-       ORDER BY r.id LIMIT @limit`,
-    )
-    .all({
+export async function listReports(db: Database, filter: ReportFilter, page: PageRequest): Promise<Page<ReportRow>> {
+  const rows = (await db.all(`${REPORT_SELECT} WHERE r.id > @after
+         AND (CAST(@scanId AS TEXT) IS NULL OR s.scan_id = @scanId)
+         AND (CAST(@patientId AS TEXT) IS NULL OR p.patient_id = @patientId)
+         AND (CAST(@status AS TEXT) IS NULL OR r.status = @status)
+       ORDER BY r.id LIMIT @limit`, {
       after: page.afterId,
       scanId: filter.scanId ?? null,
       patientId: filter.patientId ?? null,
       status: filter.status ?? null,
       limit: page.limit + 1,
-    }) as ReportRow[];
+    })) as ReportRow[];
   return toPage(rows, page.limit);
 }
 
 /** Updates a draft only; returns false when the report was final (or gone) at write time. */
-export function updateDraftReport(
+export async function updateDraftReport(
   db: Database,
   id: number,
   patch: {
@@ -114,20 +109,17 @@ export function updateDraftReport(
     finalizeBy?: number | undefined;
     at: string;
   },
-): boolean {
-  const result = sql(db,
-      `UPDATE reports SET
+): Promise<boolean> {
+  const result = (await db.run(`UPDATE reports SET
          impression = COALESCE(@impression, impression),
          recommendation = COALESCE(@recommendation, recommendation),
          recommendation_basis = COALESCE(@basis, recommendation_basis),
          findings = COALESCE(@findings, findings),
-         status = CASE WHEN @finalizeBy IS NULL THEN status ELSE 'final' END,
+         status = CASE WHEN CAST(@finalizeBy AS BIGINT) IS NULL THEN status ELSE 'final' END,
          finalized_by = COALESCE(@finalizeBy, finalized_by),
-         finalized_at = CASE WHEN @finalizeBy IS NULL THEN finalized_at ELSE @at END,
+         finalized_at = CASE WHEN CAST(@finalizeBy AS BIGINT) IS NULL THEN finalized_at ELSE @at END,
          updated_at = @at
-       WHERE id = @id AND status = 'draft'`,
-    )
-    .run({
+       WHERE id = @id AND status = 'draft'`, {
       id,
       impression: patch.impression ?? null,
       recommendation: patch.recommendation ?? null,
@@ -135,8 +127,8 @@ export function updateDraftReport(
       findings: patch.findings ?? null,
       finalizeBy: patch.finalizeBy ?? null,
       at: patch.at,
-    });
-  return result.changes === 1;
+    }));
+  return result === 1;
 }
 
 export type AddendumRow = {
@@ -151,31 +143,22 @@ export type AddendumRow = {
 };
 
 /** Appends a signed section to a report (the table refuses updates and deletes). */
-export function insertAddendum(
+export async function insertAddendum(
   db: Database,
   input: { reportRef: number; authorRef: number; text: string; findingChanges: string; at: string },
-): string {
+): Promise<string> {
   const publicId = newPublicId('add');
-  sql(db, 'INSERT INTO report_addenda (public_id, report_ref, author_ref, text, finding_changes, created_at) VALUES (?, ?, ?, ?, ?, ?)').run(
-    publicId,
-    input.reportRef,
-    input.authorRef,
-    input.text,
-    input.findingChanges,
-    input.at,
-  );
+  (await db.run('INSERT INTO report_addenda (public_id, report_ref, author_ref, text, finding_changes, created_at) VALUES (?, ?, ?, ?, ?, ?)', [publicId, input.reportRef, input.authorRef, input.text, input.findingChanges, input.at]));
   return publicId;
 }
 
 /** The addenda of many reports with one query, each report's in the order they were added. */
-export function findAddenda(db: Database, reportRefs: readonly number[]): Map<number, AddendumRow[]> {
+export async function findAddenda(db: Database, reportRefs: readonly number[]): Promise<Map<number, AddendumRow[]>> {
   const byReport = new Map<number, AddendumRow[]>();
   if (reportRefs.length === 0) return byReport;
-  const rows = sql(db,
-    `SELECT ad.*, u.public_id AS author_public_id, u.email AS author_email
+  const rows = (await db.all(perDialect((d) => `SELECT ad.*, u.public_id AS author_public_id, u.email AS author_email
        FROM report_addenda ad JOIN users u ON u.id = ad.author_ref
-      WHERE ad.report_ref IN (SELECT value FROM json_each(?)) ORDER BY ad.id`,
-  ).all(JSON.stringify(reportRefs)) as AddendumRow[];
+      WHERE ad.report_ref ${inJsonIds(d)} ORDER BY ad.id`), [JSON.stringify(reportRefs)])) as AddendumRow[];
   for (const row of rows) byReport.set(row.report_ref, [...(byReport.get(row.report_ref) ?? []), row]);
   return byReport;
 }

@@ -1,6 +1,6 @@
 /** SQL for reading scans with their study and patient, and for changing a scan's status. */
 import type { ScanStatus } from '#common/vocabulary.ts';
-import { sql, type Database } from '#server/store/database.ts';
+import { inJsonIds, perDialect, type Database } from '#server/store/database.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
 export type ScanRow = {
@@ -38,10 +38,10 @@ const SCAN_SELECT = `
   FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref`;
 
 const FILTER_SQL = `
-  (@patientId IS NULL OR p.patient_id = @patientId)
-  AND (@modality IS NULL OR s.modality = @modality)
-  AND (@status IS NULL OR s.status = @status)
-  AND (@scanId IS NULL OR s.scan_id = @scanId)`;
+  (CAST(@patientId AS TEXT) IS NULL OR p.patient_id = @patientId)
+  AND (CAST(@modality AS TEXT) IS NULL OR s.modality = @modality)
+  AND (CAST(@status AS TEXT) IS NULL OR s.status = @status)
+  AND (CAST(@scanId AS TEXT) IS NULL OR s.scan_id = @scanId)`;
 
 function filterParams(filter: ScanFilter): Record<string, string | null> {
   return {
@@ -52,9 +52,8 @@ function filterParams(filter: ScanFilter): Record<string, string | null> {
   };
 }
 
-export function listScans(db: Database, filter: ScanFilter, page: PageRequest): Page<ScanRow> {
-  const rows = sql(db, `${SCAN_SELECT} WHERE s.id > @after AND ${FILTER_SQL} ORDER BY s.id LIMIT @limit`)
-    .all({ ...filterParams(filter), after: page.afterId, limit: page.limit + 1 }) as ScanRow[];
+export async function listScans(db: Database, filter: ScanFilter, page: PageRequest): Promise<Page<ScanRow>> {
+  const rows = (await db.all(`${SCAN_SELECT} WHERE s.id > @after AND ${FILTER_SQL} ORDER BY s.id LIMIT @limit`, { ...filterParams(filter), after: page.afterId, limit: page.limit + 1 })) as ScanRow[];
   return toPage(rows, page.limit);
 }
 
@@ -62,36 +61,35 @@ export type ResultFilter = ScanFilter & { label?: string | undefined; minConfide
 
 /** Scans that have a succeeded analysis; with a label or confidence filter, only scans whose
  * latest analysis has a matching finding. */
-export function listScansWithResults(db: Database, filter: ResultFilter, page: PageRequest): Page<ScanRow> {
-  const rows = sql(db,
-      `${SCAN_SELECT} WHERE s.id > @after AND ${FILTER_SQL} AND s.latest_analysis_ref IS NOT NULL
-         AND ((@label IS NULL AND @minConfidence IS NULL) OR EXISTS (
+export async function listScansWithResults(db: Database, filter: ResultFilter, page: PageRequest): Promise<Page<ScanRow>> {
+  const rows = (await db.all(`${SCAN_SELECT} WHERE s.id > @after AND ${FILTER_SQL} AND s.latest_analysis_ref IS NOT NULL
+         AND ((CAST(@label AS TEXT) IS NULL AND CAST(@minConfidence AS DOUBLE PRECISION) IS NULL) OR EXISTS (
            SELECT 1 FROM findings f WHERE f.analysis_ref = s.latest_analysis_ref
-             AND (@label IS NULL OR f.label = @label)
-             AND (@minConfidence IS NULL OR f.confidence >= @minConfidence)))
-       ORDER BY s.id LIMIT @limit`,
-    )
-    .all({
+             AND (CAST(@label AS TEXT) IS NULL OR f.label = @label)
+             AND (CAST(@minConfidence AS DOUBLE PRECISION) IS NULL OR f.confidence >= @minConfidence)))
+       ORDER BY s.id LIMIT @limit`, {
       ...filterParams(filter),
       label: filter.label ?? null,
       minConfidence: filter.minConfidence ?? null,
       after: page.afterId,
       limit: page.limit + 1,
-    }) as ScanRow[];
+    })) as ScanRow[];
   return toPage(rows, page.limit);
 }
 
+const SCANS_OF_STUDIES = perDialect((d) => `${SCAN_SELECT} WHERE s.study_ref ${inJsonIds(d)} ORDER BY s.series_number IS NULL, s.series_number, s.id`);
+
 /** Every scan of the given studies, in series order: the series of a page of studies. */
-export function listScansOfStudies(db: Database, studyRefs: readonly number[]): ScanRow[] {
+export async function listScansOfStudies(db: Database, studyRefs: readonly number[]): Promise<ScanRow[]> {
   if (studyRefs.length === 0) return [];
-  return sql(db, `${SCAN_SELECT} WHERE s.study_ref IN (SELECT value FROM json_each(?)) ORDER BY s.series_number IS NULL, s.series_number, s.id`)
-    .all(JSON.stringify(studyRefs)) as ScanRow[];
+  return (await db.all(SCANS_OF_STUDIES, [JSON.stringify(studyRefs)])) as ScanRow[];
 }
 
-export function findScan(db: Database, scanId: string): ScanRow | undefined {
-  return sql(db, `${SCAN_SELECT} WHERE s.scan_id = ?`).get(scanId) as ScanRow | undefined;
+export async function findScan(db: Database, scanId: string): Promise<ScanRow | undefined> {
+  return (await db.get(`${SCAN_SELECT} WHERE s.scan_id = ?`, [scanId])) as ScanRow | undefined;
 }
 
-export function setScanStatus(db: Database, id: number, status: ScanStatus, reason: string | null, at: string): void {
-  sql(db, 'UPDATE scans SET status = ?, status_reason = ?, updated_at = ? WHERE id = ?').run(status, reason, at, id);
+/** Moves a scan from the status its caller read; false when it has another by now. */
+export async function setScanStatus(db: Database, id: number, from: ScanStatus, status: ScanStatus, reason: string | null, at: string): Promise<boolean> {
+  return (await db.run('UPDATE scans SET status = ?, status_reason = ?, updated_at = ? WHERE id = ? AND status = ?', [status, reason, at, id, from])) === 1;
 }

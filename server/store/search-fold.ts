@@ -4,7 +4,7 @@
  * DICOM character sets (server/dicom/charset.ts): "müller" must find MÜLLER^HANS and "muller"
  * too, so both sides go through one JavaScript fold, registered on each connection.
  */
-import type { Database } from '#server/store/database.ts';
+import type BetterSqlite3 from 'better-sqlite3';
 
 export const SEARCH_FOLD_FUNCTION = 'mia_search_fold';
 
@@ -24,6 +24,6 @@ export function searchWords(query: string): string[] {
     .filter((word) => word.length > 0);
 }
 
-export function registerSearchFold(db: Database): void {
+export function registerSearchFold(db: BetterSqlite3.Database): void {
   db.function(SEARCH_FOLD_FUNCTION, { deterministic: true }, (value: unknown) => (typeof value === 'string' ? searchFold(value) : ''));
 }

@@ -31,56 +31,56 @@ export function toUser(row: UserRow): User {
   };
 }
 
-export function createUser(deps: UserDeps, input: { email: string; role: Role; name?: string | undefined }): UserRow {
-  return inTransaction(deps.db, () => {
-    if (findUserByEmail(deps.db, input.email)) {
+export async function createUser(deps: UserDeps, input: { email: string; role: Role; name?: string | undefined }): Promise<UserRow> {
+  return await inTransaction(deps.db, async (tx) => {
+    if (await findUserByEmail(tx, input.email)) {
       throw conflict('A user with this email exists', `email ${input.email} is taken; use PATCH /v1/users/{id}`);
     }
-    return insertUser(deps.db, { email: input.email, name: input.name ?? null, role: input.role, at: deps.clock.now().toISOString() });
+    return await insertUser(tx, { email: input.email, name: input.name ?? null, role: input.role, at: deps.clock.now().toISOString() });
   });
 }
 
 /** The CLI's "create the user if needed": an existing user keeps their role unless it matches. */
-export function findOrCreateUser(deps: UserDeps, input: { email: string; role: Role }): { user: UserRow; created: boolean } {
-  return inTransaction(deps.db, () => {
-    const existing = findUserByEmail(deps.db, input.email);
+export async function findOrCreateUser(deps: UserDeps, input: { email: string; role: Role }): Promise<{ user: UserRow; created: boolean }> {
+  return await inTransaction(deps.db, async (tx) => {
+    const existing = await findUserByEmail(tx, input.email);
     if (existing) {
       if (existing.role !== input.role) {
         throw conflict(`User ${input.email} exists with role ${existing.role}`, 'change the role with PATCH /v1/users/{id} first');
       }
       return { user: existing, created: false };
     }
-    return { user: createUser(deps, input), created: true };
+    return { user: await createUser({ ...deps, db: tx }, input), created: true };
   });
 }
 
-export function getUser(deps: UserDeps, userId: string): UserRow {
-  const row = findUserByPublicId(deps.db, userId);
+export async function getUser(deps: UserDeps, userId: string): Promise<UserRow> {
+  const row = await findUserByPublicId(deps.db, userId);
   if (!row) throw notFound('User', userId);
   return row;
 }
 
-export function listUsers(
+export async function listUsers(
   deps: UserDeps,
   filter: { role?: Role | undefined; status?: UserStatus | undefined },
   page: PageRequest,
-): Page<UserRow> {
-  return listUserRows(deps.db, filter, page);
+): Promise<Page<UserRow>> {
+  return await listUserRows(deps.db, filter, page);
 }
 
-export function updateUser(
+export async function updateUser(
   deps: UserDeps,
   userId: string,
   patch: { role?: Role | undefined; status?: UserStatus | undefined; name?: string | null | undefined },
-): UserRow {
-  return inTransaction(deps.db, () => {
-    const row = getUser(deps, userId);
+): Promise<UserRow> {
+  return await inTransaction(deps.db, async (tx) => {
+    const row = await getUser({ ...deps, db: tx }, userId);
     const losesAdmin =
       row.role === 'admin' && row.status === 'active' && ((patch.role && patch.role !== 'admin') || patch.status === 'disabled');
     // Without an active admin nobody could issue keys or manage users any more.
-    if (losesAdmin && countActiveAdmins(deps.db) <= 1) {
+    if (losesAdmin && await countActiveAdmins(tx) <= 1) {
       throw conflict('This is the last active admin', 'make another user admin before demoting or disabling this one');
     }
-    return updateUserRow(deps.db, row.id, { ...patch, at: deps.clock.now().toISOString() });
+    return await updateUserRow(tx, row.id, { ...patch, at: deps.clock.now().toISOString() });
   });
 }

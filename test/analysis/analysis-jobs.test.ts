@@ -46,7 +46,7 @@ describe('scans the model does not apply to', () => {
     ['an RT dose grid (unsupported modality)', 'rtdose.dcm', /modality RTDOSE/],
     ['a colour secondary capture', 'SC_rgb_rle.dcm', /modality OT/],
   ])('records %s as not_applicable with the reason; the scan returns to received', async (_name, file, reason) => {
-    const { scanId } = seedImportedInstance(t, join(PYDICOM_CORPUS, file));
+    const { scanId } = await seedImportedInstance(t, join(PYDICOM_CORPUS, file));
     const job = await analyse(scanId);
     expect(job.status).toBe('not_applicable');
     expect(job.reason).toMatch(reason);
@@ -62,7 +62,7 @@ describe('failures', () => {
     const scanId = small[0]!.scan_uid;
     const instances = (await t.request('GET', `/v1/scans/${scanId}/instances`)).json.data.items;
     const victim = instances[2].instance_uid as string;
-    const row = t.server.services.db.prepare('SELECT file_path FROM instances WHERE sop_instance_uid = ?').get(victim) as { file_path: string };
+    const row = (await t.server.services.db.get('SELECT file_path FROM instances WHERE sop_instance_uid = ?', [victim])) as { file_path: string };
     const path = join(t.dataDir, row.file_path);
     const original = readFileSync(path);
     truncateSync(path, Math.floor(original.length / 2));
@@ -79,7 +79,7 @@ describe('failures', () => {
     // Repaired: a client requeues the failed scan by setting its status, and it is analysed.
     const requeued = await t.request('POST', `/v1/scans/${scanId}`, { body: { status: 'queued' } });
     expect(requeued.json.data.status).toBe('queued');
-    const jobs = t.server.services.db.prepare(`SELECT public_id FROM analyses a JOIN scans s ON s.id = a.scan_ref WHERE s.scan_id = ? ORDER BY a.id`).all(scanId) as Array<{ public_id: string }>;
+    const jobs = (await t.server.services.db.all(`SELECT public_id FROM analyses a JOIN scans s ON s.id = a.scan_ref WHERE s.scan_id = ? ORDER BY a.id`, [scanId])) as Array<{ public_id: string }>;
     expect((await waitForJob(t, jobs.at(-1)!.public_id)).status).toBe('succeeded');
     expect((await t.request('GET', `/v1/scans/${scanId}`)).json.data.status).toBe('analyzed');
   });
@@ -88,7 +88,7 @@ describe('failures', () => {
     const scanId = small[2]!.scan_uid;
     const instances = (await t.request('GET', `/v1/scans/${scanId}/instances`)).json.data.items;
     const victim = instances[4].instance_uid as string;
-    const row = t.server.services.db.prepare('SELECT file_path FROM instances WHERE sop_instance_uid = ?').get(victim) as { file_path: string };
+    const row = (await t.server.services.db.get('SELECT file_path FROM instances WHERE sop_instance_uid = ?', [victim])) as { file_path: string };
     const path = join(t.dataDir, row.file_path);
     const original = readFileSync(path);
     rmSync(path);

@@ -63,7 +63,7 @@ describe('an analysis interrupted by kill -9', () => {
     const left = jobs().find((j) => j.id === interrupted!.id)!;
     expect(left).toMatchObject({ status: 'running', owner_pid: child.pid, scan_status: 'analyzing' });
 
-    const server = createServer({ dataDir });
+    const server = await createServer({ dataDir });
     try {
       const until = Date.now() + 60_000;
       while (jobs().some((j) => j.status === 'queued' || j.status === 'running') && Date.now() < until) {

@@ -27,7 +27,7 @@ beforeAll(async () => {
   ensureRendererBuilt();
   work = mkdtempSync(join(tmpdir(), 'mia-detector-'));
   t = await startTestServer({ uiDir: UI_DIR });
-  reader = t.keyFor('radiologist').key;
+  reader = (await t.keyFor('radiologist')).key;
   browser = await launchBrowser();
 }, 120_000);
 
@@ -38,7 +38,7 @@ afterAll(async () => {
 });
 
 /** A DX radiograph (CT_small re-tagged, new UIDs) with only Imager Pixel Spacing, imported and analysed. */
-function radiograph(name: string): string {
+async function radiograph(name: string): Promise<string> {
   const out = join(work, `${name}.dcm`);
   const script = [
     'import sys, pydicom',
@@ -53,11 +53,9 @@ function radiograph(name: string): string {
     'ds.save_as(sys.argv[2], write_like_original=False)',
   ].join('\n');
   execFileSync('/usr/bin/python3', ['-c', script, CT_SMALL, out], { stdio: ['ignore', 'ignore', 'inherit'] });
-  const { scanId } = seedImportedInstance(t, out);
-  const row = t.server.services.db
-    .prepare('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?')
-    .get(scanId) as { id: number; study_uid: string; patient_id: string };
-  seedAnalysis(t.server.services.db, { scanId, scanRef: row.id, studyUid: row.study_uid, patientId: row.patient_id }, [{}]);
+  const { scanId } = await seedImportedInstance(t, out);
+  const row = (await t.server.services.db.get('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?', [scanId])) as { id: number; study_uid: string; patient_id: string };
+  await seedAnalysis(t.server.services.db, { scanId, scanRef: row.id, studyUid: row.study_uid, patientId: row.patient_id }, [{}]);
   return scanId;
 }
 
@@ -71,7 +69,7 @@ async function pageAt(ui: Ui, column: number, row: number): Promise<{ x: number;
 
 describe('detector-plane spacing and the final-report conflict', () => {
   it('labels a length on a radiograph "mm (detector)" in the viewer and the report', async () => {
-    const scanId = radiograph('dx');
+    const scanId = await radiograph('dx');
     const ui = await openUi(browser, t.url);
     await ui.signIn(reader);
     await ui.openScan(scanId);
@@ -97,7 +95,7 @@ describe('detector-plane spacing and the final-report conflict', () => {
   }, 60_000);
 
   it('Draft report after another session finalized the scan\'s report: the 409 is shown with the final report and its addendum form', async () => {
-    const scanId = radiograph('dx-final');
+    const scanId = await radiograph('dx-final');
     const ui = await openUi(browser, t.url);
     await ui.signIn(reader);
     await ui.openReport(scanId);

@@ -34,13 +34,13 @@ beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'mia-display-tools-'));
   makePhantoms(join(work, 'phantoms'), { series: 1, seed: SEED, size: 64, slices: 8, modality: 'CT' });
   t = await startTestServer({ uiDir: UI_DIR });
-  ctScan = seedImportedInstance(t, CT_SMALL).scanId;
+  ctScan = (await seedImportedInstance(t, CT_SMALL)).scanId;
   const dir = join(work, 'phantoms', `series-${SEED}-CT`);
-  for (const name of readdirSync(dir)) stackScan = seedImportedInstance(t, join(dir, name)).scanId;
+  for (const name of readdirSync(dir)) stackScan = (await seedImportedInstance(t, join(dir, name))).scanId;
   // A second series of the same patient and study (the stack as one Enhanced CT file): the
   // viewer's series strip offers it beside the classic one.
   enhancedCt(dir, join(work, 'enhanced.dcm'), {});
-  otherScan = seedImportedInstance(t, join(work, 'enhanced.dcm')).scanId;
+  otherScan = (await seedImportedInstance(t, join(work, 'enhanced.dcm'))).scanId;
   browser = await launchBrowser();
 }, 120_000);
 

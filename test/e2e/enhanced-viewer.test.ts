@@ -49,10 +49,10 @@ beforeAll(async () => {
   const classicDir = join(work, 'classic', `series-${SEED}-CT`);
   enhanced = enhancedCt(classicDir, join(work, 'enhanced.dcm'), { interleave: true, perFrameIntercept: true });
   t = await startTestServer({ uiDir: UI_DIR });
-  for (const name of readdirSync(classicDir)) classicScan = seedImportedInstance(t, join(classicDir, name)).scanId;
-  seedImportedInstance(t, join(work, 'enhanced.dcm'));
+  for (const name of readdirSync(classicDir)) classicScan = (await seedImportedInstance(t, join(classicDir, name))).scanId;
+  await seedImportedInstance(t, join(work, 'enhanced.dcm'));
   short = enhancedCt(classicDir, join(work, 'short.dcm'), { dropLastItem: true });
-  seedImportedInstance(t, join(work, 'short.dcm'));
+  await seedImportedInstance(t, join(work, 'short.dcm'));
   browser = await launchBrowser();
 }, 120_000);
 
@@ -108,11 +108,9 @@ describe('Enhanced CT in the viewer', () => {
   }, 60_000);
 
   it('the report names a finding by the viewer\'s slice number, in space, not by frame number', async () => {
-    const row = t.server.services.db
-      .prepare('SELECT s.id AS scanRef, p.patient_id AS patientId, st.study_uid AS studyUid FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?')
-      .get(enhanced.series_uid) as { scanRef: number; patientId: string; studyUid: string };
+    const row = (await t.server.services.db.get('SELECT s.id AS scanRef, p.patient_id AS patientId, st.study_uid AS studyUid FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?', [enhanced.series_uid])) as { scanRef: number; patientId: string; studyUid: string };
     // Frame 4 (index 3) of the interleaved file is the second slice from the bottom.
-    seedAnalysis(t.server.services.db, { scanId: enhanced.series_uid, ...row }, [{ instanceUid: enhanced.instance_uid, frame: 3, confidence: 0.9 }]);
+    await seedAnalysis(t.server.services.db, { scanId: enhanced.series_uid, ...row }, [{ instanceUid: enhanced.instance_uid, frame: 3, confidence: 0.9 }]);
     const [finding] = (await t.request('GET', `/v1/scans/${enhanced.series_uid}/results`, { headers: { 'API-Version': '1.1' } })).json.data.findings;
     expect((await t.request('PATCH', `/v1/findings/${finding.id}`, { body: { review: 'accepted' } })).status).toBe(200);
     const ui = await openUi(browser, t.url);

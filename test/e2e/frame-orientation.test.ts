@@ -29,7 +29,7 @@ beforeAll(async () => {
   makePhantoms(join(work, 'phantoms'), { series: 1, seed: SEED, size: 64, slices: 6, modality: 'CT' });
   enhancedCt(join(work, 'phantoms', `series-${SEED}-CT`), join(work, 'tilted.dcm'), { tiltFrame: true });
   t = await startTestServer({ uiDir: UI_DIR });
-  scanId = seedImportedInstance(t, join(work, 'tilted.dcm')).scanId;
+  scanId = (await seedImportedInstance(t, join(work, 'tilted.dcm'))).scanId;
   browser = await launchBrowser();
 }, 120_000);
 

@@ -37,9 +37,9 @@ describe('one lesion, one finding, in mm', () => {
   it('groups a three-slice tumour in the viewer and reports it once with its size in mm', async () => {
     const file = join(mkdtempSync(join(tmpdir(), 'mia-lesions-')), 'philips_mprage.dcm');
     writeFileSync(file, philipsMprage());
-    const image = seedImportedInstance(t, file);
+    const image = await seedImportedInstance(t, file);
     const { db } = t.server.services;
-    const row = db.prepare('SELECT s.id, p.patient_id, st.study_uid FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?').get(image.scanId) as {
+    const row = (await db.get('SELECT s.id, p.patient_id, st.study_uid FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?', [image.scanId])) as {
       id: number;
       patient_id: string;
       study_uid: string;
@@ -50,7 +50,7 @@ describe('one lesion, one finding, in mm', () => {
     const stack = [...instance.frame_values.keys()].sort((a, b) => (instance.frame_values[a]!.position ?? 0) - (instance.frame_values[b]!.position ?? 0));
     const [f4, f5, f6] = [stack[3]!, stack[4]!, stack[5]!];
     const on = (frame: number) => ({ instanceUid: image.instanceUid, frame });
-    seedAnalysis(db, scan, [
+    await seedAnalysis(db, scan, [
       { ...on(f5), label: 'tumor_detected', confidence: 0.92, x: 40, y: 40, width: 40, height: 30 },
       { ...on(f4), label: 'tumor_detected', confidence: 0.81, x: 45, y: 42, width: 30, height: 24 },
       { ...on(f6), label: 'tumor_detected', confidence: 0.77, x: 42, y: 45, width: 28, height: 20 },
@@ -60,7 +60,7 @@ describe('one lesion, one finding, in mm', () => {
     const round1 = (mm: number) => Math.round(mm * 10) / 10;
     const largest = round1(Math.max(40 * columnMm, 30 * rowMm));
 
-    const reader = t.keyFor('radiologist', { email: 'dr.reader@hospital.test' });
+    const reader = await t.keyFor('radiologist', { email: 'dr.reader@hospital.test' });
     const ui = await openUi(browser, t.url);
     await ui.signIn(reader.key);
     await ui.openScan(scan.scanId);

@@ -33,13 +33,11 @@ beforeAll(async () => {
   const file = join(work, 'phantom.dcm');
   execFileSync('/usr/bin/python3', [join(import.meta.dirname, '..', 'helpers', 'measure_phantom.py'), file]);
   t = await startTestServer({ uiDir: UI_DIR });
-  scanId = seedImportedInstance(t, file).scanId;
+  scanId = (await seedImportedInstance(t, file)).scanId;
   // An analysis to report on (a report is drafted from one); its finding is not what is tested.
-  const row = t.server.services.db
-    .prepare('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?')
-    .get(scanId) as { id: number; study_uid: string; patient_id: string };
-  seedAnalysis(t.server.services.db, { scanId, scanRef: row.id, studyUid: row.study_uid, patientId: row.patient_id }, [{}]);
-  reader = t.keyFor('radiologist').key;
+  const row = (await t.server.services.db.get('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?', [scanId])) as { id: number; study_uid: string; patient_id: string };
+  await seedAnalysis(t.server.services.db, { scanId, scanRef: row.id, studyUid: row.study_uid, patientId: row.patient_id }, [{}]);
+  reader = (await t.keyFor('radiologist')).key;
   browser = await launchBrowser();
 }, 120_000);
 

@@ -36,16 +36,14 @@ beforeAll(async () => {
   const file = join(work, 'phantom.dcm');
   execFileSync('/usr/bin/python3', [join(import.meta.dirname, '..', 'helpers', 'measure_phantom.py'), file]);
   t = await startTestServer({ uiDir: UI_DIR });
-  scanId = seedImportedInstance(t, file).scanId;
+  scanId = (await seedImportedInstance(t, file)).scanId;
   // An analysis to report on (a report is drafted from one); its finding is not what is tested.
-  const row = t.server.services.db
-    .prepare('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?')
-    .get(scanId) as { id: number; study_uid: string; patient_id: string };
-  seedAnalysis(t.server.services.db, { scanId, scanRef: row.id, studyUid: row.study_uid, patientId: row.patient_id }, [{}]);
-  reader = t.keyFor('radiologist').key;
+  const row = (await t.server.services.db.get('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?', [scanId])) as { id: number; study_uid: string; patient_id: string };
+  await seedAnalysis(t.server.services.db, { scanId, scanRef: row.id, studyUid: row.study_uid, patientId: row.patient_id }, [{}]);
+  reader = (await t.keyFor('radiologist')).key;
   makePhantoms(join(work, 'stack'), { series: 1, seed: STACK_SEED, size: 64, slices: 6, modality: 'CT' });
   const stackDir = join(work, 'stack', `series-${STACK_SEED}-CT`);
-  for (const name of readdirSync(stackDir)) stackScan = seedImportedInstance(t, join(stackDir, name)).scanId;
+  for (const name of readdirSync(stackDir)) stackScan = (await seedImportedInstance(t, join(stackDir, name))).scanId;
   browser = await launchBrowser();
 }, 120_000);
 

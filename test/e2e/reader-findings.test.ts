@@ -30,13 +30,13 @@ type ApiFinding = { id: string; label: string; source: string; review: string | 
 describe('reader-drawn findings and reasons for rejecting', () => {
   it('draws a missed tumour, rejects the infarct with a reason, and the report shows both', async () => {
     // pydicom's CT_small (128 x 128) with the model's infarct in its top-left corner.
-    const image = seedImportedInstance(t);
+    const image = await seedImportedInstance(t);
     const { db } = t.server.services;
-    const scanRef = (db.prepare('SELECT id FROM scans WHERE scan_id = ?').get(image.scanId) as { id: number }).id;
-    seedAnalysis(db, { scanId: image.scanId, patientId: '', studyUid: '', scanRef }, [
+    const scanRef = ((await db.get('SELECT id FROM scans WHERE scan_id = ?', [image.scanId])) as { id: number }).id;
+    await seedAnalysis(db, { scanId: image.scanId, patientId: '', studyUid: '', scanRef }, [
       { label: 'infarct_detected', confidence: 0.7, x: 10, y: 10, width: 20, height: 20, instanceUid: image.instanceUid },
     ]);
-    const reader = t.keyFor('radiologist', { email: 'dr.reader@hospital.test' });
+    const reader = await t.keyFor('radiologist', { email: 'dr.reader@hospital.test' });
     const ui = await openUi(browser, t.url);
     await ui.signIn(reader.key);
     await ui.openScan(image.scanId);
@@ -94,13 +94,13 @@ describe('reader-drawn findings and reasons for rejecting', () => {
   }, 60_000);
 
   it('after the report is final, a drawn finding goes in a signed addendum', async () => {
-    const image = seedImportedInstance(t, '/usr/lib/python3/dist-packages/pydicom/data/test_files/MR_small.dcm');
+    const image = await seedImportedInstance(t, '/usr/lib/python3/dist-packages/pydicom/data/test_files/MR_small.dcm');
     const { db } = t.server.services;
-    const scanRef = (db.prepare('SELECT id FROM scans WHERE scan_id = ?').get(image.scanId) as { id: number }).id;
-    seedAnalysis(db, { scanId: image.scanId, patientId: '', studyUid: '', scanRef }, [
+    const scanRef = ((await db.get('SELECT id FROM scans WHERE scan_id = ?', [image.scanId])) as { id: number }).id;
+    await seedAnalysis(db, { scanId: image.scanId, patientId: '', studyUid: '', scanRef }, [
       { label: 'infarct_detected', confidence: 0.7, x: 2, y: 2, width: 10, height: 10, instanceUid: image.instanceUid },
     ]);
-    const reader = t.keyFor('radiologist', { email: 'dr.final@hospital.test' });
+    const reader = await t.keyFor('radiologist', { email: 'dr.final@hospital.test' });
     const report = (await t.request('POST', '/v1/reports', { key: reader.key, body: { scan_id: image.scanId } })).json.data;
     expect((await t.request('PATCH', `/v1/reports/${report.id}`, { key: reader.key, body: { status: 'final' } })).status).toBe(200);
 

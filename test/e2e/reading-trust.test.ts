@@ -61,8 +61,8 @@ ${assignments
 /** Imports the files and returns the scan with its slices in the viewer's order. */
 async function importSeries(t: TestServer, files: readonly string[]): Promise<{ scan: SeededScan; instanceUids: string[] }> {
   let scanId = '';
-  for (const file of files) scanId = seedImportedInstance(t, file).scanId;
-  const row = t.server.services.db.prepare('SELECT s.id AS scanRef, p.patient_id AS patientId, st.study_uid AS studyUid FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?').get(scanId) as { scanRef: number; patientId: string; studyUid: string };
+  for (const file of files) scanId = (await seedImportedInstance(t, file)).scanId;
+  const row = (await t.server.services.db.get('SELECT s.id AS scanRef, p.patient_id AS patientId, st.study_uid AS studyUid FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?', [scanId])) as { scanRef: number; patientId: string; studyUid: string };
   const instances = (await t.request('GET', `/v1/scans/${scanId}/instances?limit=500`)).json.data.items as { instance_uid: string }[];
   return { scan: { scanId, ...row }, instanceUids: instances.map((i) => i.instance_uid) };
 }
@@ -108,7 +108,7 @@ describe('review only what is on screen', () => {
     execFileSync('mkdir', ['-p', dir]);
     const { scan, instanceUids } = await importSeries(t, writeSeries(dir, join(PYDICOM_CORPUS, 'MR_small.dcm'), 20, 'ds.StudyDate = "1997.04.24"'));
     scanId = scan.scanId;
-    seedAnalysis(t.server.services.db, scan, [
+    await seedAnalysis(t.server.services.db, scan, [
       { confidence: 0.9, instanceUid: instanceUids[5]!, x: 10, y: 12, width: 20, height: 16 },
       { confidence: 0.49, instanceUid: instanceUids[18]!, x: 30, y: 30, width: 14, height: 12 },
     ]);
@@ -119,7 +119,7 @@ describe('review only what is on screen', () => {
 
   it('a radiologist key with the default scopes may review; the help names review keys but not analyse', async () => {
     ui = await openUi(browser, t.url);
-    await ui.signIn(t.keyFor('radiologist', { email: 'reader@hospital.test' }).key);
+    await ui.signIn((await t.keyFor('radiologist', { email: 'reader@hospital.test' })).key);
     await ui.openScan(scanId);
     await expect.poll(() => ui.page.getByTestId('viewport-canvas').getAttribute('data-slice-index'), WAIT).toBe('5');
     const help = (await ui.page.getByTestId('kbd-help').textContent()) ?? '';
@@ -170,7 +170,7 @@ describe('review only what is on screen', () => {
 
   it('a key without write:reports sees no review keys in the help', async () => {
     const engineer = await openUi(browser, t.url);
-    await engineer.signIn(t.keyFor('data_engineer', { email: 'engineer@hospital.test' }).key);
+    await engineer.signIn((await t.keyFor('data_engineer', { email: 'engineer@hospital.test' })).key);
     await engineer.openScan(scanId);
     await engineer.page.getByTestId('kbd-help').waitFor();
     const help = (await engineer.page.getByTestId('kbd-help').textContent()) ?? '';
@@ -225,7 +225,7 @@ describe('non-square pixels are drawn by physical aspect', () => {
     ].join('\n');
     const { scan, instanceUids } = await importSeries(t, writeSeries(dir, join(PYDICOM_CORPUS, 'CT_small.dcm'), 1, edits));
     // A square box in image pixels: 15 mm wide, 30 mm tall.
-    seedAnalysis(t.server.services.db, scan, [{ confidence: 0.9, instanceUid: instanceUids[0]!, x: 48, y: 40, width: 32, height: 32 }]);
+    await seedAnalysis(t.server.services.db, scan, [{ confidence: 0.9, instanceUid: instanceUids[0]!, x: 48, y: 40, width: 32, height: 32 }]);
     const findings = (await t.request('GET', `/v1/scans/${scan.scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data.findings;
     return { scanId: scan.scanId, finding: findings[0] };
   }
@@ -239,7 +239,7 @@ describe('non-square pixels are drawn by physical aspect', () => {
     expect(instances[0]!.pixel_spacing).toEqual([0.94, 0.47]);
 
     ui ??= await openUi(browser, t.url);
-    if (!(await ui.page.getByTestId('nav-worklist').count())) await ui.signIn(t.keyFor('radiologist', { email: 'aspect@hospital.test' }).key);
+    if (!(await ui.page.getByTestId('nav-worklist').count())) await ui.signIn((await t.keyFor('radiologist', { email: 'aspect@hospital.test' })).key);
     await ui.openScan(scanId);
     const canvas = ui.page.getByTestId('viewport-canvas');
     await expect.poll(() => canvas.getAttribute('data-rendered-slice'), WAIT).toBe('0');
@@ -297,7 +297,7 @@ describe('a flat frame', () => {
     execFileSync('mkdir', ['-p', dir]);
     const { scan } = await importSeries(t, writeSeries(dir, join(PYDICOM_CORPUS, 'MR_small.dcm'), 1, 'ds.PixelData = bytes(64 * 64 * 2)\ndel ds.WindowCenter\ndel ds.WindowWidth'));
     const ui = await openUi(browser, t.url);
-    await ui.signIn(t.keyFor('radiologist', { email: 'all-zero@hospital.test' }).key);
+    await ui.signIn((await t.keyFor('radiologist', { email: 'all-zero@hospital.test' })).key);
     await ui.openScan(scan.scanId);
     const canvas = ui.page.getByTestId('viewport-canvas');
     await expect.poll(() => canvas.getAttribute('data-rendered-slice'), WAIT).toBe('0');
@@ -324,7 +324,7 @@ describe('a frame that cannot be decoded', () => {
     expect(raw.status).toBe(422);
 
     const ui = await openUi(browser, t.url);
-    await ui.signIn(t.keyFor('radiologist', { email: 'undecodable@hospital.test' }).key);
+    await ui.signIn((await t.keyFor('radiologist', { email: 'undecodable@hospital.test' })).key);
     await ui.openScan(scan.scanId);
     const problem = ui.page.locator('.state-error');
     await problem.waitFor(WAIT);
@@ -345,7 +345,7 @@ describe('after a not-applicable analysis', () => {
     expect(job.status).toBe('not_applicable');
 
     const ui = await openUi(browser, t.url);
-    await ui.signIn(t.keyFor('radiologist', { email: 'not-applicable@hospital.test', scopes: ['write:scans'] }).key);
+    await ui.signIn((await t.keyFor('radiologist', { email: 'not-applicable@hospital.test', scopes: ['write:scans'] })).key);
     await ui.openScan(scan.scanId);
     const text = (await ui.page.getByTestId('no-result').textContent()) ?? '';
     expect(text).toMatch(/^No AI result: not analysed by mia phantom detector: .*slice/);
@@ -361,7 +361,7 @@ describe('the viewer toolbar', () => {
     execFileSync('mkdir', ['-p', dir]);
     const { scan } = await importSeries(t, writeSeries(dir, join(PYDICOM_CORPUS, 'CT_small.dcm'), 1, 'ds.SeriesDescription = "AX BRAIN WITHOUT CONTRAST 5MM STANDARD KERNEL RECON 2"'));
     const ui = await openUi(browser, t.url, { width: 1600, height: 900 });
-    await ui.signIn(t.keyFor('radiologist', { email: 'toolbar@hospital.test' }).key);
+    await ui.signIn((await t.keyFor('radiologist', { email: 'toolbar@hospital.test' })).key);
     await ui.openScan(scan.scanId);
     await ui.page.getByRole('button', { name: 'Soft tissue' }).waitFor();
     // A string expression: the test project has no DOM types.

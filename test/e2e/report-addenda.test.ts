@@ -29,20 +29,20 @@ afterAll(async () => {
 describe('addenda in the workstation', () => {
   it('points a reported scan\'s verdicts to the report, where an addendum is added and shown', async () => {
     // A real CT image (pydicom's CT_small) with a tumour and an infarct on it.
-    const image = seedImportedInstance(t);
+    const image = await seedImportedInstance(t);
     const { db } = t.server.services;
-    const row = db.prepare('SELECT s.id, p.patient_id, st.study_uid FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?').get(image.scanId) as {
+    const row = (await db.get('SELECT s.id, p.patient_id, st.study_uid FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?', [image.scanId])) as {
       id: number;
       patient_id: string;
       study_uid: string;
     };
     const scan = { scanId: image.scanId, patientId: row.patient_id, studyUid: row.study_uid, scanRef: row.id };
     const place = { instanceUid: image.instanceUid, frame: 0, width: 20, height: 20 };
-    seedAnalysis(db, scan, [
+    await seedAnalysis(db, scan, [
       { ...place, label: 'tumor_detected', confidence: 0.9, x: 20, y: 20 },
       { ...place, label: 'infarct_detected', confidence: 0.8, x: 60, y: 60 },
     ]);
-    const reader = t.keyFor('radiologist', { email: 'dr.reader@hospital.test' });
+    const reader = await t.keyFor('radiologist', { email: 'dr.reader@hospital.test' });
     const findings = (await t.request('GET', `/v1/scans/${scan.scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data.findings as Array<{ id: string; label: string }>;
     const tumour = findings.find((f) => f.label === 'tumor_detected')!.id;
     const infarct = findings.find((f) => f.label === 'infarct_detected')!.id;

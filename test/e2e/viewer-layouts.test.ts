@@ -49,7 +49,7 @@ beforeAll(async () => {
   made = JSON.parse(execFileSync('/usr/bin/python3', [STUDY_SET, join(work, 'phantoms', `series-${SEED}-CT`), out, JSON.stringify(spec)], { encoding: 'utf8' })) as Made;
   t = await startTestServer({ uiDir: UI_DIR });
   for (const name of Object.keys(made)) {
-    for (const file of readdirSync(join(out, name))) seedImportedInstance(t, join(out, name, file));
+    for (const file of readdirSync(join(out, name))) await seedImportedInstance(t, join(out, name, file));
   }
   browser = await launchBrowser();
 }, 120_000);

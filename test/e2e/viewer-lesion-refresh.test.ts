@@ -30,16 +30,16 @@ beforeAll(async () => {
   makePhantoms(join(work, 'phantoms'), { series: 1, seed: SEED, size: 64, slices: 8, modality: 'CT' });
   t = await startTestServer({ uiDir: UI_DIR });
   const dir = join(work, 'phantoms', `series-${SEED}-CT`);
-  for (const name of readdirSync(dir)) scanId = seedImportedInstance(t, join(dir, name)).scanId;
+  for (const name of readdirSync(dir)) scanId = (await seedImportedInstance(t, join(dir, name))).scanId;
   const { db } = t.server.services;
-  const row = db.prepare('SELECT s.id, p.patient_id, st.study_uid FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?').get(scanId) as {
+  const row = (await db.get('SELECT s.id, p.patient_id, st.study_uid FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?', [scanId])) as {
     id: number;
     patient_id: string;
     study_uid: string;
   };
   const instances = (await t.request('GET', `/v1/scans/${scanId}/instances`)).json.data.items as { instance_uid: string }[];
   const on = (slice: number) => ({ instanceUid: instances[slice]!.instance_uid, frame: 0 });
-  seedAnalysis(db, { scanId, patientId: row.patient_id, studyUid: row.study_uid, scanRef: row.id }, [
+  await seedAnalysis(db, { scanId, patientId: row.patient_id, studyUid: row.study_uid, scanRef: row.id }, [
     { ...on(3), label: 'tumor_detected', confidence: 0.9, x: 20, y: 20, width: 16, height: 14 },
     { ...on(4), label: 'tumor_detected', confidence: 0.8, x: 22, y: 21, width: 14, height: 12 },
   ]);

@@ -22,7 +22,7 @@ let instanceUid = '';
 beforeAll(async () => {
   ensureRendererBuilt();
   t = await startTestServer({ uiDir: UI_DIR });
-  ({ scanId, instanceUid } = seedImportedInstance(t, CT_SMALL));
+  ({ scanId, instanceUid } = await seedImportedInstance(t, CT_SMALL));
   browser = await launchBrowser();
 }, 120_000);
 

@@ -77,7 +77,7 @@ beforeAll(async () => {
   for (const id of scanIds.values()) expect((await analyseViaApi(t, id)).status).toBe('succeeded');
   browser = await launchBrowser();
   ui = await openUi(browser, t.url, { width: 1600, height: 900 });
-  await ui.signIn(t.keyFor('radiologist', { email: 'worklist-studies@hospital.test' }).key);
+  await ui.signIn((await t.keyFor('radiologist', { email: 'worklist-studies@hospital.test' })).key);
 }, 180_000);
 
 afterAll(async () => {
@@ -162,7 +162,7 @@ describe('worklist by study, with triage', () => {
   });
 
   it('a reader rejecting the haemorrhage takes the study off the top', async () => {
-    const reader = t.keyFor('radiologist', { email: 'triage-reject@hospital.test' }).key;
+    const reader = (await t.keyFor('radiologist', { email: 'triage-reject@hospital.test' })).key;
     const result = await t.request('GET', `/v1/scans/${scanIds.get('bleed')}/results`, { headers: { 'API-Version': '1.1' } });
     const bleeds = (result.json.data.findings as { id: string; label: string }[]).filter((f) => f.label === 'hemorrhage_detected');
     expect(bleeds.length).toBeGreaterThan(0);

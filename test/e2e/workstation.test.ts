@@ -38,7 +38,7 @@ beforeAll(async () => {
   ensureRendererBuilt();
   t = await startTestServer({ uiDir: UI_DIR });
   phantoms = await importPhantoms(t);
-  radiologistKey = t.keyFor('radiologist', { scopes: ['write:reports', 'write:scans'] }).key;
+  radiologistKey = (await t.keyFor('radiologist', { scopes: ['write:reports', 'write:scans'] })).key;
   browser = await launchBrowser();
 }, 120_000);
 
@@ -322,7 +322,7 @@ describe('workstation UI', () => {
     const admin = await openUi(browser, t.url);
     await admin.signIn(t.adminKey);
     await admin.openAdmin();
-    const victim = t.keyFor('data_engineer', { email: 'rotate-me@hospital.test' });
+    const victim = await t.keyFor('data_engineer', { email: 'rotate-me@hospital.test' });
     await admin.page.getByTestId('reload-keys').click();
     admin.page.once('dialog', (dialog) => void dialog.accept());
     await admin.page.locator(`[data-key-id="${victim.keyId}"]`).getByTestId('rotate-key').click();
@@ -372,7 +372,7 @@ describe('workstation UI', () => {
 
   it('exports filter by a glossary label chosen by name, and refuse a minimum confidence outside 0..1', async () => {
     const engineer = await openUi(browser, t.url);
-    await engineer.signIn(t.keyFor('data_engineer', { email: 'exports-ui@hospital.test' }).key);
+    await engineer.signIn((await t.keyFor('data_engineer', { email: 'exports-ui@hospital.test' })).key);
     await engineer.goTo('#/exports');
     const tumour = await displayNameOf('tumor_detected');
     const label = engineer.page.getByTestId('export-label');
@@ -432,7 +432,7 @@ describe('workstation UI', () => {
   }, 40_000);
 
   it('desktop: no sign-out, and a refused launch key is renewed through the bridge instead of a key screen', async () => {
-    const keys = [t.keyFor('admin', { email: 'desktop-1@workstation.test' }), t.keyFor('admin', { email: 'desktop-2@workstation.test' })];
+    const keys = [await t.keyFor('admin', { email: 'desktop-1@workstation.test' }), await t.keyFor('admin', { email: 'desktop-2@workstation.test' })];
     let sessions = 0;
     const desk = await openUi(browser, t.url, { desktop: { getSession: async () => ({ baseUrl: t.url, apiKey: keys[Math.min(sessions++, 1)]!.key }) } });
     await desk.page.getByTestId('nav-worklist').waitFor();
@@ -447,7 +447,7 @@ describe('workstation UI', () => {
   });
 
   it('a revoked key lands on a clear key screen, not a blank page', async () => {
-    const doomed = t.keyFor('radiologist', { email: 'doomed@hospital.test' });
+    const doomed = await t.keyFor('radiologist', { email: 'doomed@hospital.test' });
     const victim = await openUi(browser, t.url);
     await victim.signIn(doomed.key);
     await t.request('DELETE', `/v1/auth/keys/${doomed.keyId}`);

@@ -13,43 +13,41 @@ import { seedAnalysis, seedScan } from './seed.ts';
 
 export type Caller = { role: Role; key: string; auth: AuthContext };
 export type Call = { path: string; body?: unknown; rawBody?: Buffer; headers?: Record<string, string> };
-export type Builder = (caller: Caller) => Call;
+export type Builder = (caller: Caller) => Call | Promise<Call>;
 
-export function routeRequests(t: TestServer): Record<string, Builder> {
-  const analysedScan = (): string => {
-    const scan = seedScan(t.server.services.db);
-    seedAnalysis(t.server.services.db, scan, [{}]);
+export async function routeRequests(t: TestServer): Promise<Record<string, Builder>> {
+  const analysedScan = async (): Promise<string> => {
+    const scan = await seedScan(t.server.services.db);
+    await seedAnalysis(t.server.services.db, scan, [{}]);
     return scan.scanId;
   };
-  const analysedFindingId = (): string => {
-    const scan = seedScan(t.server.services.db);
-    seedAnalysis(t.server.services.db, scan, [{}]);
-    const row = t.server.services.db
-      .prepare('SELECT f.public_id FROM findings f JOIN analyses a ON a.id = f.analysis_ref WHERE a.scan_ref = ?')
-      .get(scan.scanRef) as { public_id: string };
+  const analysedFindingId = async (): Promise<string> => {
+    const scan = await seedScan(t.server.services.db);
+    await seedAnalysis(t.server.services.db, scan, [{}]);
+    const row = (await t.server.services.db.get('SELECT f.public_id FROM findings f JOIN analyses a ON a.id = f.analysis_ref WHERE a.scan_ref = ?', [scan.scanRef])) as { public_id: string };
     return row.public_id;
   };
-  const analysisId = (): string => {
-    const scan = seedScan(t.server.services.db);
-    seedAnalysis(t.server.services.db, scan, [{}]);
-    const row = t.server.services.db.prepare('SELECT public_id FROM analyses WHERE scan_ref = ?').get(scan.scanRef) as { public_id: string };
+  const analysisId = async (): Promise<string> => {
+    const scan = await seedScan(t.server.services.db);
+    await seedAnalysis(t.server.services.db, scan, [{}]);
+    const row = (await t.server.services.db.get('SELECT public_id FROM analyses WHERE scan_ref = ?', [scan.scanRef])) as { public_id: string };
     return row.public_id;
   };
   // No rules needed: these reports exist only to be requested.
   const vocabularies: ModelVocabularies = () => ({ recommendations: null, displayName: (label) => label });
-  const newReport = (caller: Caller): string => draftReport(t.server.services, vocabularies, caller.auth.userRef, { scanId: analysedScan() }).id;
-  const finalReport = (caller: Caller): string =>
-    updateReport(t.server.services, vocabularies, caller.auth.userRef, newReport(caller), { status: 'final' }).id;
+  const newReport = async (caller: Caller): Promise<string> => (await draftReport(t.server.services, vocabularies, caller.auth.userRef, { scanId: await analysedScan() })).id;
+  const finalReport = async (caller: Caller): Promise<string> =>
+    (await updateReport(t.server.services, vocabularies, caller.auth.userRef, await newReport(caller), { status: 'final' })).id;
   const importFolder = fixtureFolder();
-  const imported = seedImportedInstance(t);
-  const ownKey = (caller: Caller): string => t.keyFor(caller.role, { email: caller.auth.email }).keyId;
-  const radiologistId = (): string => t.keyFor('radiologist').userId;
+  const imported = await seedImportedInstance(t);
+  const ownKey = async (caller: Caller): Promise<string> => (await t.keyFor(caller.role, { email: caller.auth.email })).keyId;
+  const radiologistId = async (): Promise<string> => (await t.keyFor('radiologist')).userId;
   const lengthBody = { instance_uid: imported.instanceUid, frame: 0, kind: 'length', points: [[1, 1], [10, 1]] } as const;
-  // Stored directly (the builder is synchronous): DELETE needs one of the caller's own.
-  const ownMeasurement = (caller: Caller): string => {
-    const refs = t.server.services.db.prepare('SELECT id, scan_ref FROM instances WHERE sop_instance_uid = ?').get(imported.instanceUid) as { id: number; scan_ref: number };
+  // DELETE needs one of the caller's own.
+  const ownMeasurement = async (caller: Caller): Promise<string> => {
+    const refs = (await t.server.services.db.get('SELECT id, scan_ref FROM instances WHERE sop_instance_uid = ?', [imported.instanceUid])) as { id: number; scan_ref: number };
     const publicId = newPublicId('msr');
-    insertMeasurement(t.server.services.db, {
+    await insertMeasurement(t.server.services.db, {
       public_id: publicId, scan_ref: refs.scan_ref, instance_ref: refs.id, frame: 0, user_ref: caller.auth.userRef, kind: 'length',
       points: '[[1,1],[10,1]]', length_mm: 6, area_mm2: null, mean: null, sd: null, value: null, unit: null, created_at: new Date(0).toISOString(),
     });
@@ -60,23 +58,23 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
     'GET /v1/auth/me': () => ({ path: '/v1/auth/me' }),
     'GET /v1/auth/keys': () => ({ path: '/v1/auth/keys' }),
     'POST /v1/auth/keys': () => ({ path: '/v1/auth/keys', body: { name: 'matrix' } }),
-    'POST /v1/auth/keys/{id}/rotate': (caller) => ({ path: `/v1/auth/keys/${ownKey(caller)}/rotate` }),
-    'DELETE /v1/auth/keys/{id}': (caller) => ({ path: `/v1/auth/keys/${ownKey(caller)}` }),
+    'POST /v1/auth/keys/{id}/rotate': async (caller) => ({ path: `/v1/auth/keys/${await ownKey(caller)}/rotate` }),
+    'DELETE /v1/auth/keys/{id}': async (caller) => ({ path: `/v1/auth/keys/${await ownKey(caller)}` }),
     'GET /v1/users': () => ({ path: '/v1/users' }),
     'POST /v1/users': () => ({ path: '/v1/users', body: { email: `u${Math.random().toString(36).slice(2)}@hospital.test`, role: 'radiologist' } }),
-    'GET /v1/users/{id}': () => ({ path: `/v1/users/${radiologistId()}` }),
-    'PATCH /v1/users/{id}': () => ({ path: `/v1/users/${radiologistId()}`, body: { name: 'Dr. Matrix' } }),
+    'GET /v1/users/{id}': async () => ({ path: `/v1/users/${await radiologistId()}` }),
+    'PATCH /v1/users/{id}': async () => ({ path: `/v1/users/${await radiologistId()}`, body: { name: 'Dr. Matrix' } }),
     'GET /v1/scans': () => ({ path: '/v1/scans' }),
     'GET /v1/studies': () => ({ path: '/v1/studies?q=a' }),
-    'GET /v1/scans/{scan_id}': () => ({ path: `/v1/scans/${analysedScan()}` }),
-    'POST /v1/scans/{scan_id}': () => ({ path: `/v1/scans/${analysedScan()}`, body: { status: 'in_review' } }),
+    'GET /v1/scans/{scan_id}': async () => ({ path: `/v1/scans/${await analysedScan()}` }),
+    'POST /v1/scans/{scan_id}': async () => ({ path: `/v1/scans/${await analysedScan()}`, body: { status: 'in_review' } }),
     'GET /v1/scan/results': () => ({ path: '/v1/scan/results' }),
-    'GET /v1/scans/{scan_id}/results': () => ({ path: `/v1/scans/${analysedScan()}/results` }),
-    'PATCH /v1/findings/{id}': () => ({ path: `/v1/findings/${analysedFindingId()}`, body: { review: 'accepted' } }),
-    'POST /v1/scans/{scan_id}/findings': () => {
-      const image = seedImportedInstance(t);
-      const scanRef = (t.server.services.db.prepare('SELECT id FROM scans WHERE scan_id = ?').get(image.scanId) as { id: number }).id;
-      seedAnalysis(t.server.services.db, { scanId: image.scanId, patientId: '', studyUid: '', scanRef }, [{}]);
+    'GET /v1/scans/{scan_id}/results': async () => ({ path: `/v1/scans/${await analysedScan()}/results` }),
+    'PATCH /v1/findings/{id}': async () => ({ path: `/v1/findings/${await analysedFindingId()}`, body: { review: 'accepted' } }),
+    'POST /v1/scans/{scan_id}/findings': async () => {
+      const image = await seedImportedInstance(t);
+      const scanRef = ((await t.server.services.db.get('SELECT id FROM scans WHERE scan_id = ?', [image.scanId])) as { id: number }).id;
+      await seedAnalysis(t.server.services.db, { scanId: image.scanId, patientId: '', studyUid: '', scanRef }, [{}]);
       return {
         path: `/v1/scans/${image.scanId}/findings`,
         body: { source: 'reader', label: 'tumor_detected', instance_uid: image.instanceUid, location: { x: 1, y: 1, width: 5, height: 5 } },
@@ -84,17 +82,17 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
     },
     'GET /v1/reports': () => ({ path: '/v1/reports' }),
     'GET /reports': () => ({ path: '/reports' }),
-    'GET /v1/reports/{id}': (caller) => ({ path: `/v1/reports/${newReport(caller)}` }),
-    'POST /v1/reports': () => ({ path: '/v1/reports', body: { scan_id: analysedScan() } }),
-    'PATCH /v1/reports/{id}': (caller) => ({
-      path: `/v1/reports/${newReport(caller)}`,
+    'GET /v1/reports/{id}': async (caller) => ({ path: `/v1/reports/${await newReport(caller)}` }),
+    'POST /v1/reports': async () => ({ path: '/v1/reports', body: { scan_id: await analysedScan() } }),
+    'PATCH /v1/reports/{id}': async (caller) => ({
+      path: `/v1/reports/${await newReport(caller)}`,
       body: { impression: 'No change.' },
     }),
-    'POST /v1/reports/{id}/addenda': (caller) => ({ path: `/v1/reports/${finalReport(caller)}/addenda`, body: { text: 'Addendum.' } }),
+    'POST /v1/reports/{id}/addenda': async (caller) => ({ path: `/v1/reports/${await finalReport(caller)}/addenda`, body: { text: 'Addendum.' } }),
     'POST /v1/exports': () => ({ path: '/v1/exports', body: { format: 'csv' } }),
     'GET /v1/exports': () => ({ path: '/v1/exports' }),
-    'GET /v1/exports/{id}/download': (caller) => ({
-      path: createExport(t.server.services, caller.auth, { format: 'json', filters: {}, deidentify: false }).download_url,
+    'GET /v1/exports/{id}/download': async (caller) => ({
+      path: (await createExport(t.server.services, caller.auth, { format: 'json', filters: {}, deidentify: false })).download_url,
     }),
     'POST /v1/imports': () => ({ path: '/v1/imports', body: { path: importFolder } }),
     'GET /v1/imports': () => ({ path: '/v1/imports' }),
@@ -108,14 +106,14 @@ export function routeRequests(t: TestServer): Record<string, Builder> {
     'GET /v1/scans/{scan_id}/thumbnail': () => ({ path: `/v1/scans/${imported.scanId}/thumbnail` }),
     'GET /v1/scans/{scan_id}/measurements': () => ({ path: `/v1/scans/${imported.scanId}/measurements` }),
     'POST /v1/scans/{scan_id}/measurements': () => ({ path: `/v1/scans/${imported.scanId}/measurements`, body: lengthBody }),
-    'PATCH /v1/measurements/{id}': (caller) => ({ path: `/v1/measurements/${ownMeasurement(caller)}`, body: { points: [[1, 1], [20, 1]] } }),
-    'DELETE /v1/measurements/{id}': (caller) => ({ path: `/v1/measurements/${ownMeasurement(caller)}` }),
+    'PATCH /v1/measurements/{id}': async (caller) => ({ path: `/v1/measurements/${await ownMeasurement(caller)}`, body: { points: [[1, 1], [20, 1]] } }),
+    'DELETE /v1/measurements/{id}': async (caller) => ({ path: `/v1/measurements/${await ownMeasurement(caller)}` }),
     'GET /v1/models': () => ({ path: '/v1/models' }),
     'POST /v1/models/{id}/select': () => ({ path: '/v1/models/mia-phantom-detector/select' }),
-    'POST /v1/scans/{scan_id}/analyses': () => ({ path: `/v1/scans/${analysedScan()}/analyses`, body: {} }),
-    'GET /v1/analyses/{id}': () => ({ path: `/v1/analyses/${analysisId()}` }),
-    'GET /v1/analyses/{id}/events': () => ({ path: `/v1/analyses/${analysisId()}/events` }),
-    'DELETE /v1/analyses/{id}': () => ({ path: `/v1/analyses/${analysisId()}` }),
+    'POST /v1/scans/{scan_id}/analyses': async () => ({ path: `/v1/scans/${await analysedScan()}/analyses`, body: {} }),
+    'GET /v1/analyses/{id}': async () => ({ path: `/v1/analyses/${await analysisId()}` }),
+    'GET /v1/analyses/{id}/events': async () => ({ path: `/v1/analyses/${await analysisId()}/events` }),
+    'DELETE /v1/analyses/{id}': async () => ({ path: `/v1/analyses/${await analysisId()}` }),
     'GET /v1/labels': () => ({ path: '/v1/labels' }),
     'GET /v1/audit': () => ({ path: '/v1/audit' }),
     'GET /v1/openapi.json': () => ({ path: '/v1/openapi.json' }),

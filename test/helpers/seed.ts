@@ -16,7 +16,7 @@ export function uid(prefix = '1.2.826.0.1.3680043.10.1000'): string {
   return `${prefix}.${process.pid}.${counter}`;
 }
 
-export function seedScan(
+export async function seedScan(
   db: Database,
   options: {
     patientId?: string;
@@ -27,15 +27,15 @@ export function seedScan(
     study?: { uid?: string; patientName?: string; date?: string; description?: string; accession?: string };
     seriesNumber?: number;
   } = {},
-): SeededScan {
+): Promise<SeededScan> {
   const at = options.at ?? '2026-03-01T08:00:00.000Z';
   const patientId = options.patientId ?? `PAT-${uid('').slice(1)}`;
   const studyUid = options.study?.uid ?? uid();
   const scanId = uid();
-  const scanRef = inTransaction(db, () => {
-    const patientRef = upsertPatient(db, { patientId, name: options.study?.patientName ?? 'Doe^Jane', birthDate: '19700101', sex: 'F' }, at);
-    const studyRef = upsertStudy(
-      db,
+  const scanRef = await inTransaction(db, async (tx) => {
+    const patientRef = await upsertPatient(tx, { patientId, name: options.study?.patientName ?? 'Doe^Jane', birthDate: '19700101', sex: 'F' }, at);
+    const studyRef = await upsertStudy(
+      tx,
       patientRef,
       {
         studyUid,
@@ -46,8 +46,8 @@ export function seedScan(
       },
       at,
     );
-    return upsertScan(
-      db,
+    return await upsertScan(
+      tx,
       studyRef,
       { scanId, modality: options.modality ?? 'MR', bodyPart: 'HEAD', description: options.description ?? 'T1 axial', seriesNumber: options.seriesNumber ?? 1 },
       at,
@@ -56,7 +56,7 @@ export function seedScan(
   return { scanId, patientId, studyUid, scanRef };
 }
 
-export function seedAnalysis(
+export async function seedAnalysis(
   db: Database,
   scan: SeededScan,
   findings: readonly Partial<FindingInput>[],
@@ -68,9 +68,9 @@ export function seedAnalysis(
     /** Label urgencies as stored with the analysis; none by default (every finding routine). */
     triageLabels?: TriageLabels;
   } = {},
-): void {
-  inTransaction(db, () => {
-    insertCompletedAnalysis(db, {
+): Promise<void> {
+  await inTransaction(db, async (tx) => {
+    await insertCompletedAnalysis(tx, {
       scanRef: scan.scanRef,
       model: { id: 'mia-phantom-detector', name: 'mia phantom detector', version: options.version ?? '1.0.0', sha256: 'ab'.repeat(32) },
       thresholds: options.thresholds ?? { tumor_detected: 0.5 },
@@ -90,7 +90,7 @@ export function seedAnalysis(
       finishedAt: '2026-03-01T08:01:05.000Z',
     });
     if (options.setStatus !== false) {
-      db.prepare(`UPDATE scans SET status = 'analyzed' WHERE id = ?`).run(scan.scanRef);
+      (await tx.run(`UPDATE scans SET status = 'analyzed' WHERE id = ?`, [scan.scanRef]));
     }
   });
 }

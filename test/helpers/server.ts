@@ -1,5 +1,7 @@
 /**
- * Starts the real server on a temporary data folder (a real SQLite file) and speaks HTTP to it.
+ * Starts the real server on a temporary data folder and speaks HTTP to it. Its database is the
+ * folder's real SQLite file, or, in the `postgres` test project (MIA_TEST_BACKEND=postgres), a
+ * fresh database on the run's throwaway PostgreSQL cluster: the same tests hold on both backends.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
@@ -7,10 +9,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Role, GrantableScope } from '#common/vocabulary.ts';
 import { issueKeyForUser } from '#server/auth/api-keys.ts';
+import type BetterSqlite3 from 'better-sqlite3';
 import type { ServerConfigInput } from '#server/config.ts';
+import type { Database } from '#server/store/database.ts';
+import type { SqliteDatabase } from '#server/store/sqlite.ts';
 import { createServer, type MiaServer } from '#server/create-server.ts';
 import { findOrCreateUser } from '#server/users/users.ts';
 import { manualClock, type ManualClock } from './clock.ts';
+import { freshPostgresDatabase } from './postgres-cluster.ts';
 
 export type Reply = {
   status: number;
@@ -34,7 +40,7 @@ export type TestServer = {
   clock: ManualClock;
   adminKey: string;
   /** Creates (or reuses) a user with this role and issues a new key. */
-  keyFor(role: Role, options?: { email?: string; scopes?: GrantableScope[] }): { key: string; keyId: string; userId: string };
+  keyFor(role: Role, options?: { email?: string; scopes?: GrantableScope[] }): Promise<{ key: string; keyId: string; userId: string }>;
   request(method: string, path: string, options?: RequestOptions): Promise<Reply>;
   close(): Promise<void>;
 };
@@ -42,14 +48,15 @@ export type TestServer = {
 export async function startTestServer(config: Partial<ServerConfigInput> = {}): Promise<TestServer> {
   const dataDir = mkdtempSync(join(tmpdir(), 'mia-test-'));
   const clock = manualClock();
-  const server = createServer({ clock, ...config, dataDir });
+  const databaseUrl = config.databaseUrl ?? (onPostgres() ? await freshPostgresDatabase() : null);
+  const server = await createServer({ clock, ...config, dataDir, databaseUrl });
   const url = await server.listen(0, '127.0.0.1');
   const deps = { db: server.services.db, clock };
 
-  const keyFor: TestServer['keyFor'] = (role, options = {}) => {
+  const keyFor: TestServer['keyFor'] = async (role, options = {}) => {
     const email = options.email ?? `${role}@hospital.test`;
-    const { user } = findOrCreateUser(deps, { email, role });
-    const issued = issueKeyForUser(deps, { userRef: user.id, name: null, extraScopes: options.scopes ?? [] });
+    const { user } = await findOrCreateUser(deps, { email, role });
+    const issued = await issueKeyForUser(deps, { userRef: user.id, name: null, extraScopes: options.scopes ?? [] });
     return { key: issued.key, keyId: issued.row.public_id, userId: user.public_id };
   };
 
@@ -92,7 +99,7 @@ export async function startTestServer(config: Partial<ServerConfigInput> = {}): 
     return { status, headers: responseHeaders, text, json };
   };
 
-  const adminKey = keyFor('admin').key;
+  const adminKey = (await keyFor('admin')).key;
   return {
     url,
     server,
@@ -106,4 +113,16 @@ export async function startTestServer(config: Partial<ServerConfigInput> = {}): 
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** The SQLite connection under a test server's database, for tests of what only SQLite has
+ * (pragmas, triggers that simulate a failing disk, VACUUM INTO). */
+export function sqliteConnection(db: Database): BetterSqlite3.Database {
+  if (!('connection' in db) || db.dialect !== 'sqlite') throw new Error('this test needs the SQLite backend');
+  return (db as SqliteDatabase).connection;
+}
+
+/** True in the `postgres` test project: servers get a PostgreSQL database, not a SQLite file. */
+export function onPostgres(): boolean {
+  return process.env['MIA_TEST_BACKEND'] === 'postgres';
 }

@@ -13,7 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createServer } from '#server/create-server.ts';
 import { MAX_ANALYSIS_SLICES } from '#server/analysis/analysis-queue.ts';
 import { CT_SMALL, seedImportedInstance } from '../helpers/image-fixture.ts';
-import { startTestServer } from '../helpers/server.ts';
+import { sqliteConnection, startTestServer } from '../helpers/server.ts';
 import { waitForJob } from '../analysis/analysis-helpers.ts';
 
 const dirs: string[] = [];
@@ -31,8 +31,8 @@ describe('frame counts stored before they were checked', () => {
   it('fail the analysis with the reason; the server keeps answering', async () => {
     const t = await startTestServer();
     try {
-      const { scanId, instanceUid } = seedImportedInstance(t, CT_SMALL);
-      t.server.services.db.prepare('UPDATE instances SET frames = ? WHERE sop_instance_uid = ?').run(2_000_000_000, instanceUid);
+      const { scanId, instanceUid } = await seedImportedInstance(t, CT_SMALL);
+      (await t.server.services.db.run('UPDATE instances SET frames = ? WHERE sop_instance_uid = ?', [2_000_000_000, instanceUid]));
       const reply = await t.request('POST', `/v1/scans/${scanId}/analyses`, { body: {} });
       expect(reply.status, reply.text).toBe(202);
       const job = await waitForJob(t, reply.json.data.id);
@@ -54,38 +54,34 @@ describe('a job whose process died under it', () => {
     // A folder with one analysis left `running` by a process that no longer exists: made on a
     // test server, copied out (its folder goes with it), then set back to running.
     const first = await startTestServer();
-    const seeded = seedImportedInstance(first, CT_SMALL);
+    const seeded = await seedImportedInstance(first, CT_SMALL);
     const reply = await first.request('POST', `/v1/scans/${seeded.scanId}/analyses`, { body: {} });
     await waitForJob(first, reply.json.data.id);
-    first.server.services.db.exec(`VACUUM INTO '${join(folder, 'mia.sqlite')}'`);
+    sqliteConnection(first.server.services.db).exec(`VACUUM INTO '${join(folder, 'mia.sqlite')}'`);
     for (const entry of readdirSync(first.dataDir)) {
       if (!entry.startsWith('mia.sqlite') && entry !== 'logs') cpSync(join(first.dataDir, entry), join(folder, entry), { recursive: true });
     }
     await first.close();
     const db = new BetterSqlite3(join(folder, 'mia.sqlite'));
-    db.prepare(
-      `UPDATE analyses SET status = 'running', owner_pid = ?, interruptions = ?, finished_at = NULL, error = NULL WHERE public_id = ?`,
-    ).run(deadPid(), interruptions, reply.json.data.id);
+    db.prepare(`UPDATE analyses SET status = 'running', owner_pid = ?, interruptions = ?, finished_at = NULL, error = NULL WHERE public_id = ?`).run(deadPid(), interruptions, reply.json.data.id);
     db.prepare(`UPDATE scans SET status = 'analyzing' WHERE scan_id = ?`).run(seeded.scanId);
     db.close();
 
-    const server = createServer({ dataDir: folder });
+    const server = await createServer({ dataDir: folder });
     try {
-      const read = (): Row => {
+      const read = async (): Promise<Row> => {
         const ro = new BetterSqlite3(join(folder, 'mia.sqlite'), { readonly: true });
         try {
-          return ro
-            .prepare('SELECT a.status, a.interruptions, a.error, s.status AS scan_status FROM analyses a JOIN scans s ON s.id = a.scan_ref')
-            .get() as Row;
+          return ro.prepare('SELECT a.status, a.interruptions, a.error, s.status AS scan_status FROM analyses a JOIN scans s ON s.id = a.scan_ref').get() as Row;
         } finally {
           ro.close();
         }
       };
       const until = Date.now() + 30_000;
-      let row = read();
+      let row = await read();
       while ((row.status === 'running' || row.status === 'queued') && Date.now() < until) {
         await new Promise((r) => setTimeout(r, 50));
-        row = read();
+        row = await read();
       }
       return row;
     } finally {

@@ -33,9 +33,9 @@ afterEach(async () => {
 /** Reads over four days (2026-03-01 to 03-04) by two users about two patients, and refused keys. */
 async function seedActivity(server: TestServer): Promise<{ radiologist: { key: string; userId: string } }> {
   const db = server.server.services.db;
-  const a = seedScan(db, { patientId: 'ARC-1' });
-  const b = seedScan(db, { patientId: 'ARC-2', modality: 'CT' });
-  const radiologist = server.keyFor('radiologist');
+  const a = await seedScan(db, { patientId: 'ARC-1' });
+  const b = await seedScan(db, { patientId: 'ARC-2', modality: 'CT' });
+  const radiologist = await server.keyFor('radiologist');
   const day = async (): Promise<void> => {
     expect((await server.request('GET', `/v1/scans/${a.scanId}`)).status).toBe(200);
     expect((await server.request('GET', `/v1/scans/${b.scanId}`, { key: radiologist.key })).status).toBe(200);
@@ -100,12 +100,12 @@ describe('audit retention', () => {
     }
 
     const db = server.server.services.db;
-    const oldRows = (db.prepare('SELECT count(*) AS n FROM audit_events WHERE at < ?').get(cutoff) as { n: number }).n;
+    const oldRows = ((await db.get('SELECT count(*) AS n FROM audit_events WHERE at < ?', [cutoff])) as { n: number }).n;
     // Two days of four reads and one counted event for three refused keys.
     expect(oldRows).toBe(10);
-    const records = archiveExpiredAudit({ db, clock: server.clock, dataDir: server.dataDir, retentionDays: 30 });
+    const records = await archiveExpiredAudit({ db, clock: server.clock, dataDir: server.dataDir, retentionDays: 30 });
 
-    expect((db.prepare('SELECT count(*) AS n FROM audit_events WHERE at < ?').get(cutoff) as { n: number }).n).toBe(0);
+    expect(((await db.get('SELECT count(*) AS n FROM audit_events WHERE at < ?', [cutoff])) as { n: number }).n).toBe(0);
     expect(records).toHaveLength(1);
     const [record] = records;
     const dir = join(server.dataDir, AUDIT_ARCHIVE_DIR);
@@ -122,7 +122,7 @@ describe('audit retention', () => {
     const refusals = (await server.request('GET', '/v1/audit?action=auth.failure&until=2026-03-03T00:00:00.000Z')).json.data.items;
     expect(refusals.map((e: { count: number; address: string }) => [e.count, e.address.endsWith('127.0.0.1')])).toEqual([[3, true], [3, true]]);
     // Nothing is left to archive: a second run writes no file.
-    expect(archiveExpiredAudit({ db, clock: server.clock, dataDir: server.dataDir, retentionDays: 30 })).toEqual([]);
+    expect(await archiveExpiredAudit({ db, clock: server.clock, dataDir: server.dataDir, retentionDays: 30 })).toEqual([]);
   });
 
   it('a damaged or missing archive file is an error naming it; reads that do not reach it still work', async () => {
@@ -131,7 +131,7 @@ describe('audit retention', () => {
     await seedActivity(server);
     server.clock.set(new Date('2026-04-02T08:00:00.000Z'));
     const db = server.server.services.db;
-    const [record] = archiveExpiredAudit({ db, clock: server.clock, dataDir: server.dataDir, retentionDays: 30 });
+    const [record] = await archiveExpiredAudit({ db, clock: server.clock, dataDir: server.dataDir, retentionDays: 30 });
     const file = join(server.dataDir, AUDIT_ARCHIVE_DIR, record?.file ?? '');
     const content = readFileSync(file);
     const middle = content.length >> 1;
@@ -158,11 +158,11 @@ describe('audit retention', () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'mia-audit-'));
     const clock = manualClock();
     try {
-      const first = createServer({ dataDir, clock, auditRetentionDays: 30 });
+      const first = await createServer({ dataDir, clock, auditRetentionDays: 30 });
       const total = 2 * ARCHIVE_BATCH_EVENTS + 1;
-      inTransaction(first.services.db, () => {
+      await inTransaction(first.services.db, async (tx) => {
         for (let i = 0; i < total; i += 1) {
-          recordAudit(first.services.db, {
+          await recordAudit(tx, {
             at: clock.now().toISOString(), request_id: null, key_id: 'cli', user_id: 'cli', action: 'keys.list',
             target: null, patient_id: i % 2 === 0 ? 'ARC-9' : null, outcome: 'success', status_code: null,
           });
@@ -171,29 +171,29 @@ describe('audit retention', () => {
       await first.close();
 
       clock.advance(40 * DAY);
-      const second = createServer({ dataDir, clock, auditRetentionDays: 30 });
+      const second = await createServer({ dataDir, clock, auditRetentionDays: 30 });
       try {
         const db = second.services.db;
-        const live = (): number => (db.prepare('SELECT count(*) AS n FROM audit_events').get() as { n: number }).n;
+        const live = async (): Promise<number> => ((await db.get('SELECT count(*) AS n FROM audit_events')) as { n: number }).n;
         await expect.poll(live, { timeout: 20_000 }).toBe(0);
-        const archived = db.prepare('SELECT rows, first_id, last_id FROM audit_archives ORDER BY first_id').all();
+        const archived = (await db.all('SELECT rows, first_id, last_id FROM audit_archives ORDER BY first_id'));
         expect(archived).toEqual([
           { rows: 10_000, first_id: 1, last_id: 10_000 },
           { rows: 10_000, first_id: 10_001, last_id: 20_000 },
           { rows: 1, first_id: 20_001, last_id: 20_001 },
         ]);
         // The table is empty, yet the next event does not take an archived event's id.
-        recordAudit(db, { at: clock.now().toISOString(), request_id: null, key_id: 'cli', user_id: 'cli', action: 'keys.list', target: null, patient_id: null, outcome: 'success', status_code: null });
+        await recordAudit(db, { at: clock.now().toISOString(), request_id: null, key_id: 'cli', user_id: 'cli', action: 'keys.list', target: null, patient_id: null, outcome: 'success', status_code: null });
         const ids: number[] = [];
         let afterId = 0;
         for (;;) {
-          const page = listAudit(second.services, { patientId: 'ARC-9' }, { afterId, limit: 4_000 });
+          const page = await listAudit(second.services, { patientId: 'ARC-9' }, { afterId, limit: 4_000 });
           ids.push(...page.items.map((e) => e.id));
           if (page.nextAfterId === null) break;
           afterId = page.nextAfterId;
         }
         expect(ids).toEqual(Array.from({ length: ARCHIVE_BATCH_EVENTS + 1 }, (_, i) => 2 * i + 1));
-        expect(listAudit(second.services, { newestFirst: true }, { afterId: 0, limit: 1 }).items[0]?.id).toBe(total + 1);
+        expect((await listAudit(second.services, { newestFirst: true }, { afterId: 0, limit: 1 })).items[0]?.id).toBe(total + 1);
       } finally {
         await second.close();
       }
@@ -210,7 +210,7 @@ describe('audit retention', () => {
     const db = server.server.services.db;
     const dir = join(server.dataDir, AUDIT_ARCHIVE_DIR);
     // As a crash between writing the file and committing its transaction leaves things.
-    const due = expiredAuditEvents(db, retentionCutoff(server.clock.now(), 30), 100);
+    const due = await expiredAuditEvents(db, retentionCutoff(server.clock.now(), 30), 100);
     const interrupted = writeAuditArchive(dir, due.slice(0, 2), server.clock.now().toISOString());
     writeFileSync(join(dir, 'audit-000000000001-000000000002.jsonl.gz.tmp'), 'partial');
     writeFileSync(join(dir, 'audit-000000000003-000000000009.json'), '{}');
@@ -219,14 +219,14 @@ describe('audit retention', () => {
     const foreign = writeAuditArchive(dir, [{ ...due[0]!, id: 900_001 }, { ...due[1]!, id: 900_002 }], server.clock.now().toISOString());
 
     const before = await everyPage(server, 'until=2026-03-03T00:00:00.000Z');
-    const [record] = archiveExpiredAudit({ db, clock: server.clock, dataDir: server.dataDir, retentionDays: 30 });
+    const [record] = await archiveExpiredAudit({ db, clock: server.clock, dataDir: server.dataDir, retentionDays: 30 });
     expect(record?.rows).toBe(due.length);
     const sidecar = (file: string | undefined): string => (file ?? '').replace('.jsonl.gz', '.json');
     expect(readdirSync(dir).sort()).toEqual([record?.file, sidecar(record?.file), foreign.file, sidecar(foreign.file), 'notes.txt'].sort());
     expect(interrupted.file).not.toBe(record?.file);
     // Each event once, from the recorded file only.
     expect(await everyPage(server, 'until=2026-03-03T00:00:00.000Z')).toEqual(before);
-    expect(removeUnrecordedArchives(db, server.dataDir)).toEqual({ removed: [], kept: [foreign.file] });
+    expect(await removeUnrecordedArchives(db, server.dataDir)).toEqual({ removed: [], kept: [foreign.file] });
   });
 
   it('a run that cannot write its file (here the folder is a file) leaves every event in the database', async () => {
@@ -237,8 +237,8 @@ describe('audit retention', () => {
     const before = await everyPage(server, 'until=2026-03-03T00:00:00.000Z');
     writeFileSync(join(server.dataDir, AUDIT_ARCHIVE_DIR), 'not a folder');
     const db = server.server.services.db;
-    expect(() => archiveExpiredAudit({ db, clock: server.clock, dataDir: server.dataDir, retentionDays: 30 })).toThrow();
-    expect(db.prepare('SELECT count(*) AS n FROM audit_archives').get()).toEqual({ n: 0 });
+    await expect(archiveExpiredAudit({ db, clock: server.clock, dataDir: server.dataDir, retentionDays: 30 })).rejects.toThrow();
+    expect((await db.get('SELECT count(*) AS n FROM audit_archives'))).toEqual({ n: 0 });
     expect(await everyPage(server, 'until=2026-03-03T00:00:00.000Z')).toEqual(before);
   });
 

@@ -43,15 +43,15 @@ afterEach(async () => {
   t = undefined;
 });
 
-function auditRows(server: TestServer): number {
-  return (server.server.services.db.prepare('SELECT count(*) AS n FROM audit_events').get() as { n: number }).n;
+async function auditRows(server: TestServer): Promise<number> {
+  return ((await server.server.services.db.get('SELECT count(*) AS n FROM audit_events')) as { n: number }).n;
 }
 
 describe('refused requests in the audit trail', () => {
   it('3,000 wrong-key requests in one minute are two counted events; the first shows at once', { timeout: 120_000 }, async () => {
     const server = await startTestServer({ rateLimit: { requests: 30_000, windowMs: 60_000, authFailures: 60 } });
     t = server;
-    const auditor = server.keyFor('radiologist', { email: 'auditor@hospital.test', scopes: ['read:audit'] }).key;
+    const auditor = (await server.keyFor('radiologist', { email: 'auditor@hospital.test', scopes: ['read:audit'] })).key;
     const failures = async (): Promise<Event[]> =>
       (await server.request('GET', '/v1/audit?action=auth.failure&limit=100', { key: auditor })).json.data.items as Event[];
 
@@ -60,7 +60,7 @@ describe('refused requests in the audit trail', () => {
     expect(first).toHaveLength(1);
     expect(first[0]).toMatchObject({ action: 'auth.failure', status_code: 401, count: 1, target: 'GET /v1/auth/me', address: expect.stringMatching(/127\.0\.0\.1$/) });
 
-    const before = auditRows(server);
+    const before = await auditRows(server);
     const statuses = await flood(server.url, 2_999, { Authorization: `Bearer ${WRONG_KEY}` });
     // 60 failures a minute are answered 401, the rest are slowed down with 429.
     expect(Object.fromEntries(statuses)).toEqual({ 401: 59, 429: 2_940 });
@@ -69,7 +69,7 @@ describe('refused requests in the audit trail', () => {
     expect(events.map((e) => [e.status_code, e.count])).toEqual([[401, 60], [429, 2_940]]);
     expect(events.reduce((sum, e) => sum + e.count, 0)).toBe(3_000);
     // The flood itself added one row (the 429s); the rest are the audit reads above.
-    expect(auditRows(server) - before).toBeLessThanOrEqual(3);
+    expect(await auditRows(server) - before).toBeLessThanOrEqual(3);
     // Nothing else the flood did made a row: no key, no user, one address.
     expect(new Set(events.map((e) => e.address)).size).toBe(1);
 
@@ -84,7 +84,7 @@ describe('refused requests in the audit trail', () => {
   it('requests over the rate limit are one counted requests.throttled event per address and minute', async () => {
     const server = await startTestServer({ rateLimit: { requests: 5, windowMs: 60_000, authFailures: 3 } });
     t = server;
-    const auditor = server.keyFor('radiologist', { email: 'auditor@hospital.test', scopes: ['read:audit'] }).key;
+    const auditor = (await server.keyFor('radiologist', { email: 'auditor@hospital.test', scopes: ['read:audit'] })).key;
     const statuses = await flood(server.url, 205, { Authorization: `Bearer ${server.adminKey}` });
     expect(Object.fromEntries(statuses)).toEqual({ 200: 5, 429: 200 });
     const events = (await server.request('GET', '/v1/audit?action=requests.throttled', { key: auditor })).json.data.items as Event[];

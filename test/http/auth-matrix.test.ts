@@ -27,30 +27,30 @@ let rotatedAdmin: Caller;
 
 beforeAll(async () => {
   t = await startTestServer({ rateLimit: { requests: 100_000, windowMs: 60_000, authFailures: 100_000 } });
-  REQUESTS = routeRequests(t);
+  REQUESTS = await routeRequests(t);
   for (const role of ['radiologist', 'data_engineer', 'admin'] as const) {
-    const { key } = t.keyFor(role, { email: `matrix-${role}@hospital.test` });
-    const outcome = authenticate(t.server.services.db, t.clock, `Bearer ${key}`);
+    const { key } = await t.keyFor(role, { email: `matrix-${role}@hospital.test` });
+    const outcome = await authenticate(t.server.services.db, t.clock, `Bearer ${key}`);
     if (!outcome.ok) throw new Error('fixture key failed');
     callers[role] = { role, key, auth: outcome.auth };
   }
   for (const grant of GRANTS) {
-    const { key } = t.keyFor(grant.role, { email: `matrix-${grant.role}-${grant.scope.replace(':', '-')}@hospital.test`, scopes: [grant.scope] });
-    const outcome = authenticate(t.server.services.db, t.clock, `Bearer ${key}`);
+    const { key } = await t.keyFor(grant.role, { email: `matrix-${grant.role}-${grant.scope.replace(':', '-')}@hospital.test`, scopes: [grant.scope] });
+    const outcome = await authenticate(t.server.services.db, t.clock, `Bearer ${key}`);
     if (!outcome.ok) throw new Error('granted fixture key failed');
     granted.push({ role: grant.role, key, auth: outcome.auth });
   }
   badKeys['malformed'] = 'mia_this-is-not-a-key';
-  const revoked = t.keyFor('admin', { email: 'revoked@hospital.test' });
+  const revoked = await t.keyFor('admin', { email: 'revoked@hospital.test' });
   await t.request('DELETE', `/v1/auth/keys/${revoked.keyId}`);
   badKeys['revoked'] = revoked.key;
-  const rotated = t.keyFor('admin', { email: 'rotated@hospital.test' });
+  const rotated = await t.keyFor('admin', { email: 'rotated@hospital.test' });
   await t.request('POST', `/v1/auth/keys/${rotated.keyId}/rotate`);
   badKeys['rotated and expired'] = rotated.key;
   t.clock.advance(24 * 60 * 60 * 1000 + 1);
-  const inGrace = t.keyFor('admin', { email: 'in-grace@hospital.test' });
+  const inGrace = await t.keyFor('admin', { email: 'in-grace@hospital.test' });
   await t.request('POST', `/v1/auth/keys/${inGrace.keyId}/rotate`);
-  const outcome = authenticate(t.server.services.db, t.clock, `Bearer ${inGrace.key}`);
+  const outcome = await authenticate(t.server.services.db, t.clock, `Bearer ${inGrace.key}`);
   if (!outcome.ok) throw new Error('key in its grace period failed');
   rotatedAdmin = { role: 'admin', key: inGrace.key, auth: outcome.auth };
 });
@@ -90,7 +90,7 @@ describe('auth matrix over the route table', () => {
     };
 
     it.each(['none', 'malformed', 'revoked', 'rotated and expired'])('401 with key: %s', async (kind) => {
-      const call = builder()(callers.admin!);
+      const call = await builder()(callers.admin!);
       const reply = await t.request(route.method.toUpperCase(), call.path, { key: kind === 'none' ? null : badKeys[kind]!, body: call.body, rawBody: call.rawBody, headers: call.headers });
       expect(reply.status).toBe(401);
       expect(reply.json.error.code).toBe(401);
@@ -98,7 +98,7 @@ describe('auth matrix over the route table', () => {
 
     it.each(['radiologist', 'data_engineer', 'admin'] as const)('role %s with default scopes', async (role) => {
       const caller = callers[role]!;
-      const call = builder()(caller);
+      const call = await builder()(caller);
       const reply = await t.request(route.method.toUpperCase(), call.path, { key: caller.key, body: call.body, rawBody: call.rawBody, headers: call.headers });
       expectReply(reply, pinned().roles.includes(role), pinned().scope);
     });
@@ -108,14 +108,14 @@ describe('auth matrix over the route table', () => {
     if (grants.length > 0) {
       it.each(grants)('$role key granted $scope', async ({ i }) => {
         const caller = granted[i]!;
-        const call = builder()(caller);
+        const call = await builder()(caller);
         const reply = await t.request(route.method.toUpperCase(), call.path, { key: caller.key, body: call.body, rawBody: call.rawBody, headers: call.headers });
         expectReply(reply, true, pinned().scope);
       });
     }
 
     it('admin key in its rotation grace period: refused only where the current key is needed', async () => {
-      const call = builder()(rotatedAdmin);
+      const call = await builder()(rotatedAdmin);
       const reply = await t.request(route.method.toUpperCase(), call.path, { key: rotatedAdmin.key, body: call.body, rawBody: call.rawBody, headers: call.headers });
       if (pinned().currentKeyOnly) {
         expect(reply.status).toBe(403);

@@ -53,7 +53,7 @@ describe('bad input gets the right status, the error envelope, and loses nothing
   });
 
   it('an unknown scan status: 400, and the scan keeps its status', async () => {
-    const scan = seedScan(t.server.services.db);
+    const scan = await seedScan(t.server.services.db);
     const reply = await t.request('POST', `/v1/scans/${scan.scanId}`, { body: { status: 'exploded' } });
     expect(reply.status).toBe(400);
     expect(reply.json.error.message).toMatch(/Unknown status/);
@@ -122,7 +122,7 @@ describe('rate limiting', () => {
       const refused = await limited.request('GET', '/v1/auth/me');
       expect(refused.json.error.code).toBe(429);
       expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
-      const other = limited.keyFor('radiologist').key;
+      const other = (await limited.keyFor('radiologist')).key;
       expect((await limited.request('GET', '/v1/auth/me', { key: other })).status).toBe(200);
       limited.clock.advance(60_000);
       expect((await limited.request('GET', '/v1/auth/me')).status).toBe(200);

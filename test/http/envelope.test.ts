@@ -56,7 +56,7 @@ describe('response envelope (spec 2.1, 2.2, 7.1)', () => {
     const unauthorized = await t.request('GET', '/v1/scans', { key: null });
     expect(unauthorized.json.error).toMatchObject({ code: 401, title: 'Unauthorized' });
     expect(unauthorized.json.error.message).toMatch(/API key is missing or invalid/);
-    const radiologist = t.keyFor('radiologist').key;
+    const radiologist = (await t.keyFor('radiologist')).key;
     const forbidden = await t.request('POST', '/v1/scans/1.2.3', { key: radiologist, body: { status: 'archived' } });
     expect(forbidden.status).toBe(403);
     expect(forbidden.json.error).toMatchObject({ code: 403, title: 'Forbidden', details: 'required scope: write:scans' });

@@ -15,19 +15,19 @@ let t: TestServer;
 let reader: { key: string; userId: string };
 beforeAll(async () => {
   t = await startTestServer();
-  reader = t.keyFor('radiologist', { email: 'reader@hospital.test' });
+  reader = await t.keyFor('radiologist', { email: 'reader@hospital.test' });
 });
 afterAll(async () => {
   await t.close();
 });
 
 /** Classic images at positions 10, 15, ... mm (inserted out of order), spacing 0.5 mm rows x 0.8 mm columns. */
-function addSlices(scan: SeededScan, count: number, spacing: [number, number] | null = [0.5, 0.8]): string[] {
+async function addSlices(scan: SeededScan, count: number, spacing: [number, number] | null = [0.5, 0.8]): Promise<string[]> {
   const uids = Array.from({ length: count }, () => uid());
-  inTransaction(t.server.services.db, () => {
-    [...uids.keys()].reverse().forEach((i) => {
-      insertInstance(
-        t.server.services.db,
+  await inTransaction(t.server.services.db, async (tx) => {
+    for (const i of [...uids.keys()].reverse()) {
+      await insertInstance(
+        tx,
         scan.scanRef,
         {
           sopInstanceUid: uids[i]!,
@@ -45,7 +45,7 @@ function addSlices(scan: SeededScan, count: number, spacing: [number, number] | 
         },
         '2026-03-01T08:00:00.000Z',
       );
-    });
+    }
   });
   return uids;
 }
@@ -58,17 +58,17 @@ const result = async (scanId: string) => (await t.request('GET', `/v1/scans/${sc
 
 describe('findings in millimetres with their slice', () => {
   it("gives each finding its slice in the viewer's order and its box in mm from the pixel spacing", async () => {
-    const scan = seedScan(t.server.services.db, { modality: 'CT' });
-    const slices = addSlices(scan, 6);
-    seedAnalysis(t.server.services.db, scan, [{ label: 'tumor_detected', x: 100, y: 80, width: 30, height: 40, instanceUid: slices[2]! }]);
+    const scan = await seedScan(t.server.services.db, { modality: 'CT' });
+    const slices = await addSlices(scan, 6);
+    await seedAnalysis(t.server.services.db, scan, [{ label: 'tumor_detected', x: 100, y: 80, width: 30, height: 40, instanceUid: slices[2]! }]);
     const [finding] = (await result(scan.scanId)).findings;
     // Width runs along a row (column spacing 0.8 mm), height along a column (row spacing 0.5 mm).
     expect(finding?.place).toEqual({ slice: 3, slices: 6, position_mm: 20, width_mm: 24, height_mm: 20 });
   });
 
   it('uses the frame its own spacing and position on an Enhanced image, frames numbered by position', async () => {
-    const scan = seedScan(t.server.services.db, { modality: 'CT' });
-    const [enhanced] = addSlices(scan, 1);
+    const scan = await seedScan(t.server.services.db, { modality: 'CT' });
+    const [enhanced] = await addSlices(scan, 1);
     // Three frames stored head-to-foot (positions 30, 20, 10): the stack shows frame 2 first.
     const values = [30, 20, 10].map((position, frame) => ({
       position,
@@ -79,25 +79,25 @@ describe('findings in millimetres with their slice', () => {
       window_center: null,
       window_width: null,
     }));
-    t.server.services.db.prepare('UPDATE instances SET frames = 3, frame_values = ? WHERE sop_instance_uid = ?').run(JSON.stringify(values), enhanced);
-    seedAnalysis(t.server.services.db, scan, [{ width: 40, height: 40, instanceUid: enhanced!, frame: 1 }]);
+    (await t.server.services.db.run('UPDATE instances SET frames = 3, frame_values = ? WHERE sop_instance_uid = ?', [JSON.stringify(values), enhanced]));
+    await seedAnalysis(t.server.services.db, scan, [{ width: 40, height: 40, instanceUid: enhanced!, frame: 1 }]);
     const [finding] = (await result(scan.scanId)).findings;
     expect(finding?.place).toEqual({ slice: 2, slices: 3, position_mm: 20, width_mm: 10, height_mm: 10 });
   });
 
   it('says the size is unknown (null) without pixel spacing rather than giving pixels as mm', async () => {
-    const scan = seedScan(t.server.services.db, { modality: 'CT' });
-    const slices = addSlices(scan, 2, null);
-    seedAnalysis(t.server.services.db, scan, [{ instanceUid: slices[1]! }]);
+    const scan = await seedScan(t.server.services.db, { modality: 'CT' });
+    const slices = await addSlices(scan, 2, null);
+    await seedAnalysis(t.server.services.db, scan, [{ instanceUid: slices[1]! }]);
     expect((await result(scan.scanId)).findings[0]?.place).toEqual({ slice: 2, slices: 2, position_mm: 15, width_mm: null, height_mm: null });
   });
 });
 
 describe('one lesion, one finding', () => {
   it('groups same-label overlapping boxes on neighbouring slices, with first/last slice and largest diameter', async () => {
-    const scan = seedScan(t.server.services.db, { modality: 'CT' });
-    const s = addSlices(scan, 8);
-    seedAnalysis(t.server.services.db, scan, [
+    const scan = await seedScan(t.server.services.db, { modality: 'CT' });
+    const s = await addSlices(scan, 8);
+    await seedAnalysis(t.server.services.db, scan, [
       // One tumour over slices 3-5 (boxes shift but overlap), largest on slice 4: 50 px x 0.8 = 40 mm.
       { label: 'tumor_detected', confidence: 0.9, x: 100, y: 100, width: 30, height: 30, instanceUid: s[2]! },
       { label: 'tumor_detected', confidence: 0.8, x: 110, y: 105, width: 50, height: 40, instanceUid: s[3]! },

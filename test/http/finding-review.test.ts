@@ -6,15 +6,15 @@ let t: TestServer;
 let reviewer: string;
 beforeAll(async () => {
   t = await startTestServer();
-  reviewer = t.keyFor('radiologist', { scopes: ['write:reports'] }).key;
+  reviewer = (await t.keyFor('radiologist', { scopes: ['write:reports'] })).key;
 });
 afterAll(async () => {
   await t.close();
 });
 
 async function analysedFindings(): Promise<{ scanId: string; patientId: string; ids: string[] }> {
-  const scan = seedScan(t.server.services.db);
-  seedAnalysis(t.server.services.db, scan, [{ confidence: 0.9 }, { confidence: 0.7 }]);
+  const scan = await seedScan(t.server.services.db);
+  await seedAnalysis(t.server.services.db, scan, [{ confidence: 0.9 }, { confidence: 0.7 }]);
   const reply = await t.request('GET', `/v1/scans/${scan.scanId}/results`, { headers: { 'API-Version': '1.1' } });
   return { scanId: scan.scanId, patientId: scan.patientId, ids: reply.json.data.findings.map((f: any) => f.id) };
 }
@@ -67,7 +67,7 @@ describe('PATCH /v1/findings/{id}', () => {
   it('a radiologist key with only the role\'s default scopes reviews findings and writes and finalizes the report', async () => {
     // Issue 11: reviewing and reporting is the radiologist's work, no extra grant needed.
     const { scanId, ids } = await analysedFindings();
-    const radiologist = t.keyFor('radiologist', { email: 'default-scopes@hospital.test' }).key;
+    const radiologist = (await t.keyFor('radiologist', { email: 'default-scopes@hospital.test' })).key;
     const me = await t.request('GET', '/v1/auth/me', { key: radiologist });
     expect(me.json.data.user.scopes).toEqual(['read:scans', 'read:reports', 'write:reports']);
     expect((await t.request('PATCH', `/v1/findings/${ids[0]}`, { key: radiologist, body: { review: 'accepted' } })).status).toBe(200);
@@ -85,7 +85,7 @@ describe('PATCH /v1/findings/{id}', () => {
     const bad = await t.request('PATCH', `/v1/findings/${ids[0]}`, { key: reviewer, body: { review: 'maybe' } });
     expect(bad.status).toBe(400);
     expect(bad.json.error.details).toContain('review');
-    const plain = t.keyFor('data_engineer', { email: 'plain@hospital.test' }).key;
+    const plain = (await t.keyFor('data_engineer', { email: 'plain@hospital.test' })).key;
     const denied = await t.request('PATCH', `/v1/findings/${ids[0]}`, { key: plain, body: { review: 'accepted' } });
     expect(denied.status).toBe(403);
     expect(denied.json.error.details).toBe('required scope: write:reports');

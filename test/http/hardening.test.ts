@@ -69,13 +69,13 @@ describe('numeric query parameters take decimal digits only', () => {
   });
 
   it('limit=0x10 is not read as 16 on a list with more than 16 items', async () => {
-    for (let i = 0; i < 20; i += 1) seedScan(t.server.services.db);
+    for (let i = 0; i < 20; i += 1) await seedScan(t.server.services.db);
     expect((await t.request('GET', '/v1/scans?limit=0x10')).status).toBe(400);
     expect((await t.request('GET', '/v1/scans?limit=16')).json.data.items).toHaveLength(16);
   });
 
   it('instances of a scan: limit 400 on 0x10, and the frame and window numbers stay strict', async () => {
-    const { scanId, instanceUid } = seedImportedInstance(t);
+    const { scanId, instanceUid } = await seedImportedInstance(t);
     const hex = await t.request('GET', `/v1/scans/${scanId}/instances?limit=0x10`);
     expect(hex.status).toBe(400);
     expect(hex.json.error.details).toMatch(/^limit: /);
@@ -124,7 +124,7 @@ describe('X-Content-Type-Options: nosniff on every response', () => {
     } finally {
       await limited.close();
     }
-    const { instanceUid } = seedImportedInstance(t);
+    const { instanceUid } = await seedImportedInstance(t);
     const png = await t.request('GET', `/v1/instances/${instanceUid}/frames/0/rendered`, { headers: { Accept: 'image/png' } });
     expect(png.status).toBe(200);
     expect(png.headers.get('x-content-type-options')).toBe('nosniff');

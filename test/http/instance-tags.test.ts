@@ -14,7 +14,7 @@ let seeded: SeededInstance;
 
 beforeAll(async () => {
   t = await startTestServer();
-  seeded = seedImportedInstance(t, CT_SMALL);
+  seeded = await seedImportedInstance(t, CT_SMALL);
 });
 
 afterAll(async () => {
@@ -48,7 +48,7 @@ describe('instance tags', () => {
     const items = audit.json.data.items as { target: string | null; patient_id: string | null }[];
     expect(items.length).toBeGreaterThanOrEqual(1);
     expect(items[0]).toMatchObject({ target: `instance:${seeded.instanceUid}`, patient_id: '1CT1' });
-    const noScans = t.keyFor('data_engineer', { email: 'tags@hospital.test' });
+    const noScans = await t.keyFor('data_engineer', { email: 'tags@hospital.test' });
     expect((await t.request('GET', `/v1/instances/${seeded.instanceUid}/tags`, { key: noScans.key })).status).toBe(200);
     expect((await t.request('GET', '/v1/instances/1.2.3.4/tags')).status).toBe(404);
   });

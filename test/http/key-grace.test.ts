@@ -16,16 +16,16 @@ afterAll(async () => {
 
 describe('a rotated key in its grace period', () => {
   it('still reads, but may not create, rotate or revoke keys, nor create or change users', async () => {
-    const admin = t.keyFor('admin', { email: 'rotated-admin@hospital.test' });
-    const other = t.keyFor('radiologist', { email: 'rotation-bystander@hospital.test' });
+    const admin = await t.keyFor('admin', { email: 'rotated-admin@hospital.test' });
+    const other = await t.keyFor('radiologist', { email: 'rotation-bystander@hospital.test' });
     const rotated = await t.request('POST', `/v1/auth/keys/${admin.keyId}/rotate`, { key: admin.key });
     expect(rotated.status).toBe(201);
     const fresh = { key: rotated.json.data.key as string, keyId: rotated.json.data.api_key.id as string };
     const old = admin.key;
-    const keyCount = (): number => (t.server.services.db.prepare('SELECT COUNT(*) AS n FROM api_keys').get() as { n: number }).n;
-    const userCount = (): number => (t.server.services.db.prepare('SELECT COUNT(*) AS n FROM users').get() as { n: number }).n;
-    const keysBefore = keyCount();
-    const usersBefore = userCount();
+    const keyCount = async (): Promise<number> => ((await t.server.services.db.get('SELECT COUNT(*) AS n FROM api_keys')) as { n: number }).n;
+    const userCount = async (): Promise<number> => ((await t.server.services.db.get('SELECT COUNT(*) AS n FROM users')) as { n: number }).n;
+    const keysBefore = await keyCount();
+    const usersBefore = await userCount();
 
     const attempts: [string, string, unknown][] = [
       ['POST', '/v1/auth/keys', { name: 'successor' }],
@@ -42,8 +42,8 @@ describe('a rotated key in its grace period', () => {
       expect(reply.status, `${method} ${path}`).toBe(403);
       expect(reply.json.error.details).toBe('this key was rotated and is in its grace period; use the new key to manage keys and users');
     }
-    expect(keyCount()).toBe(keysBefore);
-    expect(userCount()).toBe(usersBefore);
+    expect(await keyCount()).toBe(keysBefore);
+    expect(await userCount()).toBe(usersBefore);
     expect((await t.request('GET', '/v1/auth/me', { key: fresh.key })).status).toBe(200);
     expect((await t.request('GET', '/v1/auth/me', { key: other.key })).json.data.user.role).toBe('radiologist');
 

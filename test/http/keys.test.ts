@@ -25,7 +25,7 @@ describe('API keys', () => {
   });
 
   it('rejects a key with a broken checksum without a lookup, and says so', async () => {
-    const { key } = t.keyFor('radiologist');
+    const { key } = await t.keyFor('radiologist');
     const typo = key.slice(0, 20) + (key[20] === 'a' ? 'b' : 'a') + key.slice(21);
     const reply = await t.request('GET', '/v1/auth/me', { key: typo });
     expect(reply.status).toBe(401);
@@ -33,7 +33,7 @@ describe('API keys', () => {
   });
 
   it('rotation: the new key works at once, the old one for 24 hours, then 401', async () => {
-    const { key: old, keyId } = t.keyFor('radiologist', { email: 'rotating@hospital.test' });
+    const { key: old, keyId } = await t.keyFor('radiologist', { email: 'rotating@hospital.test' });
     const rotated = await t.request('POST', `/v1/auth/keys/${keyId}/rotate`, { key: old });
     expect(rotated.status).toBe(201);
     const fresh = rotated.json.data.key as string;
@@ -52,7 +52,7 @@ describe('API keys', () => {
   });
 
   it('revocation is immediate', async () => {
-    const { key, keyId } = t.keyFor('data_engineer');
+    const { key, keyId } = await t.keyFor('data_engineer');
     expect((await t.request('GET', '/v1/auth/me', { key })).status).toBe(200);
     const revoked = await t.request('DELETE', `/v1/auth/keys/${keyId}`);
     expect(revoked.json.data.status).toBe('revoked');
@@ -62,8 +62,8 @@ describe('API keys', () => {
   });
 
   it("a user manages only their own keys; others' are 404, granting scopes is 403", async () => {
-    const alice = t.keyFor('radiologist', { email: 'alice@hospital.test' });
-    const bob = t.keyFor('radiologist', { email: 'bob@hospital.test' });
+    const alice = await t.keyFor('radiologist', { email: 'alice@hospital.test' });
+    const bob = await t.keyFor('radiologist', { email: 'bob@hospital.test' });
     expect((await t.request('DELETE', `/v1/auth/keys/${bob.keyId}`, { key: alice.key })).status).toBe(404);
     expect((await t.request('POST', `/v1/auth/keys/${bob.keyId}/rotate`, { key: alice.key })).status).toBe(404);
     const own = await t.request('GET', '/v1/auth/keys', { key: alice.key });
@@ -76,7 +76,7 @@ describe('API keys', () => {
   });
 
   it('an admin grants extra scopes to another user\'s key, and /auth/me reports them', async () => {
-    const carol = t.keyFor('radiologist', { email: 'carol@hospital.test' });
+    const carol = await t.keyFor('radiologist', { email: 'carol@hospital.test' });
     const created = await t.request('POST', '/v1/auth/keys', { body: { user_id: carol.userId, scopes: ['write:reports'] } });
     expect(created.status).toBe(201);
     const me = await t.request('GET', '/v1/auth/me', { key: created.json.data.key });
@@ -84,7 +84,7 @@ describe('API keys', () => {
   });
 
   it('disabling a user stops all their keys; the last admin cannot be demoted', async () => {
-    const dave = t.keyFor('data_engineer', { email: 'dave@hospital.test' });
+    const dave = await t.keyFor('data_engineer', { email: 'dave@hospital.test' });
     const disabled = await t.request('PATCH', `/v1/users/${dave.userId}`, { body: { status: 'disabled' } });
     expect(disabled.json.data.status).toBe('disabled');
     expect((await t.request('GET', '/v1/auth/me', { key: dave.key })).status).toBe(401);

@@ -20,12 +20,12 @@ const logText = async (): Promise<string> => {
 
 describe('operational log and internal errors', () => {
   it('a 500 carries no stack trace, and its request id finds the log line', async () => {
-    const scan = seedScan(t.server.services.db, { patientId: 'LOG-PHI-77' });
-    seedAnalysis(t.server.services.db, scan, [{}]);
-    const writer = t.keyFor('radiologist', { scopes: ['write:reports'] }).key;
+    const scan = await seedScan(t.server.services.db, { patientId: 'LOG-PHI-77' });
+    await seedAnalysis(t.server.services.db, scan, [{}]);
+    const writer = (await t.keyFor('radiologist', { scopes: ['write:reports'] })).key;
     const report = (await t.request('POST', '/v1/reports', { key: writer, body: { scan_id: scan.scanId } })).json.data;
     // A damaged row stands in for any unexpected failure deep inside a handler.
-    t.server.services.db.prepare(`UPDATE reports SET findings = '{broken' WHERE public_id = ?`).run(report.id);
+    (await t.server.services.db.run(`UPDATE reports SET findings = '{broken' WHERE public_id = ?`, [report.id]));
     const reply = await t.request('GET', `/v1/reports/${report.id}`);
     expect(reply.status).toBe(500);
     expect(reply.json.error).toEqual({ code: 500, title: 'Internal Server Error', message: 'Internal error; quote the request id to support' });
@@ -36,8 +36,8 @@ describe('operational log and internal errors', () => {
   });
 
   it('logs route patterns and ids, never patient ids, query strings or keys', async () => {
-    const scan = seedScan(t.server.services.db, { patientId: 'PHI-PATIENT-4711' });
-    seedAnalysis(t.server.services.db, scan, [{}]);
+    const scan = await seedScan(t.server.services.db, { patientId: 'PHI-PATIENT-4711' });
+    await seedAnalysis(t.server.services.db, scan, [{}]);
     await t.request('GET', '/v1/scans?patient_id=PHI-PATIENT-4711');
     await t.request('GET', `/v1/scan/results?patient_id=PHI-PATIENT-4711&format=csv`);
     await t.request('GET', '/v1/auth/me', { key: `mia_${'Z'.repeat(49)}` });

@@ -14,10 +14,10 @@ let viewerOnly: string;
 let ct: SeededInstance;
 beforeAll(async () => {
   t = await startTestServer();
-  reader = t.keyFor('radiologist', { email: 'reader-a@example.org' }).key;
-  otherReader = t.keyFor('radiologist', { email: 'reader-b@example.org' }).key;
-  viewerOnly = t.keyFor('data_engineer').key;
-  ct = seedImportedInstance(t);
+  reader = (await t.keyFor('radiologist', { email: 'reader-a@example.org' })).key;
+  otherReader = (await t.keyFor('radiologist', { email: 'reader-b@example.org' })).key;
+  viewerOnly = (await t.keyFor('data_engineer')).key;
+  ct = await seedImportedInstance(t);
 });
 afterAll(async () => {
   await t.close();
@@ -70,7 +70,7 @@ describe('measurements', () => {
     expect(probeWithTwo.status).toBe(400);
     const frame = await t.request('POST', path(), { key: reader, body: { ...roi(), frame: 3 } });
     expect(frame.status).toBe(400);
-    const other = seedImportedInstance(t, '/usr/lib/python3/dist-packages/pydicom/data/test_files/MR_small.dcm');
+    const other = await seedImportedInstance(t, '/usr/lib/python3/dist-packages/pydicom/data/test_files/MR_small.dcm');
     const foreign = await t.request('POST', path(), { key: reader, body: { ...roi(), instance_uid: other.instanceUid } });
     expect(foreign.status).toBe(404);
   });
@@ -93,9 +93,9 @@ describe('measurements', () => {
   });
 
   it('are listed in the author\'s report (JSON, CSV, XML); a final report keeps those made until it was signed', async () => {
-    const scanRow = t.server.services.db.prepare('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?').get(ct.scanId) as { id: number; study_uid: string; patient_id: string };
-    seedAnalysis(t.server.services.db, { scanId: ct.scanId, scanRef: scanRow.id, studyUid: scanRow.study_uid, patientId: scanRow.patient_id }, [{}]);
-    const author = t.keyFor('radiologist', { email: 'reader-c@example.org' }).key;
+    const scanRow = (await t.server.services.db.get('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?', [ct.scanId])) as { id: number; study_uid: string; patient_id: string };
+    await seedAnalysis(t.server.services.db, { scanId: ct.scanId, scanRef: scanRow.id, studyUid: scanRow.study_uid, patientId: scanRow.patient_id }, [{}]);
+    const author = (await t.keyFor('radiologist', { email: 'reader-c@example.org' })).key;
     await t.request('POST', path(), { key: author, body: { ...roi(), kind: 'length', points: [[0, 0], [100, 0]] } });
     await t.request('POST', path(), { key: otherReader, body: roi() });
     const draft = await t.request('POST', '/v1/reports', { key: author, body: { scan_id: ct.scanId } });
@@ -120,7 +120,7 @@ describe('measurements', () => {
     try {
       const file = join(dir, 'philips_mprage.dcm');
       writeFileSync(file, philipsMprage());
-      const mr = seedImportedInstance(t, file);
+      const mr = await seedImportedInstance(t, file);
       const instance = (await t.request('GET', `/v1/scans/${mr.scanId}/instances`)).json.data.items[0];
       const spacing: number[] = instance.frame_values?.[88]?.pixel_spacing ?? instance.pixel_spacing;
       const measurements = `/v1/scans/${mr.scanId}/measurements`;
@@ -145,9 +145,9 @@ describe('measurements', () => {
   });
 
   it('PATCH moves a measurement\'s ends (author only, values computed again); one a final report lists stays as signed (409)', async () => {
-    const scan = seedImportedInstance(t);
+    const scan = await seedImportedInstance(t);
     const measurements = `/v1/scans/${scan.scanId}/measurements`;
-    const author = t.keyFor('radiologist', { email: 'reader-e@example.org' }).key;
+    const author = (await t.keyFor('radiologist', { email: 'reader-e@example.org' })).key;
     const made = await t.request('POST', measurements, { key: author, body: { instance_uid: scan.instanceUid, frame: 0, kind: 'length', points: [[0, 0], [100, 0]] } });
     const id: string = made.json.data.id;
     const patch = (body: unknown, key = author) => t.request('PATCH', `/v1/measurements/${id}`, { key, body });
@@ -173,8 +173,8 @@ describe('measurements', () => {
     expect(roiMoved.json.data.mean).not.toBe(roiMade.json.data.mean);
 
     // Signed: the report lists it, so it can be neither moved nor deleted; the 409 names the report.
-    const scanRow = t.server.services.db.prepare('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?').get(scan.scanId) as { id: number; study_uid: string; patient_id: string };
-    seedAnalysis(t.server.services.db, { scanId: scan.scanId, scanRef: scanRow.id, studyUid: scanRow.study_uid, patientId: scanRow.patient_id }, [{}]);
+    const scanRow = (await t.server.services.db.get('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?', [scan.scanId])) as { id: number; study_uid: string; patient_id: string };
+    await seedAnalysis(t.server.services.db, { scanId: scan.scanId, scanRef: scanRow.id, studyUid: scanRow.study_uid, patientId: scanRow.patient_id }, [{}]);
     const report = (await t.request('POST', '/v1/reports', { key: author, body: { scan_id: scan.scanId } })).json.data;
     expect((await t.request('PATCH', `/v1/reports/${report.id}`, { key: author, body: { status: 'final' } })).status).toBe(200);
     t.clock.advance(60_000);

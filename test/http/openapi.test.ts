@@ -12,7 +12,7 @@ let document: any;
 
 beforeAll(async () => {
   t = await startTestServer();
-  const outcome = authenticate(t.server.services.db, t.clock, `Bearer ${t.adminKey}`);
+  const outcome = await authenticate(t.server.services.db, t.clock, `Bearer ${t.adminKey}`);
   if (!outcome.ok) throw new Error('admin key failed');
   admin = { role: 'admin', key: t.adminKey, auth: outcome.auth };
   document = (await t.request('GET', '/v1/openapi.json')).json.data;
@@ -32,8 +32,8 @@ describe('OpenAPI document', () => {
   const jsonRoutes = ROUTES.filter((route) => route.response).flatMap((route) => [route.path, ...route.aliases].map((path) => ({ route, path })));
 
   it.each(jsonRoutes)('$route.method $path: a real response matches its schema', async ({ route, path }) => {
-    const requests = routeRequests(t);
-    const call = requests[`${route.method.toUpperCase()} ${path}`]!(admin);
+    const requests = await routeRequests(t);
+    const call = await requests[`${route.method.toUpperCase()} ${path}`]!(admin);
     const reply = await t.request(route.method.toUpperCase(), call.path, { body: call.body, rawBody: call.rawBody, headers: { ...call.headers, 'API-Version': '1' } });
     expect(reply.status).toBe(route.successStatus);
     const schema = document.paths[path][route.method].responses[String(route.successStatus)].content['application/json'].schema;

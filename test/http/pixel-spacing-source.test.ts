@@ -18,7 +18,7 @@ let reader: string;
 let dir: string;
 beforeAll(async () => {
   t = await startTestServer();
-  reader = t.keyFor('radiologist').key;
+  reader = (await t.keyFor('radiologist')).key;
   dir = mkdtempSync(join(tmpdir(), 'mia-spacing-source-'));
 });
 afterAll(async () => {
@@ -47,7 +47,7 @@ function radiograph(name: string, edit: string): string {
 
 /** The instance as the API gives it, and a 100-pixel horizontal length measured on it. */
 async function spacingAndLength(file: string) {
-  const seeded = seedImportedInstance(t, file);
+  const seeded = await seedImportedInstance(t, file);
   const list = await t.request('GET', `/v1/scans/${seeded.scanId}/instances`, { key: reader });
   expect(list.status).toBe(200);
   const instance = list.json.data.items[0];
@@ -68,10 +68,10 @@ describe('pixel spacing source', () => {
     expect(got.length.pixel_spacing_source).toBe('imager_pixel_spacing');
     // The report lists it at the detector too (JSON and CSV).
     const db = t.server.services.db;
-    const scanRow = db.prepare('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?').get(got.scanId) as { id: number; study_uid: string; patient_id: string };
+    const scanRow = (await db.get('SELECT s.id, st.study_uid, p.patient_id FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?', [got.scanId])) as { id: number; study_uid: string; patient_id: string };
     // A finding's box of 30 x 20 pixels: 6 x 4 mm at the detector.
     const instanceUid: string = got.length.instance_uid;
-    seedAnalysis(db, { scanId: got.scanId, scanRef: scanRow.id, studyUid: scanRow.study_uid, patientId: scanRow.patient_id }, [{ instanceUid, frame: 0, width: 30, height: 20 }]);
+    await seedAnalysis(db, { scanId: got.scanId, scanRef: scanRow.id, studyUid: scanRow.study_uid, patientId: scanRow.patient_id }, [{ instanceUid, frame: 0, width: 30, height: 20 }]);
     const report = await t.request('POST', '/v1/reports', { key: reader, body: { scan_id: got.scanId } });
     expect(report.json.data.measurements[0]).toMatchObject({ kind: 'length', pixel_spacing_source: 'imager_pixel_spacing' });
     expect(report.json.data.findings[0].place).toMatchObject({ width_mm: 6, height_mm: 4, spacing_source: 'imager_pixel_spacing' });

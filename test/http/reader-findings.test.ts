@@ -13,18 +13,18 @@ let t: TestServer;
 let reader: { key: string; userId: string };
 beforeAll(async () => {
   t = await startTestServer();
-  reader = t.keyFor('radiologist', { email: 'reader@hospital.test' });
+  reader = await t.keyFor('radiologist', { email: 'reader@hospital.test' });
 });
 afterAll(async () => {
   await t.close();
 });
 
 /** pydicom's CT_small (128 x 128, 0.661 mm pixels) with the model's infarct on it. */
-function analysedCt() {
-  const image = seedImportedInstance(t);
+async function analysedCt() {
+  const image = await seedImportedInstance(t);
   const { db } = t.server.services;
-  const scanRef = (db.prepare('SELECT id FROM scans WHERE scan_id = ?').get(image.scanId) as { id: number }).id;
-  seedAnalysis(db, { scanId: image.scanId, patientId: '', studyUid: '', scanRef }, [
+  const scanRef = ((await db.get('SELECT id FROM scans WHERE scan_id = ?', [image.scanId])) as { id: number }).id;
+  await seedAnalysis(db, { scanId: image.scanId, patientId: '', studyUid: '', scanRef }, [
     { label: 'infarct_detected', confidence: 0.7, x: 10, y: 10, width: 20, height: 20, instanceUid: image.instanceUid },
   ]);
   return image;
@@ -35,7 +35,7 @@ const results = async (scanId: string) => (await t.request('GET', `/v1/scans/${s
 
 describe('reader-drawn findings and reasons for rejecting', () => {
   it('adds a glossary-labelled box as an accepted reader finding that the report, its recommendation and the CSV carry', async () => {
-    const image = analysedCt();
+    const image = await analysedCt();
     const box = { x: 60, y: 50, width: 30, height: 20 };
     const added = await add(image.scanId, { source: 'reader', label: 'tumor_detected', instance_uid: image.instanceUid, location: box });
     expect(added.status).toBe(201);
@@ -99,15 +99,15 @@ describe('reader-drawn findings and reasons for rejecting', () => {
   });
 
   it('refuses a label outside the glossary, an image of another scan, a box off the image, a reason without a rejection, and readers without write:reports', async () => {
-    const image = analysedCt();
-    const other = seedImportedInstance(t, '/usr/lib/python3/dist-packages/pydicom/data/test_files/MR_small.dcm');
+    const image = await analysedCt();
+    const other = await seedImportedInstance(t, '/usr/lib/python3/dist-packages/pydicom/data/test_files/MR_small.dcm');
     const box = { x: 1, y: 1, width: 5, height: 5 };
     const body = { source: 'reader', label: 'tumor_detected', instance_uid: image.instanceUid, location: box };
     expect((await add(image.scanId, { ...body, label: 'made_up' })).status).toBe(400);
     expect((await add(image.scanId, { ...body, instance_uid: other.instanceUid })).status).toBe(400);
     expect((await add(image.scanId, { ...body, location: { x: 120, y: 0, width: 20, height: 5 } })).status).toBe(400);
     expect((await add(image.scanId, { ...body, source: 'model' })).status).toBe(400);
-    const viewer = t.keyFor('data_engineer');
+    const viewer = await t.keyFor('data_engineer');
     expect((await add(image.scanId, body, viewer.key)).status).toBe(403);
     const infarct = (await results(image.scanId)).findings[0];
     expect((await t.request('PATCH', `/v1/findings/${infarct.id}`, { key: reader.key, body: { review: 'accepted', reason: 'why' } })).status).toBe(400);

@@ -20,7 +20,7 @@ let t: TestServer;
 let reader: { key: string; userId: string };
 beforeAll(async () => {
   t = await startTestServer();
-  reader = t.keyFor('radiologist', { email: 'reader@hospital.test' });
+  reader = await t.keyFor('radiologist', { email: 'reader@hospital.test' });
 });
 afterAll(async () => {
   await t.close();
@@ -30,8 +30,8 @@ type Seeded = { scanId: string; patientId: string; tumour: string; infarct: stri
 
 /** A scan with a tumour (0.8) and an infarct (0.7) found by the bundled model. */
 async function tumourAndInfarct(modality: 'CT' | 'MR'): Promise<Seeded> {
-  const scan = seedScan(t.server.services.db, { modality });
-  seedAnalysis(t.server.services.db, scan, [{ label: 'tumor_detected', confidence: 0.8 }, { label: 'infarct_detected', confidence: 0.7 }], {
+  const scan = await seedScan(t.server.services.db, { modality });
+  await seedAnalysis(t.server.services.db, scan, [{ label: 'tumor_detected', confidence: 0.8 }, { label: 'infarct_detected', confidence: 0.7 }], {
     recommendation: OLD_MODEL_TEXT,
   });
   const result = await t.request('GET', `/v1/scans/${scan.scanId}/results`, { headers: { 'API-Version': '1.1' } });
@@ -218,8 +218,8 @@ describe('a final report locks its verdicts; changes are addenda', () => {
       [`report:${report.id}`, `report:${report.id} findings:${s.infarct}:accepted`].sort(),
     );
     // Append-only in the store itself.
-    expect(() => t.server.services.db.prepare(`UPDATE report_addenda SET text = 'forged'`).run()).toThrow(/append-only/);
-    expect(() => t.server.services.db.prepare('DELETE FROM report_addenda').run()).toThrow(/append-only/);
+    await expect(t.server.services.db.run(`UPDATE report_addenda SET text = 'forged'`)).rejects.toThrow(/append-only/);
+    await expect(t.server.services.db.run('DELETE FROM report_addenda')).rejects.toThrow(/append-only/);
   });
 
   it('refuses empty text, a finding of another report, and callers without write:reports', async () => {
@@ -232,7 +232,7 @@ describe('a final report locks its verdicts; changes are addenda', () => {
     const foreign = await post({ text: 'x', findings: [{ id: elsewhere.tumour, review: 'accepted' }] });
     expect(foreign.status).toBe(400);
     expect(foreign.json.error.details).toContain(elsewhere.tumour);
-    expect((await post({ text: 'x' }, t.keyFor('data_engineer').key)).status).toBe(403);
+    expect((await post({ text: 'x' }, (await t.keyFor('data_engineer')).key)).status).toBe(403);
     expect((await t.request('POST', '/v1/reports/rpt_nope/addenda', { key: reader.key, body: { text: 'x' } })).status).toBe(404);
     expect((await getReport(report.id)).addenda).toEqual([]);
   });

@@ -1,8 +1,8 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { XMLValidator } from 'fast-xml-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { onPostgres, startTestServer, type TestServer } from '../helpers/server.ts';
 import { seedAnalysis, seedScan, type SeededScan } from '../helpers/seed.ts';
 
 let t: TestServer;
@@ -10,9 +10,9 @@ let scan: SeededScan;
 let writer: string;
 beforeAll(async () => {
   t = await startTestServer();
-  scan = seedScan(t.server.services.db, { patientId: 'RPT-1' });
-  seedAnalysis(t.server.services.db, scan, [{ label: 'tumor_detected', confidence: 0.88 }], { recommendation: 'Neurosurgical referral.' });
-  writer = t.keyFor('radiologist', { scopes: ['write:reports'] }).key;
+  scan = await seedScan(t.server.services.db, { patientId: 'RPT-1' });
+  await seedAnalysis(t.server.services.db, scan, [{ label: 'tumor_detected', confidence: 0.88 }], { recommendation: 'Neurosurgical referral.' });
+  writer = (await t.keyFor('radiologist', { scopes: ['write:reports'] })).key;
 });
 afterAll(async () => {
   await t.close();
@@ -42,13 +42,13 @@ describe('reports', () => {
   });
 
   it('cannot draft from a scan without analysis (409) or an unknown scan (404)', async () => {
-    const bare = seedScan(t.server.services.db);
+    const bare = await seedScan(t.server.services.db);
     expect((await t.request('POST', '/v1/reports', { key: writer, body: { scan_id: bare.scanId } })).status).toBe(409);
     expect((await t.request('POST', '/v1/reports', { key: writer, body: { scan_id: '1.2.3.999' } })).status).toBe(404);
   });
 
   it('GET /reports and /v1/reports serve the same list in JSON, CSV and XML', async () => {
-    const radiologist = t.keyFor('radiologist').key;
+    const radiologist = (await t.keyFor('radiologist')).key;
     const plain = await t.request('GET', '/reports', { key: radiologist });
     const versioned = await t.request('GET', '/v1/reports', { key: radiologist });
     expect(plain.json.data.items).toEqual(versioned.json.data.items);
@@ -67,8 +67,8 @@ describe('reports', () => {
 
 describe('exports', () => {
   let engineer: { key: string; userId: string };
-  beforeAll(() => {
-    engineer = t.keyFor('data_engineer');
+  beforeAll(async () => {
+    engineer = await t.keyFor('data_engineer');
   });
 
   it('creates a CSV export and downloads the same bytes it recorded', async () => {
@@ -115,12 +115,12 @@ describe('exports', () => {
   });
 
   it("lists only the caller's exports unless read:exports is held; others' downloads are 404", async () => {
-    const other = t.keyFor('data_engineer', { email: 'other-eng@hospital.test' });
+    const other = await t.keyFor('data_engineer', { email: 'other-eng@hospital.test' });
     expect((await t.request('GET', '/v1/exports', { key: other.key })).json.data.items).toEqual([]);
     const mine = (await t.request('GET', '/v1/exports', { key: engineer.key })).json.data.items;
     expect(mine.length).toBeGreaterThan(0);
     expect((await t.request('GET', mine[0].download_url, { key: other.key })).status).toBe(404);
-    const auditor = t.keyFor('data_engineer', { email: 'auditor@hospital.test', scopes: ['read:exports'] });
+    const auditor = await t.keyFor('data_engineer', { email: 'auditor@hospital.test', scopes: ['read:exports'] });
     expect((await t.request('GET', '/v1/exports', { key: auditor.key })).json.data.items.length).toBe(mine.length);
   });
 
@@ -140,7 +140,7 @@ describe('audit trail', () => {
     const bad = `mia_${'A'.repeat(49)}`;
     await t.request('GET', '/v1/scans', { key: bad });
     await t.request('GET', `/v1/scans/${scan.scanId}`);
-    const auditor = t.keyFor('radiologist', { email: 'auditor2@hospital.test', scopes: ['read:audit'] });
+    const auditor = await t.keyFor('radiologist', { email: 'auditor2@hospital.test', scopes: ['read:audit'] });
     const events = (await t.request('GET', '/v1/audit?limit=500', { key: auditor.key })).json.data.items as {
       action: string;
       patient_id: string | null;
@@ -155,14 +155,19 @@ describe('audit trail', () => {
     const read = events.find((e) => e.action === 'scans.read');
     expect(read).toMatchObject({ patient_id: 'RPT-1', outcome: 'success', key_id: expect.stringMatching(/^key_/) });
     expect(events.every((e) => e.at.endsWith('Z'))).toBe(true);
-    const raw = readFileSync(join(t.dataDir, 'mia.sqlite')).toString('latin1');
+    // The key presented is nowhere in what is stored: the SQLite file's and its WAL's bytes, or
+    // every row of the tables that hold keys and events on PostgreSQL.
+    const raw = onPostgres()
+      ? JSON.stringify(await Promise.all(['users', 'api_keys', 'audit_events', 'reports', 'exports'].map((table) => t.server.services.db.all(`SELECT * FROM ${table}`))))
+      : ['mia.sqlite', 'mia.sqlite-wal'].map((file) => (existsSync(join(t.dataDir, file)) ? readFileSync(join(t.dataDir, file)).toString('latin1') : '')).join('');
+    expect(raw).toContain('auth.failure');
     expect(raw).not.toContain(bad);
   });
 
   it('records which patients a list read reached, and its filters; a patient search finds it', async () => {
-    const other = seedScan(t.server.services.db, { patientId: 'RPT-2', modality: 'US' });
+    const other = await seedScan(t.server.services.db, { patientId: 'RPT-2', modality: 'US' });
     expect((await t.request('GET', '/v1/scans?modality=US')).status).toBe(200);
-    const auditor = t.keyFor('radiologist', { email: 'auditor3@hospital.test', scopes: ['read:audit'] });
+    const auditor = await t.keyFor('radiologist', { email: 'auditor3@hospital.test', scopes: ['read:audit'] });
     const events = (await t.request('GET', '/v1/audit?action=scans.list&patient_id=RPT-2&limit=500', { key: auditor.key })).json.data.items;
     const read = events.at(-1);
     expect(read).toMatchObject({ action: 'scans.list', target: 'filter:modality=US', patient_id: null, outcome: 'success' });
@@ -172,7 +177,7 @@ describe('audit trail', () => {
   });
 
   it('pages newest first on request, without gaps or repeats', async () => {
-    const auditor = t.keyFor('radiologist', { email: 'auditor4@hospital.test', scopes: ['read:audit'] });
+    const auditor = await t.keyFor('radiologist', { email: 'auditor4@hospital.test', scopes: ['read:audit'] });
     const oldest = (await t.request('GET', '/v1/audit?limit=500', { key: auditor.key })).json.data.items.map((e: { id: number }) => e.id);
     const newest: number[] = [];
     let cursor: string | null = null;
@@ -187,12 +192,18 @@ describe('audit trail', () => {
 
   it('an audit write that fails is logged; the request is answered and the server keeps serving', async () => {
     const db = t.server.services.db;
-    db.exec(`CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'disk full'); END;`);
+    // A trigger refuses every audit insert, as a failing write would.
+    if (onPostgres()) {
+      await db.run(`CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$`);
+      await db.run('CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events FOR EACH ROW EXECUTE FUNCTION refuse_audit()');
+    } else {
+      await db.run(`CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'disk full'); END`);
+    }
     try {
       expect((await t.request('GET', `/v1/scans/${scan.scanId}`)).status).toBe(200);
       expect((await t.request('GET', '/v1/scans')).status).toBe(200);
     } finally {
-      db.exec('DROP TRIGGER refuse_audit');
+      await db.run(onPostgres() ? 'DROP TRIGGER refuse_audit ON audit_events' : 'DROP TRIGGER refuse_audit');
     }
     expect((await t.request('GET', '/v1/auth/me')).status).toBe(200);
     // The log is an append stream: give it a moment to reach the file.

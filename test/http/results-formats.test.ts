@@ -14,16 +14,16 @@ let unanalysed: SeededScan;
 beforeAll(async () => {
   t = await startTestServer();
   const db = t.server.services.db;
-  tumour = seedScan(db, { patientId: 'P-001', modality: 'MR' });
-  seedAnalysis(db, tumour, [
+  tumour = await seedScan(db, { patientId: 'P-001', modality: 'MR' });
+  await seedAnalysis(db, tumour, [
     { label: 'tumor_detected', confidence: 0.93, x: 100, y: 80, width: 24, height: 20, frame: 0 },
     { label: 'hemorrhage_detected', confidence: 0.41 },
   ]);
-  clean = seedScan(db, { patientId: 'P-002', modality: 'CT' });
-  seedAnalysis(db, clean, [], { recommendation: 'No findings; routine follow-up.' });
-  awkward = seedScan(db, { patientId: '=HYPERLINK("http://x")', modality: 'MR' });
-  seedAnalysis(db, awkward, [{ confidence: 0.7 }], { recommendation: 'Compare with prior, "urgent", check\nline two & <b>' });
-  unanalysed = seedScan(db, { patientId: 'P-004' });
+  clean = await seedScan(db, { patientId: 'P-002', modality: 'CT' });
+  await seedAnalysis(db, clean, [], { recommendation: 'No findings; routine follow-up.' });
+  awkward = await seedScan(db, { patientId: '=HYPERLINK("http://x")', modality: 'MR' });
+  await seedAnalysis(db, awkward, [{ confidence: 0.7 }], { recommendation: 'Compare with prior, "urgent", check\nline two & <b>' });
+  unanalysed = await seedScan(db, { patientId: 'P-004' });
 });
 afterAll(async () => {
   await t.close();
@@ -66,7 +66,7 @@ describe('GET /v1/scan/results', () => {
   });
 
   it('GET /v1/scans/{id}/results gives the latest analysis, 404 before any', async () => {
-    seedAnalysis(t.server.services.db, clean, [{ label: 'infarct_detected', confidence: 0.66 }], { version: '1.1.0' });
+    await seedAnalysis(t.server.services.db, clean, [{ label: 'infarct_detected', confidence: 0.66 }], { version: '1.1.0' });
     const latest = await t.request('GET', `/v1/scans/${clean.scanId}/results`, { headers: { 'API-Version': '1.1' } });
     expect(latest.json.data.analysis.model.version).toBe('1.1.0');
     expect(latest.json.data.findings.map((f: { label: string }) => f.label)).toEqual(['infarct_detected']);
@@ -94,8 +94,8 @@ describe('GET /v1/scan/results', () => {
 
   it('CSV keeps a row for an analysed scan without findings', async () => {
     const db = t.server.services.db;
-    const empty = seedScan(db, { patientId: 'P-EMPTY' });
-    seedAnalysis(db, empty, []);
+    const empty = await seedScan(db, { patientId: 'P-EMPTY' });
+    await seedAnalysis(db, empty, []);
     const rows = parseCsv((await t.request('GET', `/v1/scan/results?format=csv&scan_id=${empty.scanId}`)).text);
     expect(rows).toHaveLength(2);
     expect(rows[1]![rows[0]!.indexOf('label')]).toBe('');
@@ -131,7 +131,7 @@ describe('GET /v1/scan/results', () => {
 describe('pagination', () => {
   it('walks every scan exactly once with limit and cursor', async () => {
     const db = t.server.services.db;
-    for (let i = 0; i < 23; i += 1) seedScan(db, { patientId: `PAGE-${i}` });
+    for (let i = 0; i < 23; i += 1) await seedScan(db, { patientId: `PAGE-${i}` });
     const total = (await t.request('GET', '/v1/scans?limit=500')).json.data.items.length;
     const seen: string[] = [];
     let cursor: string | null = null;

@@ -6,7 +6,7 @@ let t: TestServer;
 let engineer: string;
 beforeAll(async () => {
   t = await startTestServer();
-  engineer = t.keyFor('data_engineer', { scopes: ['write:scans'] }).key;
+  engineer = (await t.keyFor('data_engineer', { scopes: ['write:scans'] })).key;
 });
 afterAll(async () => {
   await t.close();
@@ -17,8 +17,8 @@ const setStatus = (scanId: string, status: unknown, key?: string) =>
 
 describe('POST /v1/scans/{scan_id} status changes', () => {
   it('walks a scan through review to reported and archived', async () => {
-    const scan = seedScan(t.server.services.db);
-    seedAnalysis(t.server.services.db, scan, [{}]);
+    const scan = await seedScan(t.server.services.db);
+    await seedAnalysis(t.server.services.db, scan, [{}]);
     for (const status of ['in_review', 'reviewed', 'reported', 'archived']) {
       const reply = await setStatus(scan.scanId, status, engineer);
       expect(reply.status).toBe(200);
@@ -27,7 +27,7 @@ describe('POST /v1/scans/{scan_id} status changes', () => {
   });
 
   it('409 names the allowed targets; the scan keeps its status', async () => {
-    const scan = seedScan(t.server.services.db);
+    const scan = await seedScan(t.server.services.db);
     const reply = await setStatus(scan.scanId, 'reported');
     expect(reply.status).toBe(409);
     expect(reply.json.error.details).toBe('allowed targets from received: queued, archived');
@@ -35,7 +35,7 @@ describe('POST /v1/scans/{scan_id} status changes', () => {
   });
 
   it('400 for a status only the system sets, or a non-string', async () => {
-    const scan = seedScan(t.server.services.db);
+    const scan = await seedScan(t.server.services.db);
     const system = await setStatus(scan.scanId, 'analyzed');
     expect(system.status).toBe(400);
     expect(system.json.error.message).toMatch(/set by the system/);
@@ -50,8 +50,8 @@ describe('POST /v1/scans/{scan_id} status changes', () => {
   });
 
   it('requeues an analysed scan (analyse again)', async () => {
-    const scan = seedScan(t.server.services.db);
-    seedAnalysis(t.server.services.db, scan, []);
+    const scan = await seedScan(t.server.services.db);
+    await seedAnalysis(t.server.services.db, scan, []);
     const reply = await setStatus(scan.scanId, 'queued');
     expect(reply.json.data.status).toBe('queued');
   });

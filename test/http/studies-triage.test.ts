@@ -34,7 +34,7 @@ let bundled: TriageLabels;
 
 beforeAll(async () => {
   t = await startTestServer();
-  reviewer = t.keyFor('radiologist', { email: 'triage-reader@hospital.test' }).key;
+  reviewer = (await t.keyFor('radiologist', { email: 'triage-reader@hospital.test' })).key;
   bundled = triageLabelsOf(await loadManifest(MODEL_DIR));
 });
 afterAll(async () => {
@@ -56,14 +56,14 @@ describe('GET /v1/studies', () => {
   let later: SeededScan;
   let other: SeededScan;
 
-  beforeAll(() => {
+  beforeAll(async () => {
     const db = t.server.services.db;
     // Study 1 of patient A: two series, the MR numbered before the CT.
     const study = { uid: head, patientName: 'MÜLLER^HANS^^DR', date: '20260110', description: 'CT/MR head', accession: 'ACC-1001' };
-    ct = seedScan(db, { patientId: patientA, modality: 'CT', description: 'Axial non-contrast', seriesNumber: 3, study });
-    mr = seedScan(db, { patientId: patientA, modality: 'MR', description: 'FLAIR', seriesNumber: 2, study });
-    later = seedScan(db, { patientId: patientA, modality: 'CT', seriesNumber: 1, study: { date: '20260301', description: 'CT head follow-up', accession: 'acc-2002' } });
-    other = seedScan(db, { patientId: patientB, modality: 'MR', seriesNumber: 1, study: { patientName: "O'BRIEN^ANN", date: '20251224', description: 'MR brain', accession: 'X-77' } });
+    ct = await seedScan(db, { patientId: patientA, modality: 'CT', description: 'Axial non-contrast', seriesNumber: 3, study });
+    mr = await seedScan(db, { patientId: patientA, modality: 'MR', description: 'FLAIR', seriesNumber: 2, study });
+    later = await seedScan(db, { patientId: patientA, modality: 'CT', seriesNumber: 1, study: { date: '20260301', description: 'CT head follow-up', accession: 'acc-2002' } });
+    other = await seedScan(db, { patientId: patientB, modality: 'MR', seriesNumber: 1, study: { patientName: "O'BRIEN^ANN", date: '20251224', description: 'MR brain', accession: 'X-77' } });
   });
 
   it('groups series by study with patient name, accession, date, description, modalities and series in series order', async () => {
@@ -126,13 +126,13 @@ describe('GET /v1/studies', () => {
     const none = await t.request('GET', '/v1/studies', { key: null });
     expect(none.status).toBe(401);
     // Every role holds read:scans by default; the data engineer's key reads studies too.
-    const engineer = t.keyFor('data_engineer', { email: 'studies-engineer@hospital.test' }).key;
+    const engineer = (await t.keyFor('data_engineer', { email: 'studies-engineer@hospital.test' })).key;
     expect((await t.request('GET', '/v1/studies', { key: engineer })).status).toBe(200);
   });
 
   it('is audited as studies.list with every patient it returned, without the words searched', async () => {
     await studiesOf('q=m%C3%BCller');
-    const auditor = t.keyFor('admin', { email: 'studies-auditor@hospital.test' }).key;
+    const auditor = (await t.keyFor('admin', { email: 'studies-auditor@hospital.test' })).key;
     const events = (await t.request('GET', `/v1/audit?action=studies.list&patient_id=${patientA}&order=newest&limit=5`, { key: auditor })).json.data.items;
     expect(events[0]).toMatchObject({ action: 'studies.list', outcome: 'success', target: 'filter:q=redacted' });
     expect(events[0].patient_ids).toEqual([patientA]);
@@ -147,8 +147,8 @@ describe('triage', () => {
     ((await t.request('GET', `/v1/scans/${scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data.findings as { id: string }[]).map((f) => f.id);
 
   it('a haemorrhage at or above its threshold makes the scan urgent, with the reason; a rejection drops it, accepting keeps it', async () => {
-    const scan = seedScan(t.server.services.db, { patientId: patient, modality: 'CT' });
-    seedAnalysis(
+    const scan = await seedScan(t.server.services.db, { patientId: patient, modality: 'CT' });
+    await seedAnalysis(
       t.server.services.db,
       scan,
       [
@@ -175,13 +175,13 @@ describe('triage', () => {
   });
 
   it('findings below their threshold do not raise the priority; no analysis means no triage', async () => {
-    const unread = seedScan(t.server.services.db, { patientId: `${patient}-2`, modality: 'CT' });
+    const unread = await seedScan(t.server.services.db, { patientId: `${patient}-2`, modality: 'CT' });
     expect((await scanOf(unread.scanId)).triage).toBeNull();
-    const faint = seedScan(t.server.services.db, { patientId: `${patient}-2`, modality: 'CT', study: { uid: unread.studyUid } });
-    seedAnalysis(t.server.services.db, faint, [{ label: 'hemorrhage_detected', confidence: 0.6 }], { thresholds: { hemorrhage_detected: 0.65 }, triageLabels: bundled });
+    const faint = await seedScan(t.server.services.db, { patientId: `${patient}-2`, modality: 'CT', study: { uid: unread.studyUid } });
+    await seedAnalysis(t.server.services.db, faint, [{ label: 'hemorrhage_detected', confidence: 0.6 }], { thresholds: { hemorrhage_detected: 0.65 }, triageLabels: bundled });
     expect((await scanOf(faint.scanId)).triage).toEqual({ priority: 'routine', reason: null, finding_id: null });
-    const clean = seedScan(t.server.services.db, { patientId: `${patient}-2`, modality: 'MR', study: { uid: unread.studyUid } });
-    seedAnalysis(t.server.services.db, clean, [], { triageLabels: bundled });
+    const clean = await seedScan(t.server.services.db, { patientId: `${patient}-2`, modality: 'MR', study: { uid: unread.studyUid } });
+    await seedAnalysis(t.server.services.db, clean, [], { triageLabels: bundled });
     expect((await scanOf(clean.scanId)).triage).toEqual({ priority: 'routine', reason: null, finding_id: null });
     const [study] = await studiesOf(`patient_id=${patient}-2`);
     expect(study).toMatchObject({ series_count: 3, triage: { priority: 'routine', reason: null } });
@@ -194,14 +194,14 @@ describe('triage', () => {
 
   it('the study takes its most urgent series; the urgency stored with the analysis wins over any manifest since', async () => {
     const db = t.server.services.db;
-    const routine = seedScan(db, { patientId: `${patient}-3`, modality: 'MR', seriesNumber: 1 });
-    seedAnalysis(db, routine, [{ label: 'tumor_detected', confidence: 0.7 }], { thresholds: { tumor_detected: 0.45 }, triageLabels: { tumor_detected: { urgency: 'routine', display_name: 'Mass' } } });
-    const infarct = seedScan(db, { patientId: `${patient}-3`, modality: 'CT', seriesNumber: 2, study: { uid: routine.studyUid } });
+    const routine = await seedScan(db, { patientId: `${patient}-3`, modality: 'MR', seriesNumber: 1 });
+    await seedAnalysis(db, routine, [{ label: 'tumor_detected', confidence: 0.7 }], { thresholds: { tumor_detected: 0.45 }, triageLabels: { tumor_detected: { urgency: 'routine', display_name: 'Mass' } } });
+    const infarct = await seedScan(db, { patientId: `${patient}-3`, modality: 'CT', seriesNumber: 2, study: { uid: routine.studyUid } });
     // Stored when the analysis ran: infarct urgent. The installed manifest is not consulted.
-    seedAnalysis(db, infarct, [{ label: 'infarct_detected', confidence: 0.77 }], { thresholds: { infarct_detected: 0.55 }, triageLabels: { infarct_detected: { urgency: 'urgent', display_name: 'Acute infarct' } } });
-    const legacy = seedScan(db, { patientId: `${patient}-3`, modality: 'CT', seriesNumber: 3, study: { uid: routine.studyUid } });
+    await seedAnalysis(db, infarct, [{ label: 'infarct_detected', confidence: 0.77 }], { thresholds: { infarct_detected: 0.55 }, triageLabels: { infarct_detected: { urgency: 'urgent', display_name: 'Acute infarct' } } });
+    const legacy = await seedScan(db, { patientId: `${patient}-3`, modality: 'CT', seriesNumber: 3, study: { uid: routine.studyUid } });
     // An analysis without stored urgencies (another model before triage): routine.
-    seedAnalysis(db, legacy, [{ label: 'hemorrhage_detected', confidence: 0.99 }], { thresholds: { hemorrhage_detected: 0.5 } });
+    await seedAnalysis(db, legacy, [{ label: 'hemorrhage_detected', confidence: 0.99 }], { thresholds: { hemorrhage_detected: 0.5 } });
     const [study] = await studiesOf(`patient_id=${patient}-3`);
     expect(study!.series.map((s) => s.triage?.priority)).toEqual(['routine', 'urgent', 'routine']);
     expect(study!.triage).toMatchObject({ priority: 'urgent', reason: 'Acute infarct 77%' });

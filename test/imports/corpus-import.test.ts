@@ -58,7 +58,7 @@ describe('import of the pydicom corpus over HTTP', () => {
     for (const r of job.rejects) expect(r.reason, r.path).toMatch(PLAIN_REASON);
   });
 
-  it('imports every image pydicom reads, with pydicom\'s geometry and identity', () => {
+  it('imports every image pydicom reads, with pydicom\'s geometry and identity', async () => {
     const rejected = new Map<string, any>(job.rejects.map((r: any) => [r.path, r]));
     const db = t.server.services.db;
     let checked = 0;
@@ -68,7 +68,7 @@ describe('import of the pydicom corpus over HTTP', () => {
       const isImage = !ref.error && ref.hasPixelData && ref.sopInstanceUid;
       if (reject?.outcome === 'conflict') {
         // Same SOP Instance UID as an earlier file with other bytes: the first one is stored.
-        expect(findInstance(db, ref.sopInstanceUid!), file).toBeDefined();
+        expect(await findInstance(db, ref.sopInstanceUid!), file).toBeDefined();
         continue;
       }
       if (reject) {
@@ -77,7 +77,7 @@ describe('import of the pydicom corpus over HTTP', () => {
         continue;
       }
       expect(isImage, `${file} imported but pydicom sees no image`).toBeTruthy();
-      const row = findInstance(db, ref.sopInstanceUid!);
+      const row = await findInstance(db, ref.sopInstanceUid!);
       expect(row, file).toBeDefined();
       expect({
         rows: row!.rows,
@@ -85,7 +85,7 @@ describe('import of the pydicom corpus over HTTP', () => {
         frames: row!.frames,
         modality: row!.modality,
         scan: row!.scan_id,
-        study: (db.prepare('SELECT st.study_uid FROM studies st JOIN scans s ON s.study_ref = st.id WHERE s.scan_id = ?').get(row!.scan_id) as { study_uid: string }).study_uid,
+        study: ((await db.get('SELECT st.study_uid FROM studies st JOIN scans s ON s.study_ref = st.id WHERE s.scan_id = ?', [row!.scan_id])) as { study_uid: string }).study_uid,
       }, file).toEqual({
         rows: ref.rows,
         columns: ref.columns,

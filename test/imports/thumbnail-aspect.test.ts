@@ -42,7 +42,7 @@ function variant(name: string, edit: string): string {
 }
 
 async function thumbnailSize(file: string): Promise<{ width: number; height: number }> {
-  const { scanId } = seedImportedInstance(t, file);
+  const { scanId } = await seedImportedInstance(t, file);
   const reply = await fetch(`${t.url}/v1/scans/${scanId}/thumbnail`, { headers: { Authorization: `Bearer ${t.adminKey}` } });
   expect(reply.status).toBe(200);
   const png = readPng(Buffer.from(await reply.arrayBuffer()));
@@ -68,7 +68,7 @@ describe('thumbnail aspect', () => {
 });
 
 async function rendered(file: string, query: string): Promise<ReturnType<typeof readPng>> {
-  const { instanceUid } = seedImportedInstance(t, file);
+  const { instanceUid } = await seedImportedInstance(t, file);
   const reply = await fetch(`${t.url}/v1/instances/${instanceUid}/frames/0/rendered${query}`, { headers: { Authorization: `Bearer ${t.adminKey}` } });
   expect(reply.status).toBe(200);
   return readPng(Buffer.from(await reply.arrayBuffer()));
@@ -111,7 +111,7 @@ describe('rendered frame aspect', () => {
   });
 
   it('refuses an unknown aspect', async () => {
-    const { instanceUid } = seedImportedInstance(t, variant('bad-aspect', 'pass'));
+    const { instanceUid } = await seedImportedInstance(t, variant('bad-aspect', 'pass'));
     const reply = await fetch(`${t.url}/v1/instances/${instanceUid}/frames/0/rendered?aspect=square`, { headers: { Authorization: `Bearer ${t.adminKey}` } });
     expect(reply.status).toBe(400);
   });

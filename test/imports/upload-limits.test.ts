@@ -25,7 +25,7 @@ function emptyParts(count: number): Buffer {
   return Buffer.from(`--${BOUNDARY}\r\n\r\n` + `\r\n--${BOUNDARY}\r\n\r\n`.repeat(count - 1) + `\r\n--${BOUNDARY}--\r\n`);
 }
 
-const count = (t: TestServer, table: string): number => (t.server.services.db.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
+const count = async (t: TestServer, table: string): Promise<number> => ((await t.server.services.db.get(`SELECT COUNT(*) AS n FROM ${table}`)) as { n: number }).n;
 const spooled = (t: TestServer): string[] => {
   try {
     return readdirSync(join(t.dataDir, 'tmp', 'uploads'));
@@ -48,9 +48,9 @@ describe('parts per upload, default limit', () => {
     const reply = await t.request('POST', '/v1/instances', { rawBody: emptyParts(20_000), headers: { 'Content-Type': MULTIPART } });
     expect(reply.status).toBe(413);
     expect(reply.json.error).toMatchObject({ message: 'Too many parts in one upload', details: 'body: at most 1000 parts per request; send the rest in further requests' });
-    expect(count(t, 'import_rejects')).toBeLessThanOrEqual(DEFAULT_HTTP_LIMITS.maxUploadParts);
-    expect(count(t, 'import_rejects')).toBe(0);
-    expect(count(t, 'import_jobs')).toBe(0);
+    expect(await count(t, 'import_rejects')).toBeLessThanOrEqual(DEFAULT_HTTP_LIMITS.maxUploadParts);
+    expect(await count(t, 'import_rejects')).toBe(0);
+    expect(await count(t, 'import_jobs')).toBe(0);
     await expect.poll(() => spooled(t), { timeout: 10_000 }).toEqual([]);
     expect((await t.request('GET', '/v1/auth/me')).status).toBe(200);
   });
@@ -70,12 +70,12 @@ describe('parts per upload, a limit of 3', () => {
     const four = await t.request('POST', '/v1/instances', { rawBody: multipart([ct, ct, Buffer.alloc(0), ct]), headers: { 'Content-Type': MULTIPART } });
     expect(four.status).toBe(413);
     expect(four.json.error.details).toBe('body: at most 3 parts per request; send the rest in further requests');
-    expect(count(t, 'instances')).toBe(0);
-    expect(count(t, 'import_rejects')).toBe(0);
+    expect(await count(t, 'instances')).toBe(0);
+    expect(await count(t, 'import_rejects')).toBe(0);
 
     const three = await t.request('POST', '/v1/instances', { rawBody: multipart([ct, ct, Buffer.alloc(0)]), headers: { 'Content-Type': MULTIPART } });
     expect(three.status, three.text).toBe(200);
     expect(three.json.data.outcomes.map((o: { outcome: string }) => o.outcome)).toEqual(['imported', 'duplicate', 'rejected']);
-    expect(count(t, 'instances')).toBe(1);
+    expect(await count(t, 'instances')).toBe(1);
   });
 });

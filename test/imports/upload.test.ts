@@ -44,7 +44,7 @@ afterAll(async () => {
   await t.close();
 });
 
-const instanceCount = (): number => (t.server.services.db.prepare('SELECT COUNT(*) AS n FROM instances').get() as { n: number }).n;
+const instanceCount = async (): Promise<number> => ((await t.server.services.db.get('SELECT COUNT(*) AS n FROM instances')) as { n: number }).n;
 
 describe('POST /v1/instances', () => {
   it('stores one application/dicom instance, then reports it as a duplicate', async () => {
@@ -62,7 +62,7 @@ describe('POST /v1/instances', () => {
   });
 
   it('answers 422 with the reason for a body that is not DICOM, and stores nothing', async () => {
-    const before = { instances: instanceCount(), files: archiveFiles(t.dataDir).length };
+    const before = { instances: await instanceCount(), files: archiveFiles(t.dataDir).length };
     const reply = await t.request('POST', '/v1/instances', { rawBody: Buffer.from('this is a text file, not an image\n'.repeat(20)), headers: { 'Content-Type': 'application/dicom' } });
     expect(reply.status).toBe(422);
     expect(reply.json.status).toBe('error');
@@ -71,7 +71,7 @@ describe('POST /v1/instances', () => {
     const cut = await t.request('POST', '/v1/instances', { rawBody: truncated, headers: { 'Content-Type': 'application/dicom' } });
     expect(cut.status).toBe(422);
     expect(cut.json.error.details).toMatch(/^truncated at byte \d+/);
-    expect({ instances: instanceCount(), files: archiveFiles(t.dataDir).length }).toEqual(before);
+    expect({ instances: await instanceCount(), files: archiveFiles(t.dataDir).length }).toEqual(before);
     // Upload temp files are gone too.
     expect(readdirSync(join(t.dataDir, 'tmp', 'uploads'))).toEqual([]);
   });
@@ -93,7 +93,7 @@ describe('POST /v1/instances', () => {
     ]);
     expect(reply.json.data.counts).toMatchObject({ files_seen: 3, imported: 2, rejected: 1 });
     // The bytes stored are exactly the part's bytes.
-    const stored = t.server.services.db.prepare('SELECT file_size FROM instances WHERE sop_instance_uid = ?').get(reply.json.data.outcomes[0].sop_instance_uid) as { file_size: number };
+    const stored = (await t.server.services.db.get('SELECT file_size FROM instances WHERE sop_instance_uid = ?', [reply.json.data.outcomes[0].sop_instance_uid])) as { file_size: number };
     expect(stored.file_size).toBe(readFileSync(MR_SMALL).length);
   });
 
@@ -117,7 +117,7 @@ describe('POST /v1/instances', () => {
   });
 
   it('needs write:scans', async () => {
-    const reader = t.keyFor('radiologist');
+    const reader = await t.keyFor('radiologist');
     const reply = await t.request('POST', '/v1/instances', { key: reader.key, rawBody: readFileSync(CT_SMALL), headers: { 'Content-Type': 'application/dicom' } });
     expect(reply.status).toBe(403);
     expect(reply.json.error.details).toBe('required scope: write:scans');

@@ -1,6 +1,7 @@
 /** Which errors are a full or failing disk, on real error objects (a write to /dev/full, SqliteError). */
 import { writeFileSync } from 'node:fs';
 import BetterSqlite3 from 'better-sqlite3';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { MiaError } from '#server/errors.ts';
 import { failureReason, storageErrorOf } from '#server/storage-errors.ts';
@@ -24,12 +25,15 @@ describe('storage errors', () => {
       const error = code.startsWith('SQLITE') ? new BetterSqlite3.SqliteError('database or disk is full', code) : systemError(code);
       expect(storageErrorOf(error)?.kind, code).toBe('insufficient_storage');
     }
+    // A hub's PostgreSQL out of disk (SQLSTATE 53100), as pg reports it.
+    expect(storageErrorOf(Object.assign(new pg.DatabaseError('could not extend file: No space left on device', 0, 'error'), { code: '53100' }))?.kind).toBe('insufficient_storage');
     // Wrapped, as a stream or a library may pass it on.
     expect(storageErrorOf(new Error('upload failed', { cause: enospc }))?.kind).toBe('insufficient_storage');
   });
 
   it('an I/O error is storage_failure; other errors are not storage errors', () => {
-    for (const error of [systemError('EIO'), systemError('EROFS'), new BetterSqlite3.SqliteError('disk I/O error', 'SQLITE_IOERR_READ')]) {
+    const pgError = (code: string): Error => Object.assign(new pg.DatabaseError('test', 0, 'error'), { code });
+    for (const error of [systemError('EIO'), systemError('EROFS'), new BetterSqlite3.SqliteError('disk I/O error', 'SQLITE_IOERR_READ'), pgError('58030'), pgError('57P01')]) {
       expect(storageErrorOf(error)?.kind).toBe('storage_failure');
     }
     // A folder mkdir -p cannot make: the disk under the data folder fails or is gone.

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
-import { openDatabase } from '#server/store/database.ts';
+import { openDatabase } from '#server/store/sqlite.ts';
 import { seedAnalysis, seedScan } from '../helpers/seed.ts';
 
 let dir: string | undefined;
@@ -15,30 +15,32 @@ afterEach(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-it('backfills the bundled model\'s label urgencies into analyses made before migration 13', () => {
+it('backfills the bundled model\'s label urgencies into analyses made before migration 13', async () => {
   dir = mkdtempSync(join(tmpdir(), 'mia-migration-13-'));
   const db = openDatabase(dir);
-  const bundled = seedScan(db);
-  seedAnalysis(db, bundled, [{ label: 'hemorrhage_detected' }]);
-  const other = seedScan(db);
-  seedAnalysis(db, other, [{ label: 'hemorrhage_detected' }]);
-  db.prepare(`UPDATE analyses SET model_id = 'someone-elses-model' WHERE scan_ref = ?`).run(other.scanRef);
+  const bundled = await seedScan(db);
+  await seedAnalysis(db, bundled, [{ label: 'hemorrhage_detected' }]);
+  const other = await seedScan(db);
+  await seedAnalysis(db, other, [{ label: 'hemorrhage_detected' }]);
+  (await db.run(`UPDATE analyses SET model_id = 'someone-elses-model' WHERE scan_ref = ?`, [other.scanRef]));
   // Back to the schema of version 12.
-  db.exec('ALTER TABLE analyses DROP COLUMN triage_labels');
-  db.pragma('user_version = 12');
-  db.close();
+  db.connection.exec('ALTER TABLE analyses DROP COLUMN triage_labels');
+  // And of what later versions added (migration 14).
+  db.connection.exec('DROP TABLE nodes; DROP TABLE rate_limits; ALTER TABLE analyses DROP COLUMN owner_node; ALTER TABLE import_jobs DROP COLUMN owner_node');
+  db.connection.pragma('user_version = 12');
+  await db.close();
 
   const upgraded = openDatabase(dir);
   try {
-    const labels = (scanRef: number) =>
-      JSON.parse((upgraded.prepare('SELECT triage_labels FROM analyses WHERE scan_ref = ?').get(scanRef) as { triage_labels: string }).triage_labels) as unknown;
-    expect(labels(bundled.scanRef)).toEqual({
+    const labels = async (scanRef: number) =>
+      JSON.parse(((await upgraded.get('SELECT triage_labels FROM analyses WHERE scan_ref = ?', [scanRef])) as { triage_labels: string }).triage_labels) as unknown;
+    expect(await labels(bundled.scanRef)).toEqual({
       tumor_detected: { urgency: 'soon', display_name: 'Mass / tumour' },
       hemorrhage_detected: { urgency: 'urgent', display_name: 'Intracranial haemorrhage' },
       infarct_detected: { urgency: 'urgent', display_name: 'Infarct' },
     });
-    expect(labels(other.scanRef)).toEqual({});
+    expect(await labels(other.scanRef)).toEqual({});
   } finally {
-    upgraded.close();
+    await upgraded.close();
   }
 });

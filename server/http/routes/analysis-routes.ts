@@ -64,9 +64,9 @@ export const analysisRoutes: Route[] = [
     params: api.analysisIdParam,
     response: api.analysisJob,
     audit: 'analyses.read',
-    handle: ({ services, params, audit }) => {
+    handle: async ({ services, params, audit }) => {
       audit({ target: `analysis:${params.id}` });
-      const { job, patientId } = getAnalysis(services, params.id);
+      const { job, patientId } = await getAnalysis(services, params.id);
       audit({ patientId });
       return { kind: 'data', data: job };
     },
@@ -83,9 +83,9 @@ export const analysisRoutes: Route[] = [
     params: api.analysisIdParam,
     produces: 'text/event-stream',
     audit: 'analyses.events',
-    handle: ({ services, params, audit }) => {
+    handle: async ({ services, params, audit }) => {
       audit({ target: `analysis:${params.id}` });
-      return { kind: 'events', run: analysisEvents(services, params.id) };
+      return { kind: 'events', run: await analysisEvents(services, params.id) };
     },
   }),
   defineRoute({
@@ -99,9 +99,9 @@ export const analysisRoutes: Route[] = [
     params: api.analysisIdParam,
     response: api.analysisJob,
     audit: 'analyses.cancel',
-    handle: ({ services, params, audit }) => {
+    handle: async ({ services, params, audit }) => {
       audit({ target: `analysis:${params.id}` });
-      const { job, patientId } = cancelAnalysis(services, params.id);
+      const { job, patientId } = await cancelAnalysis(services, params.id);
       audit({ patientId });
       return { kind: 'data', data: job };
     },

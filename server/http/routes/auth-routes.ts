@@ -25,8 +25,8 @@ export const authRoutes: Route[] = [
     response: api.apiKey,
     list: true,
     audit: 'keys.list',
-    handle: ({ services, auth, query }) => {
-      const page = listKeys(services, auth, { userId: query.user_id }, pageRequest(query));
+    handle: async ({ services, auth, query }) => {
+      const page = await listKeys(services, auth, { userId: query.user_id }, pageRequest(query));
       return { kind: 'list', items: page.items, nextAfterId: page.nextAfterId };
     },
   }),
@@ -41,8 +41,8 @@ export const authRoutes: Route[] = [
     response: api.issuedKey,
     successStatus: 201,
     audit: 'keys.create',
-    handle: ({ services, auth, body, audit }) => {
-      const { apiKey, key } = issueKey(services, auth, { userId: body.user_id, name: body.name, scopes: body.scopes });
+    handle: async ({ services, auth, body, audit }) => {
+      const { apiKey, key } = await issueKey(services, auth, { userId: body.user_id, name: body.name, scopes: body.scopes });
       audit({ target: `key:${apiKey.id}` });
       return { kind: 'data', status: 201, data: { api_key: apiKey, key } };
     },
@@ -57,9 +57,9 @@ export const authRoutes: Route[] = [
     response: api.rotatedKey,
     successStatus: 201,
     audit: 'keys.rotate',
-    handle: ({ services, auth, params, audit }) => {
+    handle: async ({ services, auth, params, audit }) => {
       audit({ target: `key:${params.id}` });
-      const rotated = rotateKey(services, auth, params.id);
+      const rotated = await rotateKey(services, auth, params.id);
       return {
         kind: 'data',
         status: 201,
@@ -76,9 +76,9 @@ export const authRoutes: Route[] = [
     params: api.idParam,
     response: api.apiKey,
     audit: 'keys.revoke',
-    handle: ({ services, auth, params, audit }) => {
+    handle: async ({ services, auth, params, audit }) => {
       audit({ target: `key:${params.id}` });
-      return { kind: 'data', data: revokeKey(services, auth, params.id) };
+      return { kind: 'data', data: await revokeKey(services, auth, params.id) };
     },
   }),
 ];

@@ -18,8 +18,8 @@ export const exportRoutes: Route[] = [
     response: api.exportRecord,
     successStatus: 201,
     audit: 'exports.create',
-    handle: ({ services, auth, body, audit }) => {
-      const record = createExport(services, auth, body);
+    handle: async ({ services, auth, body, audit }) => {
+      const record = await createExport(services, auth, body);
       audit({ target: `export:${record.id}`, patientId: body.filters.patient_id ?? null });
       return { kind: 'data', status: 201, data: record };
     },
@@ -34,8 +34,8 @@ export const exportRoutes: Route[] = [
     list: true,
     formats: ['json', 'csv', 'xml'],
     audit: 'exports.list',
-    handle: ({ services, auth, query }) => {
-      const page = listExports(services, auth, pageRequest(query));
+    handle: async ({ services, auth, query }) => {
+      const page = await listExports(services, auth, pageRequest(query));
       return {
         kind: 'list',
         items: page.items,
@@ -54,9 +54,9 @@ export const exportRoutes: Route[] = [
     // The file is in the export's own format.
     produces: ['text/csv', 'application/xml', 'application/json'],
     audit: 'exports.download',
-    handle: ({ services, auth, params, audit }) => {
+    handle: async ({ services, auth, params, audit }) => {
       audit({ target: `export:${params.id}` });
-      const file = exportFile(services, auth, params.id);
+      const file = await exportFile(services, auth, params.id);
       return { kind: 'file', path: file.path, fileName: file.fileName, contentType: CONTENT_TYPE[file.format] };
     },
   }),

@@ -24,10 +24,10 @@ export const imageRoutes: Route[] = [
     response: api.instance,
     list: true,
     audit: 'instances.list',
-    handle: ({ services, params, query, audit }) => {
+    handle: async ({ services, params, query, audit }) => {
       audit({ target: `scan:${params.scan_id}` });
       const page = pageRequest(query);
-      const result = listInstances(services, params.scan_id, { offset: page.afterId, limit: page.limit });
+      const result = await listInstances(services, params.scan_id, { offset: page.afterId, limit: page.limit });
       audit({ patientId: result.patientId });
       return { kind: 'list', items: result.items, nextAfterId: result.nextOffset };
     },

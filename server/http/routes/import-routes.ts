@@ -35,8 +35,8 @@ export const importRoutes: Route[] = [
     response: api.importJobSummary,
     list: true,
     audit: 'imports.list',
-    handle: ({ services, query }) => {
-      const page = listImports(services, { status: query.status }, pageRequest(query));
+    handle: async ({ services, query }) => {
+      const page = await listImports(services, { status: query.status }, pageRequest(query));
       return { kind: 'list', items: page.items, nextAfterId: page.nextAfterId };
     },
   }),
@@ -48,9 +48,9 @@ export const importRoutes: Route[] = [
     params: api.importIdParam,
     response: api.importJob,
     audit: 'imports.read',
-    handle: ({ services, params, audit }) => {
+    handle: async ({ services, params, audit }) => {
       audit({ target: `import:${params.id}` });
-      return { kind: 'data', data: getImportJob(services, params.id) };
+      return { kind: 'data', data: await getImportJob(services, params.id) };
     },
   }),
   defineRoute({
@@ -65,9 +65,9 @@ export const importRoutes: Route[] = [
     params: api.importIdParam,
     produces: 'text/event-stream',
     audit: 'imports.events',
-    handle: ({ services, params, audit }) => {
+    handle: async ({ services, params, audit }) => {
       audit({ target: `import:${params.id}` });
-      return { kind: 'events', run: importEvents(services, params.id) };
+      return { kind: 'events', run: await importEvents(services, params.id) };
     },
   }),
   defineRoute({

@@ -17,9 +17,9 @@ export const measurementRoutes: Route[] = [
     response: m.measurement,
     list: true,
     audit: 'measurements.list',
-    handle: ({ services, auth, params, query, audit }) => {
+    handle: async ({ services, auth, params, query, audit }) => {
       audit({ target: `scan:${params.scan_id}` });
-      const { items, nextAfterId, patientId } = listMeasurements(services, params.scan_id, auth.userRef, pageRequest(query));
+      const { items, nextAfterId, patientId } = await listMeasurements(services, params.scan_id, auth.userRef, pageRequest(query));
       audit({ patientId });
       return { kind: 'list', items, nextAfterId };
     },
@@ -73,9 +73,9 @@ export const measurementRoutes: Route[] = [
     params: m.measurementIdParam,
     response: m.measurement,
     audit: 'measurements.delete',
-    handle: ({ services, auth, params, audit }) => {
+    handle: async ({ services, auth, params, audit }) => {
       audit({ target: `measurement:${params.id}` });
-      const { measurement, patientId } = removeMeasurement(services, params.id, auth.userRef);
+      const { measurement, patientId } = await removeMeasurement(services, params.id, auth.userRef);
       audit({ target: `measurement:${params.id} scan:${measurement.scan_id}`, patientId });
       return { kind: 'data', data: measurement };
     },

@@ -25,8 +25,10 @@ export const metaRoutes: Route[] = [
     response: api.auditEvent,
     list: true,
     audit: 'audit.read',
-    handle: ({ services, query }) => {
-      const page = listAudit(
+    handle: async ({ services, query }) => {
+      // This node's events still being written are part of the trail a caller expects to see.
+      await services.audit.flush();
+      const page = await listAudit(
         services,
         { action: query.action, userId: query.user_id, patientId: query.patient_id, since: query.since, until: query.until, newestFirst: query.order === 'newest' },
         pageRequest(query),

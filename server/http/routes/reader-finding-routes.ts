@@ -25,7 +25,7 @@ export const readerFindingRoutes: Route[] = [
     handle: async ({ services, auth, params, body, audit }) => {
       audit({ target: `scan:${params.scan_id}` });
       const [vocabularies, labels] = await Promise.all([loadModelVocabularies(services.config), glossary(services)]);
-      const added = addReaderFinding(services, vocabularies, new Set(labels.map((l) => l.label)), auth.userRef, params.scan_id, {
+      const added = await addReaderFinding(services, vocabularies, new Set(labels.map((l) => l.label)), auth.userRef, params.scan_id, {
         label: body.label,
         instanceUid: body.instance_uid,
         frame: body.frame,

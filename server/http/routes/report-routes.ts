@@ -19,9 +19,9 @@ export const reportRoutes: Route[] = [
     list: true,
     formats: ['json', 'csv', 'xml'],
     audit: 'reports.list',
-    handle: ({ services, query, audit }) => {
+    handle: async ({ services, query, audit }) => {
       audit({ patientId: query.patient_id ?? null });
-      const page = listReports(services, { scanId: query.scan_id, patientId: query.patient_id, status: query.status }, pageRequest(query));
+      const page = await listReports(services, { scanId: query.scan_id, patientId: query.patient_id, status: query.status }, pageRequest(query));
       return {
         kind: 'list',
         items: page.items,
@@ -39,9 +39,9 @@ export const reportRoutes: Route[] = [
     params: api.idParam,
     response: api.report,
     audit: 'reports.read',
-    handle: ({ services, params, audit }) => {
+    handle: async ({ services, params, audit }) => {
       audit({ target: `report:${params.id}` });
-      const report = getReport(services, params.id);
+      const report = await getReport(services, params.id);
       audit({ patientId: report.patient_id });
       return { kind: 'data', data: report };
     },
@@ -61,7 +61,7 @@ export const reportRoutes: Route[] = [
     handle: async ({ services, auth, body, audit }) => {
       audit({ target: `scan:${body.scan_id}` });
       const vocabularies = await loadModelVocabularies(services.config);
-      const report = draftReport(services, vocabularies, auth.userRef, { scanId: body.scan_id, impression: body.impression });
+      const report = await draftReport(services, vocabularies, auth.userRef, { scanId: body.scan_id, impression: body.impression });
       audit({ target: `report:${report.id}`, patientId: report.patient_id });
       return { kind: 'data', status: 201, data: report };
     },
@@ -82,7 +82,7 @@ export const reportRoutes: Route[] = [
     handle: async ({ services, auth, params, body, audit }) => {
       audit({ target: `report:${params.id}` });
       const vocabularies = await loadModelVocabularies(services.config);
-      const report = updateReport(services, vocabularies, auth.userRef, params.id, body);
+      const report = await updateReport(services, vocabularies, auth.userRef, params.id, body);
       audit({ patientId: report.patient_id });
       return { kind: 'data', data: report };
     },
@@ -107,7 +107,7 @@ export const reportRoutes: Route[] = [
       audit({ target: `report:${params.id}${changes === '' ? '' : ` findings:${changes}`}` });
       const items = (body.new_findings ?? []).map((f) => ({ label: f.label, instanceUid: f.instance_uid, frame: f.frame, ...f.location }));
       const labels = items.length === 0 ? new Set<string>() : new Set((await glossary(services)).map((l) => l.label));
-      const report = addAddendum(services, auth.userRef, params.id, { text: body.text, findings: body.findings, newFindings: { items, labels } });
+      const report = await addAddendum(services, auth.userRef, params.id, { text: body.text, findings: body.findings, newFindings: { items, labels } });
       audit({ patientId: report.patient_id });
       return { kind: 'data', status: 201, data: report };
     },

@@ -41,9 +41,9 @@ export const scanRoutes: Route[] = [
     response: api.scan,
     list: true,
     audit: 'scans.list',
-    handle: ({ services, query, audit }) => {
+    handle: async ({ services, query, audit }) => {
       audit({ patientId: query.patient_id ?? null });
-      const page = listScans(services, { patientId: query.patient_id, modality: query.modality, status: query.status }, pageRequest(query));
+      const page = await listScans(services, { patientId: query.patient_id, modality: query.modality, status: query.status }, pageRequest(query));
       return { kind: 'list', items: page.items, nextAfterId: page.nextAfterId };
     },
   }),
@@ -60,14 +60,14 @@ export const scanRoutes: Route[] = [
     response: api.study,
     list: true,
     audit: 'studies.list',
-    handle: ({ services, query, audit }) => {
+    handle: async ({ services, query, audit }) => {
       // The search words may be a patient's name: the audit keeps which patients the read
       // reached (its patient_ids), not the name typed.
       const filters: [string, string][] = [];
       if (query.q !== undefined) filters.push(['q', 'redacted']);
       if (query.patient_id !== undefined) filters.push(['patient_id', query.patient_id]);
       audit({ patientId: query.patient_id ?? null, target: filters.length > 0 ? `filter:${new URLSearchParams(filters).toString()}` : null });
-      const page = listStudies(services, { q: query.q, patientId: query.patient_id }, pageRequest(query));
+      const page = await listStudies(services, { q: query.q, patientId: query.patient_id }, pageRequest(query));
       return { kind: 'list', items: page.items, nextAfterId: page.nextAfterId };
     },
   }),
@@ -79,9 +79,9 @@ export const scanRoutes: Route[] = [
     params: api.scanIdParam,
     response: api.scan,
     audit: 'scans.read',
-    handle: ({ services, params, audit }) => {
+    handle: async ({ services, params, audit }) => {
       audit({ target: `scan:${params.scan_id}` });
-      const scan = getScan(services, params.scan_id);
+      const scan = await getScan(services, params.scan_id);
       audit({ patientId: scan.patient_id });
       return { kind: 'data', data: scan };
     },
@@ -101,12 +101,12 @@ export const scanRoutes: Route[] = [
     audit: 'scans.status',
     handle: async ({ services, params, body, auth, audit }) => {
       audit({ target: `scan:${params.scan_id}` });
-      let { scan } = requestScanStatus(services, params.scan_id, body.status);
+      let { scan } = await requestScanStatus(services, params.scan_id, body.status);
       audit({ patientId: scan.patient_id });
       if (scan.status === 'queued') {
         // Queued means "analyse again": the job that runs it is created here.
         await services.analyses.enqueueRequested(params.scan_id, auth.userId);
-        scan = getScan(services, params.scan_id);
+        scan = await getScan(services, params.scan_id);
       }
       return { kind: 'data', data: scan };
     },
@@ -122,9 +122,9 @@ export const scanRoutes: Route[] = [
     list: true,
     formats: ['json', 'csv', 'xml'],
     audit: 'results.list',
-    handle: ({ services, query, version, audit }) => {
+    handle: async ({ services, query, version, audit }) => {
       audit({ patientId: query.patient_id ?? null, target: query.scan_id ? `scan:${query.scan_id}` : null });
-      const page = listResults(
+      const page = await listResults(
         services,
         {
           scanId: query.scan_id,
@@ -153,9 +153,9 @@ export const scanRoutes: Route[] = [
     params: api.scanIdParam,
     response: api.scanResult,
     audit: 'results.read',
-    handle: ({ services, params, version, audit }) => {
+    handle: async ({ services, params, version, audit }) => {
       audit({ target: `scan:${params.scan_id}` });
-      const result = getLatestResult(services, params.scan_id);
+      const result = await getLatestResult(services, params.scan_id);
       audit({ patientId: result.patient_id });
       return { kind: 'data', data: resultForVersion(result, version) };
     },

@@ -16,8 +16,8 @@ export const userRoutes: Route[] = [
     response: api.user,
     list: true,
     audit: 'users.list',
-    handle: ({ services, query }) => {
-      const page = listUsers(services, { role: query.role, status: query.status }, pageRequest(query));
+    handle: async ({ services, query }) => {
+      const page = await listUsers(services, { role: query.role, status: query.status }, pageRequest(query));
       return { kind: 'list', items: page.items.map(toUser), nextAfterId: page.nextAfterId };
     },
   }),
@@ -31,8 +31,8 @@ export const userRoutes: Route[] = [
     response: api.user,
     successStatus: 201,
     audit: 'users.create',
-    handle: ({ services, body, audit }) => {
-      const user = toUser(createUser(services, body));
+    handle: async ({ services, body, audit }) => {
+      const user = toUser(await createUser(services, body));
       audit({ target: `user:${user.id}` });
       return { kind: 'data', status: 201, data: user };
     },
@@ -45,9 +45,9 @@ export const userRoutes: Route[] = [
     params: api.idParam,
     response: api.user,
     audit: 'users.read',
-    handle: ({ services, params, audit }) => {
+    handle: async ({ services, params, audit }) => {
       audit({ target: `user:${params.id}` });
-      return { kind: 'data', data: toUser(getUser(services, params.id)) };
+      return { kind: 'data', data: toUser(await getUser(services, params.id)) };
     },
   }),
   defineRoute({
@@ -61,9 +61,9 @@ export const userRoutes: Route[] = [
     body: api.updateUserBody,
     response: api.user,
     audit: 'users.update',
-    handle: ({ services, params, body, audit }) => {
+    handle: async ({ services, params, body, audit }) => {
       audit({ target: `user:${params.id}` });
-      return { kind: 'data', data: toUser(updateUser(services, params.id, body)) };
+      return { kind: 'data', data: toUser(await updateUser(services, params.id, body)) };
     },
   }),
 ];

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { LOCAL_ADMIN_EMAIL, startEmbeddedServer } from '../../../main/embedded-server.ts';
 import { authenticate } from '#server/auth/authenticate.ts';
 import { systemClock } from '#server/clock.ts';
-import { openDatabase } from '#server/store/database.ts';
+import { openDatabase } from '#server/store/sqlite.ts';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'mia-desktop-'));
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
@@ -18,12 +18,12 @@ function filesUnder(dir: string): string[] {
 }
 
 /** Whether `key` still authenticates, read through a connection of the test's own. */
-function keyWorks(dir: string, key: string): boolean {
+async function keyWorks(dir: string, key: string): Promise<boolean> {
   const db = openDatabase(dir);
   try {
-    return authenticate(db, systemClock, `Bearer ${key}`).ok;
+    return (await authenticate(db, systemClock, `Bearer ${key}`)).ok;
   } finally {
-    db.close();
+    await db.close();
   }
 }
 
@@ -62,7 +62,7 @@ describe('embedded server for the desktop app', () => {
     let queueStops = 0;
     queue.stop = async () => {
       // server.close() stops the queue once more (a no-op by then); the first call is the one.
-      if (queueStops++ === 0) steps.push(`queue stops (key works: ${keyWorks(dataDir, key)})`);
+      if (queueStops++ === 0) steps.push(`queue stops (key works: ${await keyWorks(dataDir, key)})`);
       await stopQueue();
     };
     const close = embedded.server.close.bind(embedded.server);
@@ -71,10 +71,10 @@ describe('embedded server for the desktop app', () => {
       const late = await fetch(`${embedded.url}/v1/auth/me`, { headers: { Authorization: `Bearer ${key}` } });
       steps.push(`server closes (last request ${late.status})`);
       await close();
-      steps.push(`server closed (key works: ${keyWorks(dataDir, key)})`);
+      steps.push(`server closed (key works: ${await keyWorks(dataDir, key)})`);
     };
     await embedded.stop();
-    steps.push(`stopped (key works: ${keyWorks(dataDir, key)})`);
+    steps.push(`stopped (key works: ${await keyWorks(dataDir, key)})`);
     expect(steps).toEqual([
       'queue stops (key works: true)',
       'server closes (last request 200)',
@@ -86,15 +86,15 @@ describe('embedded server for the desktop app', () => {
   it('a launch key revoked on the Admin screen is replaced when the window asks for a session', async () => {
     const embedded = await startEmbeddedServer({ dataDir, uiDir: null });
     try {
-      const first = embedded.session();
+      const first = await embedded.session();
       expect(first).toEqual({ baseUrl: embedded.url, apiKey: embedded.apiKey });
       // Still working: the same key again.
-      expect(embedded.session().apiKey).toBe(first.apiKey);
+      expect((await embedded.session()).apiKey).toBe(first.apiKey);
       const revoked = await fetch(`${embedded.url}/v1/auth/keys/${embedded.keyId}`, { method: 'DELETE', headers: { Authorization: `Bearer ${first.apiKey}` } });
       expect(revoked.status).toBe(200);
       expect((await fetch(`${embedded.url}/v1/auth/me`, { headers: { Authorization: `Bearer ${first.apiKey}` } })).status).toBe(401);
 
-      const fresh = embedded.session();
+      const fresh = await embedded.session();
       expect(fresh.apiKey).not.toBe(first.apiKey);
       const me = await fetch(`${embedded.url}/v1/auth/me`, { headers: { Authorization: `Bearer ${fresh.apiKey}` } });
       expect(me.status).toBe(200);
@@ -102,6 +102,6 @@ describe('embedded server for the desktop app', () => {
     } finally {
       await embedded.stop();
     }
-    expect(keyWorks(dataDir, embedded.apiKey)).toBe(false);
+    expect(await keyWorks(dataDir, embedded.apiKey)).toBe(false);
   });
 });

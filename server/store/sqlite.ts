@@ -1,0 +1,245 @@
+/**
+ * The workstation's database: the data folder's SQLite file through better-sqlite3. One file
+ * per data folder, shared safely by a running server and CLI commands: WAL lets readers and one
+ * writer work at once, and busy_timeout makes a second writer wait instead of failing.
+ *
+ * better-sqlite3 is synchronous, so a statement outside a transaction runs at once and hands back
+ * a settled promise: the only cost over the synchronous store it replaced is the await. A
+ * transaction, though, now spans awaits, and one connection cannot keep another caller's
+ * statements out of it; so while one is open every other statement of the process waits at the
+ * gate until it commits or rolls back (transactions do database work only: the wait is short).
+ */
+import { chmodSync, existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
+import { statementText, type Database, type Params, type Statement, type TransactionOptions } from '#server/store/database.ts';
+import { applySqliteMigrations } from '#server/store/migrations.ts';
+import { registerSearchFold } from '#server/store/search-fold.ts';
+
+export const DATABASE_FILE = 'mia.sqlite';
+
+/** The SQLite database, with the connection itself for what only SQLite has (tests, tools). */
+export type SqliteDatabase = Database & { readonly dialect: 'sqlite'; readonly connection: BetterSqlite3.Database };
+
+/** One holder at a time, first come first served. */
+class Gate {
+  private held = false;
+  private readonly waiters: Array<() => void> = [];
+
+  get busy(): boolean {
+    return this.held;
+  }
+
+  /** Resolves when held; rejects after `timeoutMs` in the queue (the waiter leaves it). */
+  acquire(timeoutMs?: number): Promise<void> {
+    if (!this.held) {
+      this.held = true;
+      return Promise.resolve();
+    }
+    return new Promise((resolve, reject) => {
+      const waiter = (): void => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = timeoutMs === undefined ? undefined : setTimeout(() => {
+        const at = this.waiters.indexOf(waiter);
+        if (at !== -1) this.waiters.splice(at, 1);
+        reject(new Error(`a statement waited ${timeoutMs} ms for a transaction to end: does the transaction's work use the database instead of its tx?`));
+      }, timeoutMs);
+      this.waiters.push(waiter);
+    });
+  }
+
+  release(): void {
+    const next = this.waiters.shift();
+    if (next) next();
+    else this.held = false;
+  }
+}
+
+type Connection = {
+  db: BetterSqlite3.Database;
+  gate: Gate;
+  statements: Map<string, BetterSqlite3.Statement>;
+  savepoints: number;
+};
+
+/** Prepared statements are cached per connection: preparing costs more than running most of our
+ * queries, and the texts are constants. */
+function prepare(conn: Connection, statement: Statement): BetterSqlite3.Statement {
+  const text = statementText(statement, 'sqlite');
+  let prepared = conn.statements.get(text);
+  if (!prepared) {
+    prepared = conn.db.prepare(text);
+    conn.statements.set(text, prepared);
+  }
+  return prepared;
+}
+
+function bind(params: Params | undefined): unknown[] {
+  if (params === undefined) return [];
+  if (!Array.isArray(params)) return [params];
+  // better-sqlite3 would take [{...}] as named values; PostgreSQL's path does not, so neither may this.
+  if (params.some((value) => typeof value === 'object' && value !== null && !Buffer.isBuffer(value))) {
+    throw new Error('positional values must be plain values; pass named values as an object');
+  }
+  return params;
+}
+
+type Executor = {
+  all(statement: Statement, params?: Params): unknown[];
+  get(statement: Statement, params?: Params): unknown;
+  run(statement: Statement, params?: Params): number;
+};
+
+function executor(conn: Connection): Executor {
+  return {
+    all: (statement, params) => prepare(conn, statement).all(...bind(params)),
+    get: (statement, params) => prepare(conn, statement).get(...bind(params)),
+    run: (statement, params) => prepare(conn, statement).run(...bind(params)).changes,
+  };
+}
+
+/**
+ * No transaction of ours lasts this long (they do database work only); a statement that waits
+ * this long is waiting for its own transaction, which would otherwise hang for ever.
+ */
+const GATE_TIMEOUT_MS = 30_000;
+
+/** Runs `work` now, or after the open transaction when there is one; errors become rejections. */
+function outside<T>(conn: Connection, work: () => T): Promise<T> {
+  if (!conn.gate.busy) {
+    try {
+      return Promise.resolve(work());
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+  }
+  return conn.gate.acquire(GATE_TIMEOUT_MS).then(
+    () => {
+      try {
+        return work();
+      } finally {
+        conn.gate.release();
+      }
+    },
+  );
+}
+
+function inside<T>(isOpen: () => boolean, work: () => T): Promise<T> {
+  if (!isOpen()) return Promise.reject(new Error('a transaction handle was used after its transaction ended'));
+  try {
+    return Promise.resolve(work());
+  } catch (err) {
+    return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+  }
+}
+
+/** The handle a transaction's work gets: it bypasses the gate its transaction holds. */
+function transactionHandle(conn: Connection, isOpen: () => boolean): Database {
+  const run = executor(conn);
+  const handle: Database = {
+    dialect: 'sqlite',
+    all: <T>(statement: Statement, params?: Params) => inside(isOpen, () => run.all(statement, params) as T[]),
+    get: <T>(statement: Statement, params?: Params) => inside(isOpen, () => run.get(statement, params) as T | undefined),
+    run: (statement, params) => inside(isOpen, () => run.run(statement, params)),
+    async transaction<T>(work: (tx: Database) => Promise<T>): Promise<T> {
+      if (!isOpen()) throw new Error('a transaction handle was used after its transaction ended');
+      const name = `mia_sp${++conn.savepoints}`;
+      conn.db.exec(`SAVEPOINT ${name}`);
+      let open = true;
+      try {
+        const result = await work(transactionHandle(conn, () => open && isOpen()));
+        conn.db.exec(`RELEASE ${name}`);
+        return result;
+      } catch (err) {
+        conn.db.exec(`ROLLBACK TO ${name}`);
+        conn.db.exec(`RELEASE ${name}`);
+        throw err;
+      } finally {
+        open = false;
+      }
+    },
+    close: () => Promise.reject(new Error('close the database, not a transaction')),
+  };
+  return handle;
+}
+
+async function transaction<T>(conn: Connection, work: (tx: Database) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+  await conn.gate.acquire();
+  let open = false;
+  try {
+    if (options.durable) conn.db.pragma('synchronous = FULL');
+    // IMMEDIATE: concurrent writers (a CLI command beside the server) queue on busy_timeout
+    // instead of deadlocking on a lock upgrade.
+    conn.db.exec('BEGIN IMMEDIATE');
+    open = true;
+    const result = await work(transactionHandle(conn, () => open));
+    conn.db.exec('COMMIT');
+    open = false;
+    return result;
+  } catch (err) {
+    // A failed COMMIT (full disk) may already have rolled back: SQLite then has no transaction.
+    if (conn.db.inTransaction) conn.db.exec('ROLLBACK');
+    throw err;
+  } finally {
+    open = false;
+    if (options.durable) {
+      try {
+        conn.db.pragma('synchronous = NORMAL');
+      } catch {
+        // The connection keeps FULL: slower, never less safe.
+      }
+    }
+    conn.gate.release();
+  }
+}
+
+/**
+ * MIA_SQLITE_BINDING: the path of a better_sqlite3.node built for another runtime's ABI. The
+ * desktop app in development (`npm run desktop`) runs under Electron, which cannot load the
+ * node_modules build made for Node; main/ builds a copy for Electron and names it here, so the
+ * CLI and tests keep the Node build (better-sqlite3's `nativeBinding` option).
+ */
+export function openDatabase(dataDir: string, nativeBinding = process.env['MIA_SQLITE_BINDING']): SqliteDatabase {
+  mkdirSync(dataDir, { recursive: true, mode: PRIVATE_DIR_MODE });
+  const file = join(dataDir, DATABASE_FILE);
+  const created = !existsSync(file);
+  const db = nativeBinding ? new BetterSqlite3(file, { nativeBinding }) : new BetterSqlite3(file);
+  // Before the WAL and shared-memory files exist: SQLite gives them the database file's mode.
+  if (created) chmodSync(file, PRIVATE_FILE_MODE);
+  db.pragma('journal_mode = WAL');
+  // NORMAL is durable across application crashes in WAL mode; only a power cut may lose the
+  // last commits, never corrupt the file (sqlite.org/pragma.html#pragma_synchronous).
+  db.pragma('synchronous = NORMAL');
+  db.pragma('foreign_keys = ON');
+  db.pragma('busy_timeout = 10000');
+  try {
+    applySqliteMigrations(db);
+    registerSearchFold(db);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+
+  const conn: Connection = { db, gate: new Gate(), statements: new Map(), savepoints: 0 };
+  const run = executor(conn);
+  let closing: Promise<void> | undefined;
+  return {
+    dialect: 'sqlite',
+    connection: db,
+    all: <T>(statement: Statement, params?: Params) => outside(conn, () => run.all(statement, params) as T[]),
+    get: <T>(statement: Statement, params?: Params) => outside(conn, () => run.get(statement, params) as T | undefined),
+    run: (statement, params) => outside(conn, () => run.run(statement, params)),
+    transaction: (work, options) => transaction(conn, work, options),
+    close() {
+      // After the statements already queued; later ones fail as on any closed connection.
+      closing ??= conn.gate.acquire().then(() => {
+        db.close();
+        conn.gate.release();
+      });
+      return closing;
+    },
+  };
+}
