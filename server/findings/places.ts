@@ -9,7 +9,7 @@ import type { FindingPlace } from '#server/api/schemas.ts';
 import { frameValue } from '#server/api/import-schemas.ts';
 import { z } from 'zod';
 import type { Database } from '#server/store/database.ts';
-import { countScanInstances, decodeSpacing, listScanInstances, type InstanceRow } from '#server/store/instances.ts';
+import { decodeSpacing, listInstancesOfScans, type InstanceRow } from '#server/store/instances.ts';
 
 type SliceEntry = { slice: number; spacing: readonly [number, number] | null; source: PixelSpacingSource | null; position: number | null };
 
@@ -50,7 +50,14 @@ export function sliceIndexOf(rows: readonly InstanceRow[]): SliceIndex {
 }
 
 export async function loadSliceIndex(db: Database, scanRef: number): Promise<SliceIndex> {
-  return sliceIndexOf(await listScanInstances(db, scanRef, 0, await countScanInstances(db, scanRef)));
+  return sliceIndexOf((await listInstancesOfScans(db, [scanRef])).get(scanRef) ?? []);
+}
+
+/** The slice indexes of many series with one query: a page of results on a hub would otherwise
+ * wait for a database round trip per series. */
+export async function loadSliceIndexes(db: Database, scanRefs: readonly number[]): Promise<Map<number, SliceIndex>> {
+  const instances = await listInstancesOfScans(db, scanRefs);
+  return new Map([...instances].map(([ref, rows]) => [ref, sliceIndexOf(rows)]));
 }
 
 const round1 = (mm: number): number => Math.round(mm * 10) / 10;

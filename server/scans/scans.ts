@@ -1,5 +1,4 @@
 /** Reading scans and changing their status. */
-import { mapInOrder } from '#server/in-order.ts';
 import type { Scan, ScanResultV11 } from '#server/api/schemas.ts';
 import type { Clock } from '#server/clock.ts';
 import { MiaError, notFound } from '#server/errors.ts';
@@ -8,7 +7,7 @@ import { inTransaction } from '#server/store/database.ts';
 import type { Page, PageRequest } from '#server/store/page.ts';
 import type { ResultFilter, ScanFilter, ScanRow } from '#server/store/scans.ts';
 import { findScan, listScans as listScanRows, listScansWithResults } from '#server/store/scans.ts';
-import { loadSliceIndex } from '#server/findings/places.ts';
+import { loadSliceIndex, loadSliceIndexes, sliceIndexOf } from '#server/findings/places.ts';
 import { clientRequested } from '#server/scans/lifecycle.ts';
 import { loadLatestAnalyses, toScan, toScanResult } from '#server/scans/scan-views.ts';
 import { needsSlices } from '#server/scans/triage.ts';
@@ -23,13 +22,20 @@ export async function getScanRow(deps: ScanDeps, scanId: string): Promise<ScanRo
 
 export async function withSummaries(deps: ScanDeps, rows: readonly ScanRow[]): Promise<Scan[]> {
   const { analyses, findings } = await loadLatestAnalyses(deps.db, rows);
-  return mapInOrder(rows, async (row) => {
-    if (row.latest_analysis_ref === null) return toScan(row, undefined, undefined);
-    const analysis = analyses.get(row.latest_analysis_ref);
-    const own = findings.get(row.latest_analysis_ref) ?? [];
-    // The slice index costs a query: only scans whose findings set a priority need it.
-    const slices = analysis && needsSlices(analysis, own) ? await loadSliceIndex(deps.db, row.id) : undefined;
-    return toScan(row, own, analysis, slices);
+  const latest = (row: ScanRow) => {
+    if (row.latest_analysis_ref === null) return undefined;
+    return { analysis: analyses.get(row.latest_analysis_ref), own: findings.get(row.latest_analysis_ref) ?? [] };
+  };
+  // Slice indexes read every instance of a series: only scans whose findings set a priority need one.
+  const needing = rows.filter((row) => {
+    const result = latest(row);
+    return result?.analysis !== undefined && needsSlices(result.analysis, result.own);
+  });
+  const slices = await loadSliceIndexes(deps.db, needing.map((row) => row.id));
+  return rows.map((row) => {
+    const result = latest(row);
+    if (!result) return toScan(row, undefined, undefined);
+    return toScan(row, result.own, result.analysis, slices.get(row.id));
   });
 }
 
@@ -57,11 +63,14 @@ export async function requestScanStatus(deps: ScanDeps, scanId: string, requeste
 export async function listResults(deps: ScanDeps, filter: ResultFilter, page: PageRequest): Promise<Page<ScanResultV11>> {
   const rows = await listScansWithResults(deps.db, filter, page);
   const { analyses, findings } = await loadLatestAnalyses(deps.db, rows.items);
-  const items = (await mapInOrder(rows.items, async (row) => {
+  const analysed = rows.items.flatMap((row) => {
     const analysis = row.latest_analysis_ref === null ? undefined : analyses.get(row.latest_analysis_ref);
-    if (!analysis) return [];
-    return [toScanResult(row, analysis, findings.get(analysis.id) ?? [], filter, await loadSliceIndex(deps.db, row.id))];
-  })).flat();
+    return analysis ? [{ row, analysis, own: findings.get(analysis.id) ?? [] }] : [];
+  });
+  // One query for the slices of every series with findings; a series without has no place to give.
+  const slices = await loadSliceIndexes(deps.db, analysed.filter((a) => a.own.length > 0).map((a) => a.row.id));
+  const none = sliceIndexOf([]);
+  const items = analysed.map(({ row, analysis, own }) => toScanResult(row, analysis, own, filter, slices.get(row.id) ?? none));
   return { items, nextAfterId: rows.nextAfterId };
 }
 

@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { PIXEL_SPACING_SOURCES, type PixelSpacingSource } from '#common/pixel-spacing.ts';
-import type { Database } from '#server/store/database.ts';
+import { inJsonIds, perDialect, type Database } from '#server/store/database.ts';
 
 export type StoredSpacing = { spacing: [number, number] | null; source: PixelSpacingSource | null };
 
@@ -111,6 +111,18 @@ export async function listScanInstances(db: Database, scanRef: number, offset: n
        ORDER BY i.position IS NULL, i.position, i.instance_number IS NULL, i.instance_number, i.id
        LIMIT ? OFFSET ?`, [scanRef, limit, offset])) as InstanceRow[];
 }
+
+const SLICE_ORDER = 'i.position IS NULL, i.position, i.instance_number IS NULL, i.instance_number, i.id';
+
+/** Every instance of each series, in slice order (listScanInstances'), with one query. */
+export async function listInstancesOfScans(db: Database, scanRefs: readonly number[]): Promise<Map<number, InstanceRow[]>> {
+  const byScan = new Map<number, InstanceRow[]>(scanRefs.map((ref) => [ref, []]));
+  if (scanRefs.length === 0) return byScan;
+  for (const row of await db.all<InstanceRow>(INSTANCES_OF_SCANS, [JSON.stringify(scanRefs)])) byScan.get(row.scan_ref)?.push(row);
+  return byScan;
+}
+
+const INSTANCES_OF_SCANS = perDialect((d) => `${INSTANCE_SELECT} WHERE i.scan_ref ${inJsonIds(d)} ORDER BY i.scan_ref, ${SLICE_ORDER}`);
 
 export async function countScanInstances(db: Database, scanRef: number): Promise<number> {
   return ((await db.get('SELECT COUNT(*) AS n FROM instances WHERE scan_ref = ?', [scanRef])) as { n: number }).n;
