@@ -5,8 +5,9 @@
  * analysed scans), and `mia import` of one phantom corpus as a process into a fresh data folder,
  * the trees alternating round by round so both meet the same machine state.
  *
- *   node --import tsx bench/compare-trees.ts BEFORE_CHECKOUT [AFTER_CHECKOUT=.] [ROUNDS=3]
+ *   ROUNDS=3 node --import tsx bench/compare-trees.ts BASELINE_CHECKOUT [OTHER_CHECKOUT...]
  *
+ * (default other: this checkout). Ratios are against the first.
  * A checkout needs node_modules (a symlink to this one's will do) and must be at a schema the
  * other can read (each builds its own folders here, so any two mia versions compare).
  */
@@ -16,13 +17,11 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import autocannon from 'autocannon';
 
-const [beforeArg, afterArg = '.', roundsArg = '3'] = process.argv.slice(2);
-if (!beforeArg) throw new Error('usage: compare-trees.ts BEFORE_CHECKOUT [AFTER_CHECKOUT] [ROUNDS]');
-const trees = [
-  { name: 'before', dir: resolve(beforeArg) },
-  { name: 'after', dir: resolve(afterArg) },
-];
-const ROUNDS = Number(roundsArg);
+const args = process.argv.slice(2);
+if (args.length === 0) throw new Error('usage: compare-trees.ts BASELINE_CHECKOUT [OTHER_CHECKOUT...]');
+if (args.length === 1) args.push('.');
+const trees = args.map((dir) => ({ name: dir, dir: resolve(dir) }));
+const ROUNDS = Number(process.env['ROUNDS'] ?? '3');
 
 async function serve(dir: string): Promise<{ url: string; key: string; child: ChildProcess }> {
   const child = spawn(process.execPath, ['--import', 'tsx', join(dir, 'bench/serve-fixture.ts'), 'mia', '1000'], { cwd: dir, stdio: ['ignore', 'pipe', 'inherit'] });
@@ -72,6 +71,7 @@ try {
   const seen = new Map<string, { limit50: number[]; p99_50: number[]; limit500: number[]; p99_500: number[]; importS: number[] }>();
   for (const tree of trees) seen.set(tree.name, { limit50: [], p99_50: [], limit500: [], p99_500: [], importS: [] });
   for (let round = 0; round < ROUNDS; round++) {
+    // Each round in another order, so no tree always follows the same one.
     for (const tree of round % 2 === 0 ? trees : [...trees].reverse()) {
       const s = seen.get(tree.name);
       if (!s) continue;
@@ -85,10 +85,10 @@ try {
       process.stderr.write(`round ${round + 1} ${tree.name}: ${Math.round(small.rps)} req/s, limit=500 ${Math.round(large.rps)} req/s, import ${s.importS.at(-1)?.toFixed(2)} s\n`);
     }
   }
-  const base = seen.get('before');
+  const base = seen.get(trees[0]?.name ?? '');
   const lines = ['| tree | results limit 50 req/s | p99 ms | limit=500 req/s | p99 ms | mia import 2,000 files s |', '|---|---|---|---|---|---|'];
   for (const [name, s] of seen) {
-    const ratio = (value: number, of: number[] | undefined): string => (of && name !== 'before' ? ` (${(value / median(of)).toFixed(2)}x)` : '');
+    const ratio = (value: number, of: number[] | undefined): string => (of && name !== trees[0]?.name ? ` (${(value / median(of)).toFixed(2)}x)` : '');
     lines.push(
       `| ${name} | ${Math.round(median(s.limit50))}${ratio(median(s.limit50), base?.limit50)} | ${median(s.p99_50)} | ${Math.round(median(s.limit500))}${ratio(median(s.limit500), base?.limit500)} | ${median(s.p99_500)} | ${median(s.importS).toFixed(2)}${ratio(median(s.importS), base?.importS)} |`,
     );
