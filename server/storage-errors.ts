@@ -20,7 +20,7 @@ import { MiaError } from '#server/errors.ts';
 const NO_SPACE = new Set(['ENOSPC', 'EDQUOT', 'SQLITE_FULL', 'SQLITE_IOERR_SHMSIZE', '53100']);
 const FILE_SYSTEM_FAILURE = new Set(['EIO', 'EROFS', '58030']);
 /** A hub's PostgreSQL that cannot be reached or is shutting down (57P01-03, class 08). */
-const DATABASE_UNAVAILABLE = /^(57P0[123]|08\d\d\d|ECONNREFUSED|ECONNRESET)$/;
+const DATABASE_UNAVAILABLE = /^(57P0[123]|08\d\d\d)$/;
 
 /** The system or SQLite error code of `error` (ENOSPC, SQLITE_FULL), if it has one. */
 export function codeOf(error: unknown): string | undefined {
@@ -38,7 +38,10 @@ export function storageErrorOf(error: unknown): MiaError | undefined {
   if (NO_SPACE.has(code)) {
     return new MiaError('insufficient_storage', 'The disk holding the data folder is full', `${code}: free space on it or raise the quota, then retry`);
   }
-  if (DATABASE_UNAVAILABLE.test(code) && !(typeof error === 'object' && error !== null && 'syscall' in error && error.syscall !== 'connect')) {
+  // A refused connection is the database's only when connecting to it: a client that hangs up
+  // mid-upload (ECONNRESET) is no storage failure.
+  const refusedConnect = code === 'ECONNREFUSED' && typeof error === 'object' && error !== null && 'syscall' in error && error.syscall === 'connect';
+  if (DATABASE_UNAVAILABLE.test(code) || refusedConnect) {
     return new MiaError('storage_failure', 'The database is unavailable', `${code}: the request did not complete; retry when the database is back`);
   }
   // mkdir -p only fails with ENOENT when the file system cannot find its own folders: Node

@@ -41,6 +41,22 @@ function boundValues(event: AuditInput): Omit<AuditRow, 'id' | 'count'> {
   };
 }
 
+const AUDIT_COLUMNS = 'at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code, patient_ids, address';
+
+/** Many events with one statement and one commit, in the array's order (a hub's audit writer). */
+export async function insertAuditEvents(db: Database, events: readonly AuditInput[]): Promise<void> {
+  if (events.length === 0) return;
+  await db.run(INSERT_MANY, [JSON.stringify(events.map(boundValues))]);
+}
+
+const INSERT_MANY = perDialect((d) =>
+  d === 'postgres'
+    ? `INSERT INTO audit_events (${AUDIT_COLUMNS})
+       SELECT ${AUDIT_COLUMNS} FROM json_populate_recordset(NULL::audit_events, ?::json) WITH ORDINALITY AS e ORDER BY ordinality`
+    : `INSERT INTO audit_events (${AUDIT_COLUMNS})
+       SELECT ${AUDIT_COLUMNS.split(', ').map((c) => `value ->> '$.${c}'`).join(', ')} FROM json_each(?) ORDER BY key`,
+);
+
 export async function insertAuditEvent(db: Database, event: AuditInput): Promise<void> {
   (await db.run(`INSERT INTO audit_events (at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code, patient_ids, address)
      VALUES (@at, @request_id, @key_id, @user_id, @action, @target, @patient_id, @outcome, @status_code, @patient_ids, @address)`, boundValues(event)));

@@ -40,7 +40,9 @@ describe('storage errors', () => {
     // (As Node reports it: a real one needs a failing disk, test/faults/io-error.test.ts.)
     const lost = Object.assign(systemError('ENOENT'), { syscall: 'mkdir', path: '/data/exports' });
     expect(storageErrorOf(lost)).toMatchObject({ kind: 'storage_failure', details: expect.stringMatching(/^ENOENT: /) });
-    for (const error of [systemError('EACCES'), systemError('ENOENT'), new BetterSqlite3.SqliteError('constraint', 'SQLITE_CONSTRAINT_UNIQUE'), new Error('x'), 'text', null]) {
+    // A client that hangs up mid-upload is no storage failure; a refused connection to PostgreSQL is.
+    expect(storageErrorOf(Object.assign(systemError('ECONNREFUSED'), { syscall: 'connect' }))?.kind).toBe('storage_failure');
+    for (const error of [systemError('ECONNRESET'), systemError('EACCES'), systemError('ENOENT'), new BetterSqlite3.SqliteError('constraint', 'SQLITE_CONSTRAINT_UNIQUE'), new Error('x'), 'text', null]) {
       expect(storageErrorOf(error)).toBeUndefined();
     }
     expect(storageErrorOf(new MiaError('conflict', 'no'))).toBeUndefined();
