@@ -573,7 +573,7 @@ serving + PostgreSQL + haproxy per answered request.
 ${cpuRows}
 
 Why 3 nodes cannot scale on this machine: a request needs more than its node's JavaScript thread. Its queries run in
-PostgreSQL backend processes (and every commit, each request's audit insert included, waits for a WAL flush), autocannon
+PostgreSQL backend processes (and every commit waits for a WAL flush: an upload's, and a batch of audit events every few ms), autocannon
 and, for 3 nodes, haproxy need CPU too, and all of them share the same ${availableParallelism()} cores with the rest of the host.
 ${idleOnOneNode < 0.25 ? `With one node the cores were already all but spent (at most ${idleOnOneNode.toFixed(2)} idle)` : `With one node up to ${idleOnOneNode.toFixed(2)} cores were still idle: the node and its PostgreSQL backends take turns, a request waiting for its queries and the backends for the next query`} (GET limit 50: ${breakdown('get50', 'pg1')};
 GET limit 500: ${breakdown('get500', 'pg1')}; POST: ${breakdown('post', 'pg1')}).

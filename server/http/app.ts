@@ -303,6 +303,14 @@ export async function createApp(services: Runtime): Promise<express.Express> {
   });
 
   app.use((error: unknown, req: Request, res: Response, _next: NextFunction) => {
+    // The client hung up mid-request (an upload cut off): no one reads an answer, what it sent
+    // was not stored, and it is no fault of the server's to alarm an operator with.
+    // Node reports it as Error('aborted') with code ECONNRESET (its ConnResetException).
+    if (error instanceof Error && error.message === 'aborted' && codeOf(error) === 'ECONNRESET') {
+      log.info('request.aborted', { request_id: contextOf(req).requestId, route: contextOf(req).route ?? 'unmatched' });
+      res.destroy();
+      return;
+    }
     // A full or failing disk is named (507, 503) wherever the write that met it was made.
     const storage = storageErrorOf(error);
     const body = toErrorBody(storage ?? error);

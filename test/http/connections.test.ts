@@ -3,7 +3,9 @@
  * their headers are answered 408 and closed once the headers timeout passes, and sockets beyond
  * the connection cap are closed on arrival, while the server keeps serving everyone else.
  */
+import { readFileSync } from 'node:fs';
 import type { Socket } from 'node:net';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_HTTP_LIMITS } from '#server/config.ts';
 import { openSocket, readUntilClosed } from '../helpers/raw-http.ts';
@@ -77,5 +79,38 @@ describe('connection cap', () => {
     await expect
       .poll(async () => (await t.request('GET', '/v1/auth/me').catch(() => ({ status: 0 }))).status, { timeout: 10_000, interval: 50 })
       .toBe(200);
+  });
+});
+
+describe('a client that hangs up mid-upload', () => {
+  let t: TestServer;
+  beforeAll(async () => {
+    t = await startTestServer();
+  });
+  afterAll(async () => {
+    await t.close();
+  });
+
+  it('is logged as an aborted request, not as a server or storage error, and stores nothing', async () => {
+    const socket = await openSocket(t.url);
+    held.push(socket);
+    const url = new URL(t.url);
+    // Half of a declared 100,000-byte DICOM body, then the connection is gone.
+    socket.write(
+      `POST /v1/instances HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${t.adminKey}\r\n` +
+        'Content-Type: application/dicom\r\nContent-Length: 100000\r\n\r\n',
+    );
+    socket.write(Buffer.alloc(50_000));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    socket.destroy();
+    const logged = async (): Promise<string> => {
+      await t.server.services.log.flush();
+      return readFileSync(join(t.dataDir, 'logs', 'mia.log'), 'utf8');
+    };
+    await expect.poll(logged, { timeout: 5000 }).toContain('"event":"request.aborted"');
+    const lines = await logged();
+    expect(lines).not.toContain('"event":"unhandled"');
+    expect(lines).not.toContain('"event":"storage.failed"');
+    expect((await t.request('GET', '/v1/scans')).json.data.items).toEqual([]);
   });
 });
