@@ -80,12 +80,11 @@ export function jsonElements(dialect: Dialect, json: string): string {
 }
 
 /**
- * `IN (...)` the integer ids of a JSON array parameter. On PostgreSQL as `= ANY` of an array made
- * once: `IN (SELECT ...)` was planned as a hash semi-join over a sequential scan of the whole
- * table (measured: every analysis row read to find 50), where `= ANY` uses the primary key.
+ * `IN (...)` the integer ids of a JSON array parameter: a semi-join the planner may hash or run
+ * through an index, as the table's size says. (`= ANY` of an array built from it was tried:
+ * where PostgreSQL chose a sequential scan it compared every row with the whole array, 2.6 ms to
+ * find 49 of 1,000 findings against 0.5 ms for the hash.)
  */
 export function inJsonIds(dialect: Dialect, json = '?'): string {
-  return dialect === 'sqlite'
-    ? `IN (SELECT value FROM json_each(${json}))`
-    : `= ANY (ARRAY(SELECT value::bigint FROM ${jsonElements(dialect, json)}))`;
+  return dialect === 'sqlite' ? `IN (SELECT value FROM json_each(${json}))` : `IN (SELECT value::bigint FROM ${jsonElements(dialect, json)})`;
 }
