@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import autocannon from 'autocannon';
+import { firstLine } from './child-line.ts';
 
 const FIXTURE = join(import.meta.dirname, 'serve-fixture.ts');
 const CONNECTIONS = 50;
@@ -17,15 +18,7 @@ type Row = { name: string; rps: number; p50: number; p99: number; bytes: number;
 
 async function start(args: string[]): Promise<Started> {
   const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const line = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout?.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const end = out.indexOf('\n');
-      if (end !== -1) resolve(out.slice(0, end));
-    });
-    child.once('exit', (code) => reject(new Error(`fixture exited ${code}`)));
-  });
+  const line = await firstLine(child, 'fixture');
   const { url, key } = JSON.parse(line) as { url: string; key: string };
   return { url, key, child };
 }

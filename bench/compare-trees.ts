@@ -16,6 +16,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import autocannon from 'autocannon';
+import { firstLine } from './child-line.ts';
 
 const args = process.argv.slice(2);
 if (args.length === 0) throw new Error('usage: compare-trees.ts BASELINE_CHECKOUT [OTHER_CHECKOUT...]');
@@ -25,15 +26,7 @@ const ROUNDS = Number(process.env['ROUNDS'] ?? '3');
 
 async function serve(dir: string): Promise<{ url: string; key: string; child: ChildProcess }> {
   const child = spawn(process.execPath, ['--import', 'tsx', join(dir, 'bench/serve-fixture.ts'), 'mia', '1000'], { cwd: dir, stdio: ['ignore', 'pipe', 'inherit'] });
-  const line = await new Promise<string>((resolveLine, reject) => {
-    let out = '';
-    child.stdout?.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const end = out.indexOf('\n');
-      if (end !== -1) resolveLine(out.slice(0, end));
-    });
-    child.once('exit', (code) => reject(new Error(`fixture in ${dir} exited ${code}`)));
-  });
+  const line = await firstLine(child, `fixture in ${dir}`);
   const { url, key } = JSON.parse(line) as { url: string; key: string };
   return { url, key, child };
 }

@@ -18,6 +18,7 @@ import { cpuSeconds, machineSeconds } from './hub/cpu.ts';
 import { instance, loadTemplate, SERIES, STUDIES, type Template } from './hub/dicom.ts';
 import { startHaproxy, type Haproxy } from './hub/haproxy.ts';
 import { postmasterPid, startDurableCluster, type BenchCluster } from './hub/postgres.ts';
+import { firstLine } from './child-line.ts';
 
 const NODE = join(import.meta.dirname, 'hub', 'node.ts');
 const BARE = join(import.meta.dirname, 'hub', 'bare.ts');
@@ -76,15 +77,7 @@ async function startServer(name: string, script: string, args: string[]): Promis
   child.stderr?.on('data', (chunk: Buffer) => {
     stderr = (stderr + chunk.toString()).slice(-8000);
   });
-  const line = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout?.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const end = out.indexOf('\n');
-      if (end !== -1) resolve(out.slice(0, end));
-    });
-    child.once('exit', (code) => reject(new Error(`${name} exited ${code}: ${stderr.trim()}`)));
-  });
+  const line = await firstLine(child, name, () => stderr);
   const { url, key, pid } = JSON.parse(line) as { url: string; key: string; pid: number };
   return { name, url, key, pid, child, stderr: () => stderr };
 }
