@@ -46,6 +46,12 @@ export type ServerConfig = {
   databaseUrl: string | null;
   /** Extra Host header names accepted besides loopback ones (a hub's DNS name). */
   allowedHosts: readonly string[];
+  /**
+   * Addresses of reverse proxies in front of a hub whose X-Forwarded-For is believed: the client
+   * address that failed-authentication throttling and the audit trail use is then the one the
+   * proxy saw, not the proxy's own (every client behind it would share one). Empty: the socket's.
+   */
+  trustedProxies: readonly string[];
   /** Origins allowed by CORS. Empty: same-origin only; never a wildcard. */
   allowedOrigins: readonly string[];
   /** A hub serves many workstations on the network; some workstation-only routes are off. */
@@ -111,6 +117,7 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     databaseUrl: input.databaseUrl ?? null,
     allowedHosts: input.allowedHosts ?? [],
     allowedOrigins: input.allowedOrigins ?? [],
+    trustedProxies: input.trustedProxies ?? [],
     hubMode: input.hubMode ?? false,
     rateLimit: rateLimitSchema.parse(input.rateLimit ?? DEFAULT_RATE_LIMIT),
     httpLimits: httpLimitsSchema.parse(

@@ -25,7 +25,7 @@ export type MiaServer = {
 export async function createServer(input: ServerConfigInput): Promise<MiaServer> {
   const runtime = await createRuntime(input);
   const { config } = runtime;
-  const app = await createApp(runtime);
+  const app = createApp(runtime);
   await runtime.start();
 
   return {

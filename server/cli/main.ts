@@ -6,6 +6,7 @@
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { resolve as resolvePath } from 'node:path';
+import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { GRANTABLE_SCOPES, ROLES } from '#common/vocabulary.ts';
@@ -30,6 +31,7 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
                  --database postgres://... (or $MIA_DATABASE_URL) on a hub)
 
   serve [--port N] [--host 127.0.0.1] [--allowed-host NAME] [--hub] [--ui DIR]
+        [--trusted-proxy ADDRESS]
         [--watch DIR [--watch-stable SECONDS]] [--analyze-after-import]
         [--audit-retention-days N] [--rate-limit N] [--log-dir DIR]
                                run the API and the browser UI (renderer/dist, or
@@ -41,6 +43,9 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
                                audit events older than N days (default 90)
                                move to audit-archive/ in the data folder,
                                still listed by GET /v1/audit;
+                               --trusted-proxy: a reverse proxy whose
+                               X-Forwarded-For names the client (throttling,
+                               audit); repeat for several
                                --rate-limit: requests per minute per key
                                (default 30000; shared by a hub's nodes);
                                --log-dir: where mia.log goes (default
@@ -70,6 +75,7 @@ const OPTIONS = {
   port: { type: 'string' },
   host: { type: 'string' },
   'allowed-host': { type: 'string', multiple: true },
+  'trusted-proxy': { type: 'string', multiple: true },
   hub: { type: 'boolean' },
   watch: { type: 'string' },
   'watch-stable': { type: 'string' },
@@ -151,6 +157,8 @@ async function serve(values: Record<string, unknown>, { dataDir, databaseUrl }: 
     fail(`--host ${host} exposes the API beyond this machine; add --hub for an on-premise hub install`);
   }
   const allowedHosts = (values['allowed-host'] as string[] | undefined) ?? [];
+  const trustedProxies = (values['trusted-proxy'] as string[] | undefined) ?? [];
+  if (trustedProxies.some((address) => isIP(address) === 0)) fail('--trusted-proxy: expected an IP address');
   // The built renderer beside this package, when it was built (npm run build:renderer).
   const builtUi = fileURLToPath(new URL('../../renderer/dist', import.meta.url));
   const uiDir = typeof values['ui'] === 'string' ? values['ui'] : existsSync(builtUi) ? builtUi : null;
@@ -161,7 +169,7 @@ async function serve(values: Record<string, unknown>, { dataDir, databaseUrl }: 
   const requests = numberOption(values, 'rate-limit', String(DEFAULT_RATE_LIMIT.requests), z.number().int().min(1).max(100_000_000));
   const rateLimit = { ...DEFAULT_RATE_LIMIT, requests };
   const logDir = typeof values['log-dir'] === 'string' ? resolvePath(values['log-dir']) : null;
-  const server = await createServer({ dataDir, databaseUrl, rateLimit, logDir, hubMode, allowedHosts, logToStderr: false, uiDir, watchDir, watchStableMs, analyzeAfterImport, auditRetentionDays });
+  const server = await createServer({ dataDir, databaseUrl, rateLimit, logDir, hubMode, allowedHosts, trustedProxies, logToStderr: false, uiDir, watchDir, watchStableMs, analyzeAfterImport, auditRetentionDays });
   let url: string;
   try {
     url = await server.listen(port, host);

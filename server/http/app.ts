@@ -118,13 +118,21 @@ function toErrorBody(error: unknown): ErrorBody {
   return { code: 500, title: TITLE_BY_STATUS[500] ?? '', message: 'Internal error; quote the request id to support' };
 }
 
-export async function createApp(services: Runtime): Promise<express.Express> {
+/** The client's address: the socket's, or the one a trusted proxy forwarded (config.trustedProxies). */
+function clientAddress(req: Request): string {
+  return req.ip ?? req.socket.remoteAddress ?? '';
+}
+
+export function createApp(services: Runtime): express.Express {
   const { config, clock, log, db } = services;
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
   // Query strings stay flat (a=1&a=2 is an array, a[b]=1 is not an object) so zod sees simple values.
   app.set('query parser', 'simple');
+  // Only a named proxy's X-Forwarded-For counts (its rightmost untrusted entry is the client);
+  // anyone else could claim any address and so escape throttling or forge the audit trail.
+  if (config.trustedProxies.length > 0) app.set('trust proxy', [...config.trustedProxies]);
 
   // A hub's nodes share their counts through PostgreSQL; a workstation counts in memory.
   const limiter = (scope: string, capacity: number) =>
@@ -164,7 +172,7 @@ export async function createApp(services: Runtime): Promise<express.Express> {
     // Buckets are keyed by a digest of the key presented (however the header is spelled), never
     // by the key itself.
     const token = bearerToken(req.get('Authorization'));
-    const bucket = token ? `k:${digestKey(token).slice(0, 32)}` : `ip:${req.socket.remoteAddress ?? ''}`;
+    const bucket = token ? `k:${digestKey(token).slice(0, 32)}` : `ip:${clientAddress(req)}`;
     const wait = await requestLimiter.take(bucket);
     if (wait > 0) {
       // Before authentication and route matching: the address is what is known of the caller.
@@ -178,7 +186,7 @@ export async function createApp(services: Runtime): Promise<express.Express> {
         patient_id: null,
         outcome: 'rate_limited',
         status_code: 429,
-        address: req.socket.remoteAddress ?? null,
+        address: clientAddress(req) || null,
       }, 'refusal');
       res.setHeader('Retry-After', String(wait));
       throw new MiaError('rate_limited', 'Too many requests', `retry after ${wait} s`, wait);
@@ -193,7 +201,7 @@ export async function createApp(services: Runtime): Promise<express.Express> {
     if (!outcome.ok) {
       // Only failures are slowed: a script retrying a dead key from 127.0.0.1 must not lock the
       // workstation's own valid key out, while guessing keys still gets nowhere fast.
-      const blockedFor = await failureLimiter.take(`ip:${req.socket.remoteAddress ?? ''}`);
+      const blockedFor = await failureLimiter.take(`ip:${clientAddress(req)}`);
       writeAudit({
         at: clock.now().toISOString(),
         request_id: ctx.requestId,
@@ -204,7 +212,7 @@ export async function createApp(services: Runtime): Promise<express.Express> {
         patient_id: null,
         outcome: outcome.reason,
         status_code: blockedFor > 0 ? 429 : 401,
-        address: req.socket.remoteAddress ?? null,
+        address: clientAddress(req) || null,
       }, 'refusal');
       if (blockedFor > 0) {
         throw new MiaError('rate_limited', 'Too many failed authentications', `retry after ${blockedFor} s`, blockedFor);
