@@ -41,7 +41,14 @@ export async function createProgressBus(db: Database, nodeId: number, log: Logge
   let stopListening: (() => Promise<void>) | undefined;
   if (db.dialect === 'postgres') {
     stopListening = await listen(db as PostgresDatabase, CHANNEL, (payload) => {
-      const parsed = wire.safeParse(JSON.parse(payload));
+      // Any role of the database may NOTIFY on the channel: what does not parse is dropped, not thrown.
+      let message: unknown;
+      try {
+        message = JSON.parse(payload);
+      } catch {
+        return;
+      }
+      const parsed = wire.safeParse(message);
       // Our own notifications were dispatched when published.
       if (parsed.success && parsed.data.node !== nodeId) dispatch(parsed.data);
     });

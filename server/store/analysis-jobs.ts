@@ -57,10 +57,6 @@ export async function listRunningAnalyses(db: Database): Promise<AnalysisJobRow[
   return (await db.all(`${JOB_SELECT} WHERE a.status = 'running' ORDER BY a.id`)) as AnalysisJobRow[];
 }
 
-export async function listQueuedAnalyses(db: Database): Promise<AnalysisJobRow[]> {
-  return (await db.all(`${JOB_SELECT} WHERE a.status = 'queued' ORDER BY a.id`)) as AnalysisJobRow[];
-}
-
 /** Takes a queued job for this process; undefined when another process (or a cancel) was first. */
 export async function claimQueuedAnalysis(db: Database, id: number, owner: JobOwner, at: string): Promise<AnalysisJobRow | undefined> {
   const result = (await db.run(`UPDATE analyses SET status = 'running', owner_node = ?, owner_pid = ?, heartbeat_at = ?, started_at = ?, slices_done = 0
