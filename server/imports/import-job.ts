@@ -54,8 +54,14 @@ export async function isAbandoned(deps: ImportDeps, job: ImportJobRow, nowMs: nu
   return job.status === 'running' && (await isJobAbandoned(deps.db, deps.node, 'import', job, nowMs));
 }
 
-export async function createImportJob(deps: ImportDeps, kind: ImportJobKind, sources: readonly string[], createdBy: string | null): Promise<ImportJobRow> {
-  return await insertImportJob(deps.db, { publicId: newImportJobId(), kind, sources, createdBy, owner: ownerOf(deps.node), at: now(deps) });
+export async function createImportJob(
+  deps: ImportDeps,
+  kind: ImportJobKind,
+  sources: readonly string[],
+  createdBy: string | null,
+  filesTotal?: number,
+): Promise<ImportJobRow> {
+  return await insertImportJob(deps.db, { publicId: newImportJobId(), kind, sources, createdBy, owner: ownerOf(deps.node), at: now(deps), ...(filesTotal === undefined ? {} : { filesTotal }) });
 }
 
 /** Files prepared between yields to the event loop, so a server stays responsive while importing. */
@@ -76,8 +82,7 @@ async function runFiles(deps: ImportDeps, job: ImportJobRow, files: readonly Imp
     const { done, prepared } = flushing;
     flushing = null;
     await done;
-    const outcomes = await commitBatch(deps.db, job.id, prepared, now(deps));
-    const row = await findImportJobById(deps.db, job.id);
+    const { outcomes, job: row } = await commitBatch(deps.db, job.id, prepared, now(deps));
     if (row) options.onBatch?.(row, outcomes);
   };
   try {
@@ -106,8 +111,7 @@ async function runFiles(deps: ImportDeps, job: ImportJobRow, files: readonly Imp
 }
 
 async function finish(deps: ImportDeps, job: ImportJobRow, status: 'completed' | 'failed' | 'interrupted', error: string | null): Promise<ImportJobRow> {
-  await finishImportJob(deps.db, job.id, status, error, now(deps));
-  const row = await findImportJobById(deps.db, job.id) ?? job;
+  const row = (await finishImportJob(deps.db, job.id, status, error, now(deps))) ?? (await findImportJobById(deps.db, job.id)) ?? job;
   deps.log?.info('import.finished', {
     job_id: row.public_id,
     kind: row.kind,
@@ -139,7 +143,8 @@ async function finishFailed(deps: ImportDeps, job: ImportJobRow, err: unknown): 
 export async function runFileJob(deps: ImportDeps, job: ImportJobRow, files: readonly ImportFile[], options: RunOptions = {}): Promise<ImportJobRow> {
   const release = deps.node.hold('import', job.id);
   try {
-    await setImportJobTotal(deps.db, job.id, files.length, now(deps));
+    // An upload's job is created knowing its total.
+    if (job.files_total !== files.length) await setImportJobTotal(deps.db, job.id, files.length, now(deps));
     const done = await runFiles(deps, job, files, job.checkpoint, options);
     if (!done) {
       await releaseImportJob(deps.db, job.id, now(deps));

@@ -64,7 +64,6 @@ export function createImportService(s: Services): ImportService {
     },
     async importUpload(upload, createdBy) {
       try {
-        const job = await createImportJob(deps, 'upload', ['upload'], createdBy);
         const files: ImportFile[] = [];
         const outcomes: UploadResult['outcomes'] = [];
         const wrongType = new Map<number, FileOutcome & { part: number }>();
@@ -76,6 +75,7 @@ export function createImportService(s: Services): ImportService {
             files.push({ path: `upload part ${part.index}`, file: part.file });
           }
         }
+        const job = await createImportJob(deps, 'upload', ['upload'], createdBy, files.length);
         const byPath = new Map<string, FileOutcome>();
         const finished = await runFileJob(deps, job, files, {
           onBatch: (_row, batch) => batch.forEach((o) => byPath.set(o.path, o)),

@@ -13,8 +13,8 @@ import { describeTransferSyntax, findTransferSyntax } from '#server/dicom/transf
 import type { ArchiveWriter } from '#server/imports/archive.ts';
 import { insertInstance, upsertPatient, upsertScan, upsertStudy } from '#server/store/archive-index.ts';
 import type { Database } from '#server/store/database.ts';
-import { addImportJobProgress, insertImportReject, type JobCountsDelta } from '#server/store/import-jobs.ts';
-import { encodeSpacing, findStoredDigest, setInstanceImaging } from '#server/store/instances.ts';
+import { addImportJobProgress, insertImportReject, type ImportJobRow, type JobCountsDelta } from '#server/store/import-jobs.ts';
+import { encodeSpacing, findStoredDigest } from '#server/store/instances.ts';
 
 export type FileOutcome =
   | { outcome: 'imported'; path: string; sop_instance_uid: string; scan_id: string; bytes: number }
@@ -167,7 +167,7 @@ async function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' 
     );
     refs.set(scanKey, scanRef);
   }
-  const inserted = await insertInstance(
+  return await insertInstance(
     db,
     scanRef,
     {
@@ -183,26 +183,24 @@ async function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' 
       filePath: p.archivePath,
       fileSha256: p.sha256,
       fileSize: p.bytes,
+      imaging: {
+        samplesPerPixel: i.samplesPerPixel,
+        photometric: i.photometricInterpretation,
+        bitsAllocated: i.bitsAllocated,
+        bitsStored: i.bitsStored,
+        pixelRepresentation: i.pixelRepresentation,
+        rescaleSlope: i.rescaleSlope,
+        rescaleIntercept: i.rescaleIntercept,
+        windowCenter: i.windowCenter[0] ?? null,
+        windowWidth: i.windowWidth[0] ?? null,
+        imagePosition: i.imagePositionPatient ? JSON.stringify(i.imagePositionPatient) : null,
+        imageOrientation: i.imageOrientationPatient ? JSON.stringify(i.imageOrientationPatient) : null,
+        frameValues: frameValuesJson(i),
+        framesProblem: i.functionalGroupsProblem,
+      },
     },
     at,
   );
-  if (!inserted) return false;
-  await setInstanceImaging(db, i.sopInstanceUid, {
-    samplesPerPixel: i.samplesPerPixel,
-    photometric: i.photometricInterpretation,
-    bitsAllocated: i.bitsAllocated,
-    bitsStored: i.bitsStored,
-    pixelRepresentation: i.pixelRepresentation,
-    rescaleSlope: i.rescaleSlope,
-    rescaleIntercept: i.rescaleIntercept,
-    windowCenter: i.windowCenter[0] ?? null,
-    windowWidth: i.windowWidth[0] ?? null,
-    imagePosition: i.imagePositionPatient ? JSON.stringify(i.imagePositionPatient) : null,
-    imageOrientation: i.imageOrientationPatient ? JSON.stringify(i.imageOrientationPatient) : null,
-    frameValues: frameValuesJson(i),
-    framesProblem: i.functionalGroupsProblem,
-  });
-  return true;
 }
 
 /**
@@ -214,7 +212,12 @@ async function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' 
  * digest, counts are added to), and uploads to one series from many clients and nodes all add
  * to its instance count; serializable would fail most of them and run them again.
  */
-export async function commitBatch(db: Database, jobRef: number, batch: readonly Prepared[], at: string): Promise<FileOutcome[]> {
+export async function commitBatch(
+  db: Database,
+  jobRef: number,
+  batch: readonly Prepared[],
+  at: string,
+): Promise<{ outcomes: FileOutcome[]; job: ImportJobRow | undefined }> {
   return await db.transaction(async (tx) => {
     const refs: RefCache = new Map();
     const delta: JobCountsDelta = { filesSeen: 0, imported: 0, duplicates: 0, conflicts: 0, rejected: 0, bytes: 0 };
@@ -243,7 +246,6 @@ export async function commitBatch(db: Database, jobRef: number, batch: readonly 
         await insertImportReject(tx, jobRef, { outcome: 'rejected', path: o.path, reason: o.reason, sopInstanceUid: null });
       }
     }
-    await addImportJobProgress(tx, jobRef, delta, batch.length, at);
-    return outcomes;
+    return { outcomes, job: await addImportJobProgress(tx, jobRef, delta, batch.length, at) };
   }, { durable: true, isolation: 'read committed' });
 }

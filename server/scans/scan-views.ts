@@ -1,7 +1,7 @@
 /** Shapes scan rows, analyses and findings into the API's scan and result records (spec 2.3-2.5). */
 import type { Scan, ScanResultV11 } from '#server/api/schemas.ts';
 import type { AnalysisRow, FindingRow } from '#server/store/analyses.ts';
-import { findAnalysesByIds, findFindingsByAnalyses } from '#server/store/analyses.ts';
+import { findAnalysesWithFindings } from '#server/store/analyses.ts';
 import type { Database } from '#server/store/database.ts';
 import type { ScanRow } from '#server/store/scans.ts';
 import { groupLesions } from '#server/findings/lesions.ts';
@@ -36,7 +36,7 @@ export async function loadLatestAnalyses(
   rows: readonly ScanRow[],
 ): Promise<{ analyses: Map<number, AnalysisRow>; findings: Map<number, FindingRow[]> }> {
   const ids = rows.flatMap((row) => (row.latest_analysis_ref === null ? [] : [row.latest_analysis_ref]));
-  return { analyses: await findAnalysesByIds(db, ids), findings: await findFindingsByAnalyses(db, ids) };
+  return await findAnalysesWithFindings(db, ids);
 }
 
 /** `slices` numbers the triage reason's slice; without it the reason names no slice. */

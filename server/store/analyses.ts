@@ -125,6 +125,34 @@ export async function findFindingsByAnalyses(db: Database, analysisIds: readonly
   return byAnalysis;
 }
 
+// One round trip on PostgreSQL: each analysis carries its findings as a JSON array, in the order
+// FINDINGS_BY_ANALYSES gives (json_agg writes bigint and double precision as JSON numbers that
+// read back as the same values). On a hub every statement costs a network write and a wakeup of
+// the backend; a page of results saved one of its five this way.
+const ANALYSES_WITH_FINDINGS = perDialect(
+  (d) => `SELECT a.*, (SELECT json_agg(f ORDER BY f.source = 'reader', f.confidence DESC, f.id) FROM findings f WHERE f.analysis_ref = a.id) AS findings_json
+          FROM analyses a WHERE a.id ${inJsonIds(d)}`,
+);
+
+/** Analyses by id with their findings (ordered as findFindingsByAnalyses orders them). */
+export async function findAnalysesWithFindings(
+  db: Database,
+  ids: readonly number[],
+): Promise<{ analyses: Map<number, AnalysisRow>; findings: Map<number, FindingRow[]> }> {
+  if (db.dialect === 'sqlite' || ids.length === 0) {
+    // In-process statements cost no round trip, and reading rows beats building JSON there.
+    return { analyses: await findAnalysesByIds(db, ids), findings: await findFindingsByAnalyses(db, ids) };
+  }
+  const rows = (await db.all(ANALYSES_WITH_FINDINGS, [JSON.stringify(ids)])) as (AnalysisRow & { findings_json: FindingRow[] | null })[];
+  const analyses = new Map<number, AnalysisRow>();
+  const findings = new Map<number, FindingRow[]>();
+  for (const { findings_json: own, ...analysis } of rows) {
+    analyses.set(analysis.id, analysis);
+    if (own) findings.set(analysis.id, own);
+  }
+  return { analyses, findings };
+}
+
 export async function findFindingByPublicId(db: Database, publicId: string): Promise<FindingRow | undefined> {
   return (await db.get('SELECT * FROM findings WHERE public_id = ?', [publicId])) as FindingRow | undefined;
 }

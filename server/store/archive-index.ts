@@ -4,6 +4,7 @@
  * silently rewrite what a radiologist already saw in the worklist.
  */
 import type { Database } from '#server/store/database.ts';
+import type { InstanceImagingInput } from '#server/store/instances.ts';
 
 export type PatientInput = { patientId: string; name: string | null; birthDate: string | null; sex: string | null };
 export type StudyInput = {
@@ -33,33 +34,56 @@ export type InstanceInput = {
   filePath: string;
   fileSha256: string;
   fileSize: number;
+  /** What the viewer and the model need to display and read the pixels. */
+  imaging: InstanceImagingInput;
 };
 
+/**
+ * The id of a row found by its unique key, inserting it first if it is missing. Most files
+ * belong to a patient, study and series already stored, so the lookup comes first: one statement
+ * instead of an insert that does nothing and a lookup. A concurrent insert of the same key (read
+ * committed on a hub) makes ours do nothing; the second lookup then sees the committed row.
+ */
+async function idOf(db: Database, select: string, key: string, insert: () => Promise<{ id: number } | undefined>): Promise<number> {
+  const found = (await db.get(select, [key])) as { id: number } | undefined;
+  if (found) return found.id;
+  const inserted = await insert();
+  if (inserted) return inserted.id;
+  return ((await db.get(select, [key])) as { id: number }).id;
+}
+
 export async function upsertPatient(db: Database, input: PatientInput, at: string): Promise<number> {
-  (await db.run(`INSERT INTO patients (patient_id, name, birth_date, sex, created_at) VALUES (?, ?, ?, ?, ?)
-     ON CONFLICT (patient_id) DO NOTHING`, [input.patientId, input.name, input.birthDate, input.sex, at]));
-  return ((await db.get('SELECT id FROM patients WHERE patient_id = ?', [input.patientId])) as { id: number }).id;
+  return await idOf(db, 'SELECT id FROM patients WHERE patient_id = ?', input.patientId, async () =>
+    (await db.get(`INSERT INTO patients (patient_id, name, birth_date, sex, created_at) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (patient_id) DO NOTHING RETURNING id`, [input.patientId, input.name, input.birthDate, input.sex, at])) as { id: number } | undefined);
 }
 
 export async function upsertStudy(db: Database, patientRef: number, input: StudyInput, at: string): Promise<number> {
-  (await db.run(`INSERT INTO studies (study_uid, patient_ref, study_date, study_time, description, accession_number, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (study_uid) DO NOTHING`, [input.studyUid, patientRef, input.studyDate, input.studyTime, input.description, input.accessionNumber, at]));
-  return ((await db.get('SELECT id FROM studies WHERE study_uid = ?', [input.studyUid])) as { id: number }).id;
+  return await idOf(db, 'SELECT id FROM studies WHERE study_uid = ?', input.studyUid, async () =>
+    (await db.get(`INSERT INTO studies (study_uid, patient_ref, study_date, study_time, description, accession_number, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (study_uid) DO NOTHING RETURNING id`,
+      [input.studyUid, patientRef, input.studyDate, input.studyTime, input.description, input.accessionNumber, at])) as { id: number } | undefined);
 }
 
 export async function upsertScan(db: Database, studyRef: number, input: ScanInput, at: string): Promise<number> {
-  (await db.run(`INSERT INTO scans (scan_id, study_ref, modality, body_part, description, series_number, created_at, updated_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scan_id) DO NOTHING`, [input.scanId, studyRef, input.modality, input.bodyPart, input.description, input.seriesNumber, at, at]));
-  return ((await db.get('SELECT id FROM scans WHERE scan_id = ?', [input.scanId])) as { id: number }).id;
+  return await idOf(db, 'SELECT id FROM scans WHERE scan_id = ?', input.scanId, async () =>
+    (await db.get(`INSERT INTO scans (scan_id, study_ref, modality, body_part, description, series_number, created_at, updated_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (scan_id) DO NOTHING RETURNING id`,
+      [input.scanId, studyRef, input.modality, input.bodyPart, input.description, input.seriesNumber, at, at])) as { id: number } | undefined);
 }
 
 /** Returns false when the SOP Instance UID is already indexed (the caller decides what that means). */
 export async function insertInstance(db: Database, scanRef: number, input: InstanceInput, at: string): Promise<boolean> {
+  const { imaging, ...identity } = input;
   const result = (await db.run(`INSERT INTO instances (sop_instance_uid, scan_ref, sop_class_uid, transfer_syntax, rows, columns, frames,
-         instance_number, position, pixel_spacing, file_path, file_sha256, file_size, created_at)
+         instance_number, position, pixel_spacing, file_path, file_sha256, file_size, created_at,
+         samples_per_pixel, photometric, bits_allocated, bits_stored, pixel_representation, rescale_slope, rescale_intercept,
+         window_center, window_width, image_position, image_orientation, frame_values, frames_problem)
        VALUES (@sopInstanceUid, @scanRef, @sopClassUid, @transferSyntax, @rows, @columns, @frames,
-         @instanceNumber, @position, @pixelSpacing, @filePath, @fileSha256, @fileSize, @at)
-       ON CONFLICT (sop_instance_uid) DO NOTHING`, { ...input, scanRef, at }));
+         @instanceNumber, @position, @pixelSpacing, @filePath, @fileSha256, @fileSize, @at,
+         @samplesPerPixel, @photometric, @bitsAllocated, @bitsStored, @pixelRepresentation, @rescaleSlope, @rescaleIntercept,
+         @windowCenter, @windowWidth, @imagePosition, @imageOrientation, @frameValues, @framesProblem)
+       ON CONFLICT (sop_instance_uid) DO NOTHING`, { ...identity, ...imaging, scanRef, at }));
   if (result === 0) return false;
   (await db.run('UPDATE scans SET instance_count = instance_count + 1, updated_at = ? WHERE id = ?', [at, scanRef]));
   return true;

@@ -49,10 +49,10 @@ export type JobCountsDelta = {
 
 export async function insertImportJob(
   db: Database,
-  input: { publicId: string; kind: ImportJobKind; sources: readonly string[]; createdBy: string | null; owner: JobOwner; at: string },
+  input: { publicId: string; kind: ImportJobKind; sources: readonly string[]; createdBy: string | null; owner: JobOwner; at: string; filesTotal?: number },
 ): Promise<ImportJobRow> {
-  return (await db.get(`INSERT INTO import_jobs (public_id, kind, sources, status, owner_node, owner_pid, heartbeat_at, created_by, created_at, updated_at)
-       VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?) RETURNING *`, [input.publicId, input.kind, JSON.stringify(input.sources), input.owner.node, input.owner.pid, input.at, input.createdBy, input.at, input.at])) as ImportJobRow;
+  return (await db.get(`INSERT INTO import_jobs (public_id, kind, sources, status, owner_node, owner_pid, heartbeat_at, created_by, created_at, updated_at, files_total)
+       VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?) RETURNING *`, [input.publicId, input.kind, JSON.stringify(input.sources), input.owner.node, input.owner.pid, input.at, input.createdBy, input.at, input.at, input.filesTotal ?? null])) as ImportJobRow;
 }
 
 export async function findImportJob(db: Database, publicId: string): Promise<ImportJobRow | undefined> {
@@ -78,11 +78,12 @@ export async function setImportJobTotal(db: Database, id: number, total: number,
   (await db.run('UPDATE import_jobs SET files_total = ?, updated_at = ?, heartbeat_at = ? WHERE id = ?', [total, at, at, id]));
 }
 
-export async function addImportJobProgress(db: Database, id: number, delta: JobCountsDelta, checkpointDelta: number, at: string): Promise<void> {
-  (await db.run(`UPDATE import_jobs SET files_seen = files_seen + @filesSeen, imported = imported + @imported,
+/** Adds a batch's counts; the job as it now stands (undefined if it is gone). */
+export async function addImportJobProgress(db: Database, id: number, delta: JobCountsDelta, checkpointDelta: number, at: string): Promise<ImportJobRow | undefined> {
+  return (await db.get(`UPDATE import_jobs SET files_seen = files_seen + @filesSeen, imported = imported + @imported,
        duplicates = duplicates + @duplicates, conflicts = conflicts + @conflicts, rejected = rejected + @rejected,
        bytes = bytes + @bytes, checkpoint = checkpoint + @checkpointDelta, updated_at = @at, heartbeat_at = @at
-     WHERE id = @id`, { ...delta, checkpointDelta, at, id }));
+     WHERE id = @id RETURNING *`, { ...delta, checkpointDelta, at, id })) as ImportJobRow | undefined;
 }
 
 export async function insertImportReject(
@@ -97,8 +98,10 @@ export async function listImportRejects(db: Database, jobRef: number, afterId: n
   return (await db.all('SELECT id, outcome, path, reason, sop_instance_uid FROM import_rejects WHERE job_ref = ? AND id > ? ORDER BY id LIMIT ?', [jobRef, afterId, limit])) as ImportRejectRow[];
 }
 
-export async function finishImportJob(db: Database, id: number, status: ImportJobStatus, error: string | null, at: string): Promise<void> {
-  (await db.run(`UPDATE import_jobs SET status = ?, error = ?, owner_node = NULL, owner_pid = NULL, updated_at = ?, finished_at = ? WHERE id = ? AND status = 'running'`, [status, error, at, at, id]));
+/** Ends a running job; the finished row, or undefined when the job was no longer running. */
+export async function finishImportJob(db: Database, id: number, status: ImportJobStatus, error: string | null, at: string): Promise<ImportJobRow | undefined> {
+  return (await db.get(`UPDATE import_jobs SET status = ?, error = ?, owner_node = NULL, owner_pid = NULL, updated_at = ?, finished_at = ?
+     WHERE id = ? AND status = 'running' RETURNING *`, [status, error, at, at, id])) as ImportJobRow | undefined;
 }
 
 /**

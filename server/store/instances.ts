@@ -82,16 +82,6 @@ const INSTANCE_SELECT = `
   SELECT i.*, s.scan_id, s.modality, p.patient_id
   FROM instances i JOIN scans s ON s.id = i.scan_ref JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref`;
 
-/** Sets the display attributes of an instance the same transaction just inserted. */
-export async function setInstanceImaging(db: Database, sopInstanceUid: string, input: InstanceImagingInput): Promise<void> {
-  (await db.run(`UPDATE instances SET samples_per_pixel = @samplesPerPixel, photometric = @photometric, bits_allocated = @bitsAllocated,
-       bits_stored = @bitsStored, pixel_representation = @pixelRepresentation, rescale_slope = @rescaleSlope,
-       rescale_intercept = @rescaleIntercept, window_center = @windowCenter, window_width = @windowWidth,
-       image_position = @imagePosition, image_orientation = @imageOrientation, frame_values = @frameValues,
-       frames_problem = @framesProblem
-     WHERE sop_instance_uid = @sopInstanceUid`, { ...input, sopInstanceUid }));
-}
-
 /** The digest stored under a SOP Instance UID: tells a duplicate from a conflict. */
 export async function findStoredDigest(db: Database, sopInstanceUid: string): Promise<string | undefined> {
   const row = (await db.get('SELECT file_sha256 FROM instances WHERE sop_instance_uid = ?', [sopInstanceUid])) as { file_sha256: string } | undefined;
