@@ -22,6 +22,7 @@ import { createSharedRateLimiter } from '#server/http/shared-rate-limit.ts';
 import { contextOf, requestContext } from '#server/http/request-context.ts';
 import { sendError, sendResult } from '#server/http/respond.ts';
 import { staticUi } from '#server/http/static-ui.ts';
+import { createTurns } from '#server/http/turns.ts';
 import type { AuditNote, Route, UploadBody, UploadSpec } from '#server/http/route.ts';
 import { ROUTES } from '#server/http/routes/index.ts';
 import { digestKey } from '#server/auth/key-format.ts';
@@ -142,6 +143,8 @@ export function createApp(services: Runtime): express.Express {
   const requestLimiter = limiter('requests', config.rateLimit.requests);
   const failureLimiter = limiter('auth-failures', config.rateLimit.authFailures);
   const jsonBody = express.json({ limit: JSON_BODY_LIMIT, type: 'application/json', strict: true });
+  // A burst of handlers must not hold the event loop for one long iteration (server/http/turns.ts).
+  const turns = createTurns();
 
   app.use(requestContext);
   // API answers carry patient data: no browser or proxy keeps a copy (the UI's files say otherwise).
@@ -281,6 +284,7 @@ export function createApp(services: Runtime): express.Express {
       }
       body = parseInput(route.body, req.body ?? {}, 'body');
     }
+    await turns.take();
     const result = await route.handle({
       params,
       query,

@@ -1,0 +1,70 @@
+/**
+ * Turns for request handlers, so that one event-loop iteration stays short however many
+ * requests arrive at once.
+ *
+ * Node runs every request that became readable in one poll phase before it polls again. On
+ * SQLite a handler is synchronous work (a 500-row page is about 12 ms), so 50 clients asking at
+ * once made one iteration of 0.6 s; a response larger than the client's socket buffer (128 KB on
+ * Linux at first) needs a second write, which waits for the next iteration, then the next: at 50
+ * connections with limit=500 some answers took 7 s although each was 12 ms of work. Handlers
+ * therefore wait for their turn, first come first served, and each iteration lets in only as
+ * many as fit its time budget: the loop polls in between, so pending writes go out and new
+ * requests queue behind the old. On PostgreSQL a handler mostly waits for its queries: the
+ * iterations stay short and the allowance grows until every waiting handler enters at once.
+ */
+
+/** Target length of one event-loop iteration under load. */
+const BUDGET_MS = 20;
+const MAX_ALLOWANCE = 256;
+
+export type Turns = {
+  /** Resolves when this caller may run; callers run in the order they asked. */
+  take(): Promise<void>;
+  /** Callers waiting now. */
+  readonly waiting: number;
+};
+
+export function createTurns(budgetMs = BUDGET_MS): Turns {
+  const queue: (() => void)[] = [];
+  let scheduled = false;
+  let allowance = 1;
+  /** When the last batch was let in and how large it was; null while idle. */
+  let last: { at: number; released: number } | null = null;
+
+  const pump = (): void => {
+    scheduled = false;
+    const now = performance.now();
+    if (last) {
+      // The time since the last batch is that batch's synchronous work plus the poll phase
+      // between: size the next batch so the iteration fits the budget.
+      const iteration = Math.max(now - last.at, 0.05);
+      const fitting = Math.floor((last.released * budgetMs) / iteration);
+      allowance = Math.max(1, Math.min(MAX_ALLOWANCE, allowance * 2, fitting));
+    }
+    const batch = queue.splice(0, allowance);
+    for (const release of batch) release();
+    if (queue.length > 0) {
+      last = { at: now, released: batch.length };
+      scheduled = true;
+      // An immediate queued from the check phase runs on the next iteration, after a poll.
+      setImmediate(pump);
+    } else {
+      last = null;
+    }
+  };
+
+  return {
+    take() {
+      return new Promise<void>((resolve) => {
+        queue.push(resolve);
+        if (!scheduled) {
+          scheduled = true;
+          setImmediate(pump);
+        }
+      });
+    },
+    get waiting() {
+      return queue.length;
+    },
+  };
+}

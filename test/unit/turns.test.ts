@@ -1,0 +1,59 @@
+/**
+ * Turns for request handlers (server/http/turns.ts): first come first served, the event loop
+ * polls between handlers that do long synchronous work (so a large answer's pending writes and
+ * new requests are not held behind a whole burst), and cheap handlers are not throttled.
+ */
+import { describe, expect, it } from 'vitest';
+import { createTurns } from '#server/http/turns.ts';
+
+function busy(ms: number): void {
+  const until = performance.now() + ms;
+  while (performance.now() < until) {
+    // Synchronous work, as a page built from SQLite is.
+  }
+}
+
+describe('turns', () => {
+  it('lets callers in in the order they asked', async () => {
+    const turns = createTurns();
+    const order: number[] = [];
+    await Promise.all(Array.from({ length: 40 }, (_, i) => turns.take().then(() => order.push(i))));
+    expect(order).toEqual(Array.from({ length: 40 }, (_, i) => i));
+    expect(turns.waiting).toBe(0);
+  });
+
+  it('returns to the event loop between callers that each work longer than the budget', async () => {
+    const turns = createTurns(20);
+    const events: string[] = [];
+    const callers = Array.from({ length: 8 }, (_, i) =>
+      turns.take().then(() => {
+        events.push(`caller ${i}`);
+        busy(30);
+      }),
+    );
+    // Stands for a pending write or a new request: it needs the loop to poll once.
+    const timer = new Promise<void>((resolve) => setTimeout(() => {
+      events.push('timer');
+      resolve();
+    }, 0));
+    await Promise.all([...callers, timer]);
+    // Without turns all eight would run (240 ms) before the loop polled again.
+    expect(events.indexOf('timer')).toBeLessThanOrEqual(2);
+    expect(events.filter((e) => e !== 'timer')).toEqual(Array.from({ length: 8 }, (_, i) => `caller ${i}`));
+  });
+
+  it('lets a burst of cheap callers in within a few iterations', async () => {
+    const turns = createTurns(20);
+    let iterations = 0;
+    let counting = true;
+    const tick = (): void => {
+      iterations += 1;
+      if (counting) setImmediate(tick);
+    };
+    setImmediate(tick);
+    await Promise.all(Array.from({ length: 200 }, () => turns.take()));
+    counting = false;
+    // The allowance doubles while iterations stay short: 1 + 2 + ... + 128 >= 200 by the 8th.
+    expect(iterations).toBeLessThanOrEqual(10);
+  });
+});
