@@ -1,7 +1,7 @@
 /**
  * The hub under load, in one run: (a) mia on SQLite, one process; (b) one `serve --hub` node on
  * PostgreSQL (durable settings); (c) three such nodes on the same database and data folder
- * behind haproxy round robin; (d) bare Express (a body of the same size for GET, read the body
+ * behind haproxy (leastconn); (d) bare Express (a body of the same size for GET, read the body
  * and answer 201 for POST). GET /v1/scan/results (limit 50 and 500) over the same 1,000 analysed
  * scans, and POST /v1/instances of distinct real DICOM instances, 50 connections, 10 s a run
  * measured after a 1 s lead-in on the same connections.
@@ -17,7 +17,7 @@ import { pathToFileURL } from 'node:url';
 import autocannon from 'autocannon';
 import { cpuSeconds, machineSeconds } from './hub/cpu.ts';
 import { instance, loadTemplate, SERIES, STUDIES, type Template } from './hub/dicom.ts';
-import { startHaproxy, type Haproxy } from './hub/haproxy.ts';
+import { BALANCE, startHaproxy, type Haproxy } from './hub/haproxy.ts';
 import { postmasterPid, startDurableCluster, type BenchCluster } from './hub/postgres.ts';
 import { firstLine } from './child-line.ts';
 
@@ -562,7 +562,7 @@ own process, all of them up for the whole run (what the idle ones cost is in the
 - (a) one mia process on SQLite (WAL; instances are committed with synchronous=FULL, other writes NORMAL), workstation mode.
 - (b) one \`serve --hub\` node (bench/hub/node.ts: createServer with hubMode and databaseUrl, rate limit out of reach) on
   PostgreSQL, requests sent to it directly; the other two nodes of (c) are up and idle.
-- (c) three such nodes, one database and one data folder (the archive), behind haproxy (\`mode http\`, \`balance roundrobin\`,
+- (c) three such nodes, one database and one data folder (the archive), behind haproxy (\`mode http\`, \`balance ${BALANCE}\`,
   keep-alive); it spread the measured requests ${r.spread.join(', ')}.
 - (d) bare Express: GET answers a stored body of mia's size (${r.sizes.get50} B for limit 50, ${r.sizes.get500} B for 500;
   PostgreSQL's answers: ${r.sizes.pg50} B, ${r.sizes.pg500} B), POST reads the body and answers 201.

@@ -1,6 +1,8 @@
 /**
- * haproxy in front of the hub nodes: HTTP mode, round robin per request, keep-alive on both
- * sides, in the foreground (-db) on a loopback port, with a CSV stats page to show how the
+ * haproxy in front of the hub nodes: HTTP mode, each request to the node with the fewest in
+ * flight (`balance leastconn`, as docs/hub.md recommends; MIA_HUB_BALANCE=roundrobin for plain
+ * rotation, which on this machine's shared cores left one node's queue longer than the others':
+ * answers up to 2.1 s at limit=500 against 0.8 s), keep-alive on both sides, in the foreground (-db) on a loopback port, with a CSV stats page to show how the
  * requests were spread.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -18,6 +20,8 @@ function findHaproxy(): string {
   if (install.status !== 0 || !existsSync('/usr/sbin/haproxy')) throw new Error('apt-get install haproxy failed');
   return '/usr/sbin/haproxy';
 }
+
+export const BALANCE = process.env['MIA_HUB_BALANCE'] ?? 'leastconn';
 
 export async function startHaproxy(dir: string, backends: readonly string[]): Promise<Haproxy> {
   const bin = findHaproxy();
@@ -42,7 +46,7 @@ frontend hub
   default_backend nodes
 
 backend nodes
-  balance roundrobin
+  balance ${BALANCE}
 ${servers}
 
 frontend stats
