@@ -3,6 +3,7 @@
  * refusal adds one to its row's count, and retention moves old rows to archive files
  * (server/audit/retention.ts) in the transaction that deletes them.
  */
+import { allOf } from '#server/store/conditions.ts';
 import { inJsonIds, jsonElements, perDialect, type Database } from '#server/store/database.ts';
 import type { PageRequest } from '#server/store/page.ts';
 
@@ -90,12 +91,14 @@ export type AuditFilter = {
 export async function findAuditEvents(db: Database, filter: AuditFilter, page: PageRequest): Promise<AuditRow[]> {
   return (await db.all(perDialect((d) => `SELECT ${COLUMNS} FROM audit_events
        WHERE ${filter.newestFirst ? 'id < @after' : 'id > @after'}
-         AND (CAST(@action AS TEXT) IS NULL OR action = @action)
-         AND (CAST(@userId AS TEXT) IS NULL OR user_id = @userId)
-         AND (CAST(@patientId AS TEXT) IS NULL OR patient_id = @patientId
-              OR (patient_ids IS NOT NULL AND EXISTS (SELECT 1 FROM ${jsonElements(d, 'patient_ids')} WHERE value = @patientId)))
-         AND (CAST(@since AS TEXT) IS NULL OR at >= @since)
-         AND (CAST(@until AS TEXT) IS NULL OR at < @until)
+         AND ${allOf([
+           filter.action !== undefined && 'action = @action',
+           filter.userId !== undefined && 'user_id = @userId',
+           filter.patientId !== undefined &&
+             `(patient_id = @patientId OR (patient_ids IS NOT NULL AND EXISTS (SELECT 1 FROM ${jsonElements(d, 'patient_ids')} WHERE value = @patientId)))`,
+           filter.since !== undefined && 'at >= @since',
+           filter.until !== undefined && 'at < @until',
+         ])}
        ORDER BY id ${filter.newestFirst ? 'DESC' : 'ASC'} LIMIT @limit`), {
       after: cursorId(filter, page),
       action: filter.action ?? null,

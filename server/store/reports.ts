@@ -1,5 +1,6 @@
 /** SQL for reports. */
 import type { ReportStatus, ScanStatus } from '#common/vocabulary.ts';
+import { allOf } from '#server/store/conditions.ts';
 import { inJsonIds, perDialect, type Database } from '#server/store/database.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
@@ -84,9 +85,11 @@ export async function findReportsByAnalysis(db: Database, analysisRef: number): 
 
 export async function listReports(db: Database, filter: ReportFilter, page: PageRequest): Promise<Page<ReportRow>> {
   const rows = (await db.all(`${REPORT_SELECT} WHERE r.id > @after
-         AND (CAST(@scanId AS TEXT) IS NULL OR s.scan_id = @scanId)
-         AND (CAST(@patientId AS TEXT) IS NULL OR p.patient_id = @patientId)
-         AND (CAST(@status AS TEXT) IS NULL OR r.status = @status)
+         AND ${allOf([
+           filter.scanId !== undefined && 's.scan_id = @scanId',
+           filter.patientId !== undefined && 'p.patient_id = @patientId',
+           filter.status !== undefined && 'r.status = @status',
+         ])}
        ORDER BY r.id LIMIT @limit`, {
       after: page.afterId,
       scanId: filter.scanId ?? null,

@@ -1,6 +1,7 @@
 /** SQL for reading scans with their study and patient, and for changing a scan's status. */
 import type { ScanStatus } from '#common/vocabulary.ts';
 import { inJsonIds, perDialect, type Database } from '#server/store/database.ts';
+import { allOf } from '#server/store/conditions.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
 export type ScanRow = {
@@ -37,11 +38,14 @@ const SCAN_SELECT = `
          s.status, s.status_reason, s.created_at, s.updated_at, s.latest_analysis_ref, s.study_ref
   FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref`;
 
-const FILTER_SQL = `
-  (CAST(@patientId AS TEXT) IS NULL OR p.patient_id = @patientId)
-  AND (CAST(@modality AS TEXT) IS NULL OR s.modality = @modality)
-  AND (CAST(@status AS TEXT) IS NULL OR s.status = @status)
-  AND (CAST(@scanId AS TEXT) IS NULL OR s.scan_id = @scanId)`;
+function filterSql(filter: ScanFilter): string {
+  return allOf([
+    filter.patientId !== undefined && 'p.patient_id = @patientId',
+    filter.modality !== undefined && 's.modality = @modality',
+    filter.status !== undefined && 's.status = @status',
+    filter.scanId !== undefined && 's.scan_id = @scanId',
+  ]);
+}
 
 function filterParams(filter: ScanFilter): Record<string, string | null> {
   return {
@@ -53,7 +57,7 @@ function filterParams(filter: ScanFilter): Record<string, string | null> {
 }
 
 export async function listScans(db: Database, filter: ScanFilter, page: PageRequest): Promise<Page<ScanRow>> {
-  const rows = (await db.all(`${SCAN_SELECT} WHERE s.id > @after AND ${FILTER_SQL} ORDER BY s.id LIMIT @limit`, { ...filterParams(filter), after: page.afterId, limit: page.limit + 1 })) as ScanRow[];
+  const rows = (await db.all(`${SCAN_SELECT} WHERE s.id > @after AND ${filterSql(filter)} ORDER BY s.id LIMIT @limit`, { ...filterParams(filter), after: page.afterId, limit: page.limit + 1 })) as ScanRow[];
   return toPage(rows, page.limit);
 }
 
@@ -62,11 +66,14 @@ export type ResultFilter = ScanFilter & { label?: string | undefined; minConfide
 /** Scans that have a succeeded analysis; with a label or confidence filter, only scans whose
  * latest analysis has a matching finding. */
 export async function listScansWithResults(db: Database, filter: ResultFilter, page: PageRequest): Promise<Page<ScanRow>> {
-  const rows = (await db.all(`${SCAN_SELECT} WHERE s.id > @after AND ${FILTER_SQL} AND s.latest_analysis_ref IS NOT NULL
-         AND ((CAST(@label AS TEXT) IS NULL AND CAST(@minConfidence AS DOUBLE PRECISION) IS NULL) OR EXISTS (
-           SELECT 1 FROM findings f WHERE f.analysis_ref = s.latest_analysis_ref
-             AND (CAST(@label AS TEXT) IS NULL OR f.label = @label)
-             AND (CAST(@minConfidence AS DOUBLE PRECISION) IS NULL OR f.confidence >= @minConfidence)))
+  const findingFilter =
+    filter.label === undefined && filter.minConfidence === undefined
+      ? ''
+      : ` AND EXISTS (SELECT 1 FROM findings f WHERE f.analysis_ref = s.latest_analysis_ref AND ${allOf([
+          filter.label !== undefined && 'f.label = @label',
+          filter.minConfidence !== undefined && 'f.confidence >= @minConfidence',
+        ])})`;
+  const rows = (await db.all(`${SCAN_SELECT} WHERE s.id > @after AND ${filterSql(filter)} AND s.latest_analysis_ref IS NOT NULL${findingFilter}
        ORDER BY s.id LIMIT @limit`, {
       ...filterParams(filter),
       label: filter.label ?? null,

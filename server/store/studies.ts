@@ -1,4 +1,5 @@
 /** SQL for studies (StudyInstanceUID) with their patient: the worklist's study rows. */
+import { allOf } from '#server/store/conditions.ts';
 import { jsonElements, perDialect, type Database } from '#server/store/database.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 import { SEARCH_FOLD_FUNCTION } from '#server/store/search-fold.ts';
@@ -23,11 +24,13 @@ export async function listStudies(db: Database, filter: StudyFilter, page: PageR
   const rows = (await db.all(perDialect((d) => `SELECT st.id, st.study_uid, p.patient_id, p.name AS patient_name, st.accession_number, st.study_date,
               st.description AS study_description
        FROM studies st JOIN patients p ON p.id = st.patient_ref
-       WHERE st.id > @after AND (CAST(@patientId AS TEXT) IS NULL OR p.patient_id = @patientId)
-         AND EXISTS (SELECT 1 FROM scans s WHERE s.study_ref = st.id)
-         AND NOT EXISTS (
-           SELECT 1 FROM ${jsonElements(d, '@words')}
-           WHERE ${d === 'sqlite' ? 'instr' : 'strpos'}(${SEARCH_FOLD_FUNCTION}(coalesce(p.name, '') || ' ' || p.patient_id || ' ' || coalesce(st.accession_number, '') || ' ' || coalesce(st.description, '')), value) = 0)
+       WHERE st.id > @after AND EXISTS (SELECT 1 FROM scans s WHERE s.study_ref = st.id)
+         AND ${allOf([
+           filter.patientId !== undefined && 'p.patient_id = @patientId',
+           (filter.words ?? []).length > 0 && `NOT EXISTS (
+             SELECT 1 FROM ${jsonElements(d, '@words')}
+             WHERE ${d === 'sqlite' ? 'instr' : 'strpos'}(${SEARCH_FOLD_FUNCTION}(coalesce(p.name, '') || ' ' || p.patient_id || ' ' || coalesce(st.accession_number, '') || ' ' || coalesce(st.description, '')), value) = 0)`,
+         ])}
        ORDER BY st.id LIMIT @limit`), {
       after: page.afterId,
       limit: page.limit + 1,
