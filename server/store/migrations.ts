@@ -543,6 +543,28 @@ const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 15,
+    name: 'sync: the change log, numbered in commit order',
+    sql: `
+      -- Every change the hub accepts or makes, for workstations to pull (docs/sync.md). seq is
+      -- the pull cursor: writers take one lock until they commit (sync-log.ts), so numbers are
+      -- taken in commit order and a reader past seq n has seen every change numbered below it.
+      CREATE TABLE sync_changes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        change_id TEXT NOT NULL UNIQUE,
+        device_id TEXT NOT NULL,
+        entity TEXT NOT NULL,
+        entity_key TEXT NOT NULL,
+        op TEXT NOT NULL,
+        hlc TEXT NOT NULL,
+        user_id TEXT,
+        payload TEXT NOT NULL,
+        committed_at TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX sync_changes_entity ON sync_changes (entity, entity_key);
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
