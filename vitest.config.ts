@@ -6,6 +6,7 @@ const HOSTILE = 'test/hostile/**/*.test.ts';
 const FAULTS = 'test/faults/**/*.test.ts';
 const POSTGRES_API_SUITE = 'test/http/**/*.test.ts';
 const HUB = 'test/hub/**/*.test.ts';
+const SYNC = 'test/sync/**/*.test.ts';
 
 export default defineConfig({
   test: {
@@ -15,7 +16,7 @@ export default defineConfig({
     hookTimeout: 60_000,
     // `npx vitest run` runs them all, in this order; `--project NAME` runs one.
     projects: [
-      { extends: true, test: { name: 'main', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, HOSTILE, FAULTS, HUB], sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'main', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, HOSTILE, FAULTS, HUB, SYNC], sequence: { groupOrder: 0 } } },
       // The API suite again with every server on PostgreSQL (issue 12: both backends).
       {
         extends: true,
@@ -32,6 +33,8 @@ export default defineConfig({
         extends: true,
         test: { name: 'hub', include: [HUB], testTimeout: 400_000, globalSetup: ['test/helpers/postgres-global-setup.ts'], sequence: { groupOrder: 2 } },
       },
+      // Workstations and a hub as processes, through a fault proxy (issue 13).
+      { extends: true, test: { name: 'sync', include: [SYNC], testTimeout: 400_000, sequence: { groupOrder: 5 } } },
       { extends: true, test: { name: 'hostile', include: [HOSTILE], testTimeout: 120_000, sequence: { groupOrder: 3 } } },
       { extends: true, test: { name: 'faults', include: [FAULTS], testTimeout: 300_000, sequence: { groupOrder: 4 } } },
     ],

@@ -73,10 +73,10 @@ export async function run(): Promise<string> {
   const series = (JSON.parse(readFileSync(truth, 'utf8')) as { series: Array<{ scan_uid: string; modality: string; rows: number }> }).series;
 
   const config = resolveConfig({ dataDir });
-  const { db, node, close } = await openDataFolder(dataDir);
+  const { db, node, replica, close } = await openDataFolder(dataDir);
   const log = createFileLogger(dataDir, false);
   const progress = await createProgressBus(db, node.id, log);
-  const services: Services = { db, clock: systemClock, dataDir, config, log, node, progress };
+  const services: Services = { db, clock: systemClock, dataDir, config, log, node, progress, replica };
   const queue = new AnalysisQueue(services, { autoRun: false });
   await queue.start();
   const rows: Row[] = [];

@@ -69,7 +69,7 @@ async function miaImport(corpus: string, work: string, bytes: number): Promise<R
   const dataDir = join(work, 'mia-data');
   const folder = await openDataFolder(dataDir);
   try {
-    const deps = { db: folder.db, clock: systemClock, dataDir, node: folder.node };
+    const deps = { db: folder.db, clock: systemClock, dataDir, node: folder.node, replica: folder.replica };
     const job = await createImportJob(deps, 'path', [corpus], 'bench');
     const started = performance.now();
     const done = await runPathJob(deps, job);

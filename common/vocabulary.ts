@@ -16,6 +16,9 @@ export const SCOPES = [
   'write:exports',
   'read:audit',
   'manage:users',
+  // A workstation's device key (docs/sync.md): only these two, never granted to a person's key.
+  'sync:push',
+  'sync:pull',
   '*',
 ] as const;
 export type Scope = (typeof SCOPES)[number];

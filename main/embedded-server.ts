@@ -58,6 +58,7 @@ const DESKTOP_CALLER: AuthContext = {
   email: 'desktop',
   role: 'admin',
   scopes: ['*'],
+  device: null,
   keyRotated: false,
 };
 

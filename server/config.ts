@@ -89,6 +89,9 @@ export type ServerConfig = {
   /** Days an audit event stays in the database before it moves to <data>/audit-archive/,
    * where GET /v1/audit still reads it; nothing deletes audit events (issue 10). */
   auditRetentionDays: number;
+  /** A workstation linked to a hub (mia sync join) syncs this often, ms; 0 turns the background
+   * rounds off (mia sync now still works). A hub never runs them. */
+  syncIntervalMs: number;
 };
 
 export type ServerConfigInput = Partial<ServerConfig> & { dataDir: string };
@@ -110,6 +113,7 @@ export const DEFAULT_HTTP_LIMITS: HttpLimits = {
 export const HUB_MAX_CONNECTIONS = 1_024;
 
 export const DEFAULT_AUDIT_RETENTION_DAYS = 90;
+export const DEFAULT_SYNC_INTERVAL_MS = 10_000;
 
 export function resolveConfig(input: ServerConfigInput): ServerConfig {
   return {
@@ -140,5 +144,6 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     analysisBatchSize: z.number().int().min(1).max(256).parse(input.analysisBatchSize ?? 8),
     analyzeAfterImport: input.analyzeAfterImport ?? false,
     auditRetentionDays: z.number().int().min(1).max(36_500).parse(input.auditRetentionDays ?? DEFAULT_AUDIT_RETENTION_DAYS),
+    syncIntervalMs: z.number().int().min(0).max(24 * 3_600_000).parse(input.syncIntervalMs ?? DEFAULT_SYNC_INTERVAL_MS),
   };
 }

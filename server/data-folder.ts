@@ -12,10 +12,13 @@ import type { Logger } from '#server/log.ts';
 import type { Database } from '#server/store/database.ts';
 import { openPostgres } from '#server/store/postgres.ts';
 import { openDatabase } from '#server/store/sqlite.ts';
+import { openReplica, type Replica } from '#server/sync/replica.ts';
 
 export type DataFolder = {
   db: Database;
   node: JobNode;
+  /** This folder as a party to sync: its device id and clock. */
+  replica: Replica;
   /** Leaves the node (its row goes) and closes the database. */
   close(): Promise<void>;
 };
@@ -31,9 +34,11 @@ export async function openDataFolder(
   const clock = options.clock ?? systemClock;
   const db = options.databaseUrl ? await openPostgres(options.databaseUrl) : openDatabase(dataDir);
   let node: JobNode | undefined;
+  let replica: Replica;
   try {
     node = await registerNode(db, clock);
     await clearCrashLeftovers({ db, clock, dataDir, log: options.log, node, sharedFolder: db.dialect === 'postgres' });
+    replica = await openReplica(db, clock);
   } catch (err) {
     await node?.stop();
     await db.close();
@@ -43,6 +48,7 @@ export async function openDataFolder(
   return {
     db,
     node: opened,
+    replica,
     async close() {
       await opened.stop();
       await db.close();

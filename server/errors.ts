@@ -13,6 +13,8 @@ export type ErrorKind =
   | 'unsupported_media_type'
   | 'unprocessable'
   | 'rate_limited'
+  /** The client speaks a protocol version this server does not (sync): 426, naming the version. */
+  | 'upgrade_required'
   | 'internal'
   /** The disk holding the data folder is full (or over quota): nothing more fits. */
   | 'insufficient_storage'

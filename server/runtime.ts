@@ -24,6 +24,11 @@ import { createFrameCache, type FrameCache } from '#server/imaging/frame-cache.t
 import { createImportService, type ImportService } from '#server/imports/import-service.ts';
 import { createFileLogger } from '#server/log.ts';
 import type { Services } from '#server/services.ts';
+import { readSyncStatus, startSyncAgent, type SyncAgent, type SyncStatus } from '#server/sync/agent.ts';
+import type { SyncReport } from '#server/sync/client.ts';
+
+/** Sync as the routes see it: the status, and a round on demand (null: not linked or it failed). */
+export type SyncControl = { status(): Promise<SyncStatus>; runNow(): Promise<SyncReport | null> };
 
 export type RuntimeState = 'created' | 'running' | 'stopping' | 'stopped';
 
@@ -37,6 +42,8 @@ export type RuntimeOptions = {
 
 export type Runtime = Services & {
   readonly frames: FrameCache;
+  /** A workstation's sync with its hub; rounds run in the background once started and linked. */
+  readonly sync: SyncControl;
   readonly imports: ImportService;
   readonly analyses: AnalysisQueue;
   /** Audit events of requests, written after their responses. */
@@ -63,19 +70,25 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
   const config = resolveConfig(input);
   const log = createFileLogger(config.dataDir, config.logToStderr, { rotation: config.logRotation, dir: config.logDir });
   const folder = await openDataFolder(config.dataDir, { clock: config.clock, log, databaseUrl: config.databaseUrl });
-  const { db, node } = folder;
+  const { db, node, replica } = folder;
   const progress = await createProgressBus(db, node.id, log);
-  const services: Services = { db, clock: config.clock, dataDir: config.dataDir, config, log, node, progress };
+  const services: Services = { db, clock: config.clock, dataDir: config.dataDir, config, log, node, progress, replica };
   const frames = createFrameCache();
   const audit = createAuditWriter(db, log);
   const imports = createImportService(services);
   const analyses = new AnalysisQueue(services, { autoRun: options.background });
   let auditRetention: AuditRetention | undefined;
+  let syncAgent: SyncAgent | undefined;
+  const sync: SyncControl = {
+    status: async () => (syncAgent ? await syncAgent.status() : await readSyncStatus(services, false)),
+    runNow: async () => (syncAgent ? await syncAgent.runNow() : null),
+  };
   let closeListener: (() => Promise<void>) | undefined;
   let state: RuntimeState = 'created';
   let stopping: Promise<void> | undefined;
 
   const stopAll = async (): Promise<void> => {
+    await syncAgent?.stop();
     await analyses.stop();
     const listener = closeListener;
     closeListener = undefined;
@@ -93,6 +106,7 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
   return {
     ...services,
     frames,
+    sync,
     imports,
     analyses,
     audit,
@@ -104,6 +118,8 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
       await analyses.start();
       if (options.background) {
         auditRetention = startAuditRetention({ db, clock: config.clock, dataDir: config.dataDir, retentionDays: config.auditRetentionDays, log });
+        // A hub is what workstations sync with; it runs no rounds of its own.
+        if (!config.hubMode && config.syncIntervalMs > 0) syncAgent = startSyncAgent(services, config.syncIntervalMs);
       }
     },
     stop() {

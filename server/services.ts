@@ -6,6 +6,7 @@ import type { JobNode } from '#server/jobs/node.ts';
 import type { ServerConfig } from '#server/config.ts';
 import type { Logger } from '#server/log.ts';
 import type { Database } from '#server/store/database.ts';
+import type { Replica } from '#server/sync/replica.ts';
 
 export type Services = {
   db: Database;
@@ -16,4 +17,6 @@ export type Services = {
   node: JobNode;
   /** Job progress as runners report it, heard on every node. */
   progress: ProgressBus;
+  /** This data folder as a party to sync: syncable writes record their changes through it. */
+  replica: Replica;
 };

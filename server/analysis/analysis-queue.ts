@@ -13,6 +13,8 @@ import { listInstalledModels, readyModel, selectedModelId, thresholdsOf, triageL
 import { SessionCache } from '#server/analysis/session-cache.ts';
 import { join } from 'node:path';
 import { MiaError, conflict, notFound } from '#server/errors.ts';
+import { analysisChange } from '#server/sync/entities.ts';
+import { recordChanges } from '#server/sync/replica.ts';
 import { analysisFailed, analysisInterrupted, analysisQueued, analysisStarted, analysisSucceeded, analysisWithdrawn, queueRequestUnmet } from '#server/scans/lifecycle.ts';
 import type { Services } from '#server/services.ts';
 import {
@@ -367,6 +369,8 @@ export class AnalysisQueue {
     }
     await inTransaction(db, async (tx) => {
       if (!await completeAnalysis(tx, { id: job.id, scanRef: job.scan_ref, owner }, { recommendation: outcome.recommendation, findings: outcome.findings, at })) return;
+      const change = await analysisChange(tx, job.id, job.requested_by);
+      if (change) await recordChanges(tx, this.#services.replica, [change]);
       const row = await findAnalysisJobById(tx, job.id);
       if (row) await analysisSucceeded(tx, { ref: row.scan_ref, status: row.scan_status }, at);
     });

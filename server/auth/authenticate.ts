@@ -9,6 +9,7 @@ import { GRANTABLE_SCOPES } from '#common/vocabulary.ts';
 import type { Clock } from '#server/clock.ts';
 import type { Database } from '#server/store/database.ts';
 import { findApiKeyByDigest, touchApiKey } from '#server/store/api-keys.ts';
+import { findDeviceByDigest, touchDevice, type DeviceRow } from '#server/store/devices.ts';
 import { digestKey, digestsEqual, keyShapeProblem } from '#server/auth/key-format.ts';
 import { effectiveScopes } from '#server/auth/scopes.ts';
 
@@ -18,8 +19,11 @@ export type AuthContext = {
   userRef: number;
   userId: string;
   email: string;
-  role: Role;
+  /** A device key's caller is a workstation, not a person (docs/sync.md, Devices). */
+  role: Role | 'device';
   scopes: Scope[];
+  /** The enrolled device a device key is bound to; null for a person's key. */
+  device: { ref: number; id: string } | null;
   /** The key was rotated and works only for the rest of its grace period (spec 5.3). */
   keyRotated: boolean;
 };
@@ -54,6 +58,10 @@ export async function authenticate(db: Database, clock: Clock, header: string | 
 
   const digest = digestKey(presented);
   const found = await findApiKeyByDigest(db, digest);
+  if (!found) {
+    const device = await findDeviceByDigest(db, digest);
+    if (device && digestsEqual(device.key_digest, digest)) return await authenticateDevice(db, clock, device);
+  }
   if (!found || !digestsEqual(found.key.digest, digest)) return fail('unknown API key');
   const { key, user } = found;
   const now = clock.now();
@@ -83,6 +91,36 @@ export async function authenticate(db: Database, clock: Clock, header: string | 
       role: user.role,
       scopes: effectiveScopes(user.role, extra),
       keyRotated: key.expires_at !== null,
+      device: null,
+    },
+  };
+}
+
+/** The scopes of every device key: it syncs, and can do nothing else. */
+export const DEVICE_SCOPES: readonly Scope[] = ['sync:push', 'sync:pull'];
+
+async function authenticateDevice(db: Database, clock: Clock, device: DeviceRow): Promise<AuthOutcome> {
+  if (device.revoked_at) return { ok: false, reason: 'device was revoked on the hub; enroll it again', keyId: device.key_public_id, userId: null };
+  const now = clock.now();
+  if (!device.last_seen_at || now.getTime() - Date.parse(device.last_seen_at) > TOUCH_INTERVAL_MS) {
+    try {
+      await touchDevice(db, device.id, now.toISOString());
+    } catch {
+      // As for keys: last seen is informational and catches up later.
+    }
+  }
+  return {
+    ok: true,
+    auth: {
+      keyRef: 0,
+      keyId: device.key_public_id,
+      userRef: 0,
+      userId: `device:${device.device_id}`,
+      email: device.name,
+      role: 'device',
+      scopes: [...DEVICE_SCOPES],
+      keyRotated: false,
+      device: { ref: device.id, id: device.device_id },
     },
   };
 }

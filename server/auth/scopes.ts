@@ -19,9 +19,12 @@ export function effectiveScopes(role: Role, extra: readonly GrantableScope[]): S
   return [...scopes];
 }
 
-/** `*` holds every scope; otherwise the scope must be held as such. */
+/** Held by device keys alone: a person's key, an admin's included, never acts as a workstation. */
+const DEVICE_ONLY: readonly Scope[] = ['sync:push', 'sync:pull'];
+
+/** `*` holds every scope but the devices'; otherwise the scope must be held as such. */
 export function holdsScope(held: readonly Scope[], needed: Scope): boolean {
-  return held.includes('*') || held.includes(needed);
+  return held.includes(needed) || (held.includes('*') && !DEVICE_ONLY.includes(needed));
 }
 
 export function holdsAnyScope(held: readonly Scope[], needed: readonly Scope[]): boolean {

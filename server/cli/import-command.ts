@@ -40,7 +40,7 @@ export async function importCommand(
   await checkSources(sources);
   const folder = await openDataFolder(dataDir, { databaseUrl: databaseUrl ?? null });
   const { db, node } = folder;
-  const deps: ImportDeps = { db, clock: systemClock, dataDir, node };
+  const deps: ImportDeps = { db, clock: systemClock, dataDir, node, replica: folder.replica };
   const controller = new AbortController();
   const stop = (): void => controller.abort();
   process.once('SIGINT', stop);

@@ -3,7 +3,7 @@
  * database, which is safe while a server runs on it (WAL, busy timeout). The operator at the
  * terminal owns the data folder, so commands act with full rights and are audited as "cli".
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { resolve as resolvePath } from 'node:path';
 import { isIP } from 'node:net';
@@ -18,8 +18,9 @@ import { systemClock } from '#server/clock.ts';
 import { formatTable } from '#server/cli/table.ts';
 import { analyzeCommand } from '#server/cli/analyze-command.ts';
 import { importCommand } from '#server/cli/import-command.ts';
+import { devicesCommand, syncCommand, type SyncIo } from '#server/cli/sync-command.ts';
 import { defaultDataDir } from '#server/cli/data-dir.ts';
-import { DEFAULT_AUDIT_RETENTION_DAYS, DEFAULT_RATE_LIMIT } from '#server/config.ts';
+import { DEFAULT_AUDIT_RETENTION_DAYS, DEFAULT_RATE_LIMIT, DEFAULT_SYNC_INTERVAL_MS } from '#server/config.ts';
 import { createServer } from '#server/create-server.ts';
 import { MiaError } from '#server/errors.ts';
 import { storageErrorOf } from '#server/storage-errors.ts';
@@ -34,6 +35,7 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
         [--trusted-proxy ADDRESS]
         [--watch DIR [--watch-stable SECONDS]] [--analyze-after-import]
         [--audit-retention-days N] [--rate-limit N] [--log-dir DIR]
+        [--sync-interval SECONDS]
                                run the API and the browser UI (renderer/dist, or
                                --ui DIR) at /; prints the URL it listens on;
                                --watch imports files that appear in DIR once
@@ -50,6 +52,8 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
                                (default 30000; shared by a hub's nodes);
                                --log-dir: where mia.log goes (default
                                DATA/logs; a hub node's own local folder)
+                               --sync-interval: a linked workstation syncs
+                               this often (default 10; 0: only on demand)
   keys create --role ROLE --email EMAIL [--scopes a,b] [--name TEXT] [--replace]
                                create the user if needed and a key for them;
                                the key is printed alone on the last line;
@@ -61,6 +65,17 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
   users list                   list users
   import PATH...               import DICOM files, folders and discs (DICOMDIR) into
                                the archive; exit 1 if any file was rejected
+  devices enroll NAME          (hub) enroll a workstation; its device key is
+                               printed alone on the last line, once
+  devices list                 (hub) enrolled workstations: last seen, lag
+  devices revoke DEVICE_ID     (hub) its key is refused at once
+  sync join HUB_URL [--key-file FILE]
+                               link this workstation to its hub with the key
+                               from enroll (from FILE or standard input)
+  sync now                     push this workstation's work and pull others',
+                               with a progress bar; exit 1 if the hub refused
+                               a change (mia sync status says why)
+  sync status                  hub, state, pending changes, last sync, error
   analyze (--all | SCAN_ID...) [--model ID]
                                analyse scans with the selected (or named) model,
                                in this process; --all takes every scan not yet
@@ -91,6 +106,8 @@ const OPTIONS = {
   'audit-retention-days': { type: 'string' },
   'rate-limit': { type: 'string' },
   'log-dir': { type: 'string' },
+  'key-file': { type: 'string' },
+  'sync-interval': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -99,6 +116,15 @@ const stdio: Out = {
   out: (line) => process.stdout.write(line + '\n'),
   err: (line) => process.stderr.write(line + '\n'),
 };
+
+function syncIo(io: Out): SyncIo {
+  return {
+    ...io,
+    stderrIsTty: process.stderr.isTTY === true,
+    writeErr: (text) => process.stderr.write(text),
+    readStdin: () => (process.stdin.isTTY ? '' : readFileSync(0, 'utf8')),
+  };
+}
 
 /** The operator at the terminal: full rights, audited as the CLI. */
 const CLI_CALLER: AuthContext = {
@@ -110,6 +136,7 @@ const CLI_CALLER: AuthContext = {
   role: 'admin',
   scopes: ['*'],
   keyRotated: false,
+  device: null,
 };
 
 async function audit(db: Database, action: string, target: string | null): Promise<void> {
@@ -169,7 +196,8 @@ async function serve(values: Record<string, unknown>, { dataDir, databaseUrl }: 
   const requests = numberOption(values, 'rate-limit', String(DEFAULT_RATE_LIMIT.requests), z.number().int().min(1).max(100_000_000));
   const rateLimit = { ...DEFAULT_RATE_LIMIT, requests };
   const logDir = typeof values['log-dir'] === 'string' ? resolvePath(values['log-dir']) : null;
-  const server = await createServer({ dataDir, databaseUrl, rateLimit, logDir, hubMode, allowedHosts, trustedProxies, logToStderr: false, uiDir, watchDir, watchStableMs, analyzeAfterImport, auditRetentionDays });
+  const syncIntervalMs = numberOption(values, 'sync-interval', String(DEFAULT_SYNC_INTERVAL_MS / 1000), z.number().min(0).max(86_400)) * 1000;
+  const server = await createServer({ dataDir, databaseUrl, rateLimit, logDir, hubMode, allowedHosts, trustedProxies, logToStderr: false, uiDir, watchDir, watchStableMs, analyzeAfterImport, auditRetentionDays, syncIntervalMs });
   let url: string;
   try {
     url = await server.listen(port, host);
@@ -293,6 +321,10 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
         io.out(formatTable(['ID', 'EMAIL', 'ROLE', 'STATUS', 'CREATED'], users.map((u) => [u.public_id, u.email, u.role, u.status, u.created_at])));
         return 0;
       }
+      case 'devices':
+        return await devicesCommand(sub, rest, place, syncIo(io));
+      case 'sync':
+        return await syncCommand(sub, rest, values['key-file'], place, syncIo(io));
       case 'import':
         return await importCommand([sub, ...rest].filter((p): p is string => p !== undefined), place, {
           ...io,

@@ -74,6 +74,13 @@ function hasBody(req: Request): boolean {
   return req.get('Transfer-Encoding') !== undefined || Number(req.get('Content-Length') ?? '0') > 0;
 }
 
+/** Headers as single strings (a repeated header's values joined, as Node does for most). */
+function headersOf(req: Request): Record<string, string | undefined> {
+  const out: Record<string, string | undefined> = {};
+  for (const [name, value] of Object.entries(req.headers)) out[name] = Array.isArray(value) ? value.join(', ') : value;
+  return out;
+}
+
 /** The raw body of an upload route, after checking its type and declared size. */
 function uploadOf(req: Request, spec: UploadSpec): UploadBody {
   const contentType = req.get('Content-Type') ?? '';
@@ -295,6 +302,7 @@ export function createApp(services: Runtime): express.Express {
       services,
       upload,
       audit: (extra) => Object.assign(note, extra),
+      headers: headersOf(req),
     });
     if (result.kind === 'list') {
       note.patientIds ??= patientsOf(result.items);
@@ -304,7 +312,8 @@ export function createApp(services: Runtime): express.Express {
   };
 
   for (const route of ROUTES) {
-    const steps: express.RequestHandler[] = route.body ? [authStep(route), jsonBody, handleStep(route)] : [authStep(route), handleStep(route)];
+    const parseBody = route.maxJsonBytes === undefined ? jsonBody : express.json({ limit: route.maxJsonBytes, type: 'application/json', strict: true });
+    const steps: express.RequestHandler[] = route.body ? [authStep(route), parseBody, handleStep(route)] : [authStep(route), handleStep(route)];
     for (const path of [route.path, ...route.aliases]) app[route.method](expressPath(path), ...steps);
   }
 

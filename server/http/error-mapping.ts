@@ -12,6 +12,7 @@ export const STATUS_BY_KIND: Record<ErrorKind, number> = {
   unsupported_media_type: 415,
   unprocessable: 422,
   rate_limited: 429,
+  upgrade_required: 426,
   internal: 500,
   insufficient_storage: 507,
   // 503, not 500: the server is sound but its disk is not; what it holds stays readable where
@@ -29,6 +30,7 @@ export const TITLE_BY_STATUS: Record<number, string> = {
   413: 'Payload Too Large',
   415: 'Unsupported Media Type',
   422: 'Unprocessable Entity',
+  426: 'Upgrade Required',
   429: 'Too Many Requests',
   500: 'Internal Server Error',
   503: 'Service Unavailable',

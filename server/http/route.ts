@@ -44,6 +44,8 @@ export type HandlerContext<P, Q, B> = {
   upload: UploadBody | undefined;
   /** Adds the target and patient to this request's audit event. */
   audit(note: AuditNote): void;
+  /** Request headers, lower-case names; a route that reads one validates it (sync's protocol and Idempotency-Key). */
+  headers: Readonly<Record<string, string | undefined>>;
 };
 
 export type HandlerResult =
@@ -64,7 +66,7 @@ export type HandlerResult =
   | { kind: 'events'; run(sink: EventSink): Promise<void> };
 
 export type RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType> = {
-  method: 'get' | 'post' | 'patch' | 'delete';
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
   /** OpenAPI-style path, e.g. /v1/scans/{scan_id}. */
   path: string;
   /** Other paths serving the same route (GET /reports is also GET /v1/reports). */
@@ -78,6 +80,8 @@ export type RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodT
   params?: P;
   query?: Q;
   body?: B;
+  /** A larger JSON body than the API's usual 1 MB (a sync push of 500 changes). */
+  maxJsonBytes?: number;
   /** Schema of `data` on success (of each item, for lists); undefined for file downloads. */
   response?: z.ZodType;
   /** Content type of a non-JSON success (image/png, text/event-stream...), for OpenAPI. */
@@ -92,7 +96,7 @@ export type RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodT
 };
 
 export type Route = {
-  method: 'get' | 'post' | 'patch' | 'delete';
+  method: 'get' | 'post' | 'put' | 'patch' | 'delete';
   path: string;
   aliases: readonly string[];
   summary: string;
@@ -102,6 +106,7 @@ export type Route = {
   params: z.ZodType | undefined;
   query: z.ZodType | undefined;
   body: z.ZodType | undefined;
+  maxJsonBytes: number | undefined;
   response: z.ZodType | undefined;
   /** Media types a non-JSON success may have; Accept must allow one of them. */
   produces: readonly string[] | undefined;
@@ -125,6 +130,7 @@ export function defineRoute<P extends z.ZodType, Q extends z.ZodType, B extends 
     params: spec.params,
     query: spec.query,
     body: spec.body,
+    maxJsonBytes: spec.maxJsonBytes,
     response: spec.response,
     produces: spec.produces === undefined ? undefined : typeof spec.produces === 'string' ? [spec.produces] : spec.produces,
     upload: spec.upload,

@@ -65,7 +65,7 @@ function removeTemp(s: Staged, close: boolean): void {
 
 type Staged = { fd: number; temp: string; final: string };
 
-async function fsyncDir(path: string): Promise<void> {
+export async function fsyncDir(path: string): Promise<void> {
   const fd = openSync(path, constants.O_RDONLY);
   try {
     await fsyncAsync(fd);

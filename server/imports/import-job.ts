@@ -14,6 +14,7 @@ import { codeOf, failureReason } from '#server/storage-errors.ts';
 import type { Clock } from '#server/clock.ts';
 import type { Logger } from '#server/log.ts';
 import type { Database } from '#server/store/database.ts';
+import type { Replica } from '#server/sync/replica.ts';
 import { claimImport, isAbandoned as isJobAbandoned, ownerOf } from '#server/jobs/jobs.ts';
 import type { JobNode } from '#server/jobs/node.ts';
 import {
@@ -30,7 +31,9 @@ import {
   type ImportJobRow,
 } from '#server/store/import-jobs.ts';
 
-export type ImportDeps = { db: Database; clock: Clock; dataDir: string; node: JobNode; log?: Logger | undefined; config?: ServerConfig | undefined };
+/** What managing import jobs needs; running one also records its changes for sync (`ImportDeps`). */
+export type ImportJobDeps = { db: Database; clock: Clock; dataDir: string; node: JobNode; log?: Logger | undefined; config?: ServerConfig | undefined };
+export type ImportDeps = ImportJobDeps & { replica: Replica };
 
 export type RunOptions = {
   /** Called after each committed batch with the job row as committed. */
@@ -46,16 +49,16 @@ export function newImportJobId(): string {
   return `imp_${randomBytes(12).toString('hex')}`;
 }
 
-function now(deps: ImportDeps): string {
+function now(deps: ImportJobDeps): string {
   return deps.clock.now().toISOString();
 }
 
-export async function isAbandoned(deps: ImportDeps, job: ImportJobRow, nowMs: number): Promise<boolean> {
+export async function isAbandoned(deps: ImportJobDeps, job: ImportJobRow, nowMs: number): Promise<boolean> {
   return job.status === 'running' && (await isJobAbandoned(deps.db, deps.node, 'import', job, nowMs));
 }
 
 export async function createImportJob(
-  deps: ImportDeps,
+  deps: ImportJobDeps,
   kind: ImportJobKind,
   sources: readonly string[],
   createdBy: string | null,
@@ -82,7 +85,7 @@ async function runFiles(deps: ImportDeps, job: ImportJobRow, files: readonly Imp
     const { done, prepared } = flushing;
     flushing = null;
     await done;
-    const { outcomes, job: row } = await commitBatch(deps.db, job.id, prepared, now(deps));
+    const { outcomes, job: row } = await commitBatch(deps.db, deps.replica, job.id, prepared, now(deps));
     if (row) options.onBatch?.(row, outcomes);
   };
   try {
@@ -110,7 +113,7 @@ async function runFiles(deps: ImportDeps, job: ImportJobRow, files: readonly Imp
   }
 }
 
-async function finish(deps: ImportDeps, job: ImportJobRow, status: 'completed' | 'failed' | 'interrupted', error: string | null): Promise<ImportJobRow> {
+async function finish(deps: ImportJobDeps, job: ImportJobRow, status: 'completed' | 'failed' | 'interrupted', error: string | null): Promise<ImportJobRow> {
   const row = (await finishImportJob(deps.db, job.id, status, error, now(deps))) ?? (await findImportJobById(deps.db, job.id)) ?? job;
   deps.log?.info('import.finished', {
     job_id: row.public_id,
@@ -131,7 +134,7 @@ async function finish(deps: ImportDeps, job: ImportJobRow, status: 'completed' |
  * original error still reaches the caller, and the job stays running until the next start
  * finds its owner gone.
  */
-async function finishFailed(deps: ImportDeps, job: ImportJobRow, err: unknown): Promise<void> {
+async function finishFailed(deps: ImportJobDeps, job: ImportJobRow, err: unknown): Promise<void> {
   try {
     await finish(deps, job, 'failed', failureReason(err, 'import failed'));
   } catch (recordErr) {
@@ -231,7 +234,7 @@ const NOT_REPLAYABLE = 'the process importing this stopped before it finished; s
  * watch batches cannot be replayed and end `interrupted`, as resumeAbandonedJobs ends them.
  * Returns how many jobs it ended.
  */
-export async function interruptAbandonedJobs(deps: ImportDeps): Promise<number> {
+export async function interruptAbandonedJobs(deps: ImportJobDeps): Promise<number> {
   let count = 0;
   const nowMs = deps.clock.now().getTime();
   for (const job of await listRunningImportJobs(deps.db)) {
@@ -245,7 +248,7 @@ export async function interruptAbandonedJobs(deps: ImportDeps): Promise<number> 
  * checkpoint: then a file of the batch after it takes the process down, and resuming would
  * only do so again at every start, so the job fails with the files it did not reach named.
  */
-async function endAbandonedJob(deps: ImportDeps, job: ImportJobRow): Promise<boolean> {
+async function endAbandonedJob(deps: ImportJobDeps, job: ImportJobRow): Promise<boolean> {
   const seen = { owner: { node: job.owner_node, pid: job.owner_pid }, heartbeatAt: job.heartbeat_at };
   const resumable = job.kind === 'path';
   if (resumable && job.interrupted_at_checkpoint === job.checkpoint) {

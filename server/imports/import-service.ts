@@ -28,7 +28,7 @@ export type ImportService = {
 };
 
 export function createImportService(s: Services): ImportService {
-  const deps: ImportDeps = { db: s.db, clock: s.clock, dataDir: s.dataDir, node: s.node, log: s.log, config: s.config };
+  const deps: ImportDeps = { db: s.db, clock: s.clock, dataDir: s.dataDir, node: s.node, replica: s.replica, log: s.log, config: s.config };
   const controller = new AbortController();
   const tasks = new Set<Promise<unknown>>();
   const track = (task: Promise<unknown>, what: string): void => {

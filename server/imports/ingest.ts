@@ -7,14 +7,16 @@
 import { mapInOrder } from '#server/in-order.ts';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { FrameValue } from '#server/api/import-schemas.ts';
 import { readDicom, type DicomInstance, type FrameValues } from '#server/dicom/parse.ts';
 import { describeTransferSyntax, findTransferSyntax } from '#server/dicom/transfer-syntax.ts';
-import type { ArchiveWriter } from '#server/imports/archive.ts';
+import { archivePathFor, type ArchiveWriter } from '#server/imports/archive.ts';
 import { insertInstance, upsertPatient, upsertScan, upsertStudy } from '#server/store/archive-index.ts';
 import type { Database } from '#server/store/database.ts';
 import { addImportJobProgress, insertImportReject, type ImportJobRow, type JobCountsDelta } from '#server/store/import-jobs.ts';
 import { encodeSpacing, findStoredDigest } from '#server/store/instances.ts';
+import { recordChanges, type LocalChange, type Replica } from '#server/sync/replica.ts';
 
 export type FileOutcome =
   | { outcome: 'imported'; path: string; sop_instance_uid: string; scan_id: string; bytes: number }
@@ -55,28 +57,54 @@ export async function prepareFile(db: Database, archive: ArchiveWriter, source: 
   } catch (err) {
     return rejected(source.path, readError(err));
   }
+  const checked = await inspect(db, source.path, bytes);
+  if (checked.kind === 'done') return checked;
+  const archivePath = archive.stage(bytes, checked.sha256);
+  return { ...checked, archivePath };
+}
+
+/**
+ * A file already in the archive under its digest (a blob a workstation uploaded to the hub, or
+ * one pulled from it): checked and read like any import, and refused if its content is not the
+ * digest it is stored under.
+ */
+export async function prepareArchived(db: Database, dataDir: string, sha256: string, path: string): Promise<Prepared> {
+  const archivePath = archivePathFor(sha256);
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(join(dataDir, archivePath));
+  } catch (err) {
+    return rejected(path, readError(err));
+  }
+  const checked = await inspect(db, path, bytes);
+  if (checked.kind === 'done') return checked;
+  if (checked.sha256 !== sha256) return rejected(path, `stored file does not match its digest ${sha256}`, bytes.byteLength);
+  return { ...checked, archivePath };
+}
+
+/** Parse, reject rules, digest and the duplicate check: everything but placing the file. */
+async function inspect(db: Database, path: string, bytes: Buffer): Promise<Prepared | Omit<Extract<Prepared, { kind: 'store' }>, 'archivePath'>> {
   const size = bytes.byteLength;
-  if (size === 0) return rejected(source.path, 'empty file', 0);
+  if (size === 0) return rejected(path, 'empty file', 0);
   const parsed = await readDicom(new Uint8Array(bytes.buffer, bytes.byteOffset, size));
-  if (!parsed.ok) return rejected(source.path, parsed.reason, size);
+  if (!parsed.ok) return rejected(path, parsed.reason, size);
   const instance = parsed.instance;
   // mia archives images for reading and analysis; SR, RT plans, waveforms have nothing to show.
-  if (!instance.hasPixelData) return rejected(source.path, 'no pixel data (not an image)', size);
+  if (!instance.hasPixelData) return rejected(path, 'no pixel data (not an image)', size);
   const syntax = findTransferSyntax(instance.transferSyntaxUid);
   if (!syntax || syntax.encoding === 'unsupported') {
-    return rejected(source.path, `unsupported transfer syntax ${describeTransferSyntax(instance.transferSyntaxUid)}`, size);
+    return rejected(path, `unsupported transfer syntax ${describeTransferSyntax(instance.transferSyntaxUid)}`, size);
   }
   const sha256 = createHash('sha256').update(bytes).digest('hex');
   const sop = instance.sopInstanceUid;
   const stored = await findStoredDigest(db, sop);
   if (stored === sha256) {
-    return { kind: 'done', result: { outcome: 'duplicate', path: source.path, sop_instance_uid: sop, scan_id: instance.seriesInstanceUid, bytes: size } };
+    return { kind: 'done', result: { outcome: 'duplicate', path, sop_instance_uid: sop, scan_id: instance.seriesInstanceUid, bytes: size } };
   }
   if (stored !== undefined) {
-    return { kind: 'done', result: { outcome: 'conflict', path: source.path, sop_instance_uid: sop, reason: conflictReason(sop), bytes: size } };
+    return { kind: 'done', result: { outcome: 'conflict', path, sop_instance_uid: sop, reason: conflictReason(sop), bytes: size } };
   }
-  const archivePath = archive.stage(bytes, sha256);
-  return { kind: 'store', path: source.path, instance, sha256, archivePath, bytes: size };
+  return { kind: 'store', path, instance, sha256, bytes: size };
 }
 
 const orNull = (text: string): string | null => (text.trim() === '' ? null : text.trim());
@@ -120,9 +148,9 @@ function frameValue(f: FrameValues): FrameValue {
   };
 }
 
-type RefCache = Map<string, number>;
+export type RefCache = Map<string, number>;
 
-async function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, refs: RefCache, at: string): Promise<boolean> {
+export async function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, refs: RefCache, at: string): Promise<boolean> {
   const i = p.instance;
   // An empty Patient ID (Type 2, PS3.3 C.7.1.1) still needs a patient row to hang the study on.
   const patientId = i.patientId.trim() || 'UNKNOWN';
@@ -204,6 +232,22 @@ async function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' 
 }
 
 /**
+ * The change an imported instance records for sync: the file is the instance (its metadata is
+ * read from it again wherever it arrives, by the same parser and reject rules), named by its SOP
+ * Instance UID and its content's SHA-256, which the receiver checks the file against.
+ */
+function instanceChange(p: Extract<Prepared, { kind: 'store' }>): LocalChange {
+  const i = p.instance;
+  return {
+    entity: 'instance',
+    key: i.sopInstanceUid,
+    op: 'put',
+    userId: null,
+    payload: { sha256: p.sha256, size: p.bytes, series_uid: i.seriesInstanceUid, study_uid: i.studyInstanceUid },
+  };
+}
+
+/**
  * Makes one batch visible: instances, rejects, the job's counts and its checkpoint, all in one
  * transaction. The archive files of the batch must already be durable (flushDirectories).
  *
@@ -214,6 +258,7 @@ async function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' 
  */
 export async function commitBatch(
   db: Database,
+  replica: Replica,
   jobRef: number,
   batch: readonly Prepared[],
   at: string,
@@ -233,6 +278,7 @@ export async function commitBatch(
       }
       return { outcome: 'conflict', path: p.path, sop_instance_uid: sop, reason: conflictReason(sop), bytes: p.bytes };
     });
+    await recordChanges(tx, replica, batch.flatMap((p, i) => (p.kind === 'store' && outcomes[i]?.outcome === 'imported' ? [instanceChange(p)] : [])));
     for (const o of outcomes) {
       delta.filesSeen += 1;
       delta.bytes += o.bytes;

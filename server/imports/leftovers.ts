@@ -17,7 +17,7 @@ import { lstatSync, mkdirSync, readdirSync, rmSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { exportPartialWriterPid, exportsDir, isExportPartialName } from '#server/exports/exports.ts';
 import { ARCHIVE_DIR, STAGING_DIR, isArchiveTempName, tempWriterPid } from '#server/imports/archive.ts';
-import { interruptAbandonedJobs, type ImportDeps } from '#server/imports/import-job.ts';
+import { interruptAbandonedJobs, type ImportJobDeps } from '#server/imports/import-job.ts';
 import { pidAlive } from '#server/jobs/jobs.ts';
 import { UPLOADS_DIR, uploadReceiverPid } from '#server/imports/upload.ts';
 import { PRIVATE_DIR_MODE } from '#server/private-files.ts';
@@ -135,7 +135,7 @@ type WriterOf = (pid: number | null) => number | null;
  * `failed`). A hub's nodes share the folder from several hosts (`sharedFolder`), where a pid in a
  * file's name may be another host's: there a file goes by its age alone.
  */
-export async function clearCrashLeftovers(deps: ImportDeps & { sharedFolder?: boolean }): Promise<Leftovers> {
+export async function clearCrashLeftovers(deps: ImportJobDeps & { sharedFolder?: boolean }): Promise<Leftovers> {
   const writer: WriterOf = (pid) => (deps.sharedFolder ? null : pid);
   const tally: Leftovers = { files: 0, bytes: 0, jobs: 0, failed: 0 };
   sweepArchiveOnce(deps.dataDir, tally, writer);

@@ -61,6 +61,14 @@ export async function analysisSucceeded(db: Database, scan: ScanState, at: strin
   return canSystemMove(scan.status, 'analyzed') ? await move(db, scan, 'analyzed', null, at) : stay(scan);
 }
 
+/**
+ * A finished analysis arrived from another replica (sync) and became the scan's result: a scan
+ * that had none is analyzed; one further along keeps its status.
+ */
+export async function resultSynced(db: Database, scan: ScanState, at: string): Promise<Move> {
+  return scan.status === 'received' || scan.status === 'failed' ? await move(db, scan, 'analyzed', 'result synced from another workstation', at) : stay(scan);
+}
+
 /** The analysis failed (or was given up after repeated crashes); a scan that moved on meanwhile keeps its status. */
 export async function analysisFailed(db: Database, scan: ScanState, reason: string, at: string): Promise<Move> {
   return canSystemMove(scan.status, 'failed') ? await move(db, scan, 'failed', reason, at) : stay(scan);

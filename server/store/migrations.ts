@@ -565,6 +565,50 @@ const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX sync_changes_entity ON sync_changes (entity, entity_key);
     `,
   },
+  {
+    version: 16,
+    name: 'sync: enrolled devices and their keys, push receipts',
+    sql: `
+      -- Workstations a hub admin enrolled (mia devices enroll NAME): a UUIDv7 id and a key in the
+      -- usual format, kept as its digest like any API key, whose scopes are sync:push and
+      -- sync:pull only. A device belongs to no user: each change it pushes names its acting user.
+      CREATE TABLE devices (
+        id INTEGER PRIMARY KEY,
+        device_id TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL,
+        key_public_id TEXT NOT NULL UNIQUE,
+        key_digest TEXT NOT NULL UNIQUE,
+        key_prefix TEXT NOT NULL,
+        enrolled_by TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        last_seen_at TEXT,
+        -- The newest change number the device has pulled, and its clock against the hub's at
+        -- its last push (ms, positive when ahead): the devices screen's lag and skew.
+        pulled_seq INTEGER NOT NULL DEFAULT 0,
+        clock_offset_ms INTEGER,
+        revoked_at TEXT
+      ) STRICT;
+
+      -- A push's answer, kept under its Idempotency-Key: the same push sent again (its answer
+      -- was lost) gets the same answer, and nothing is applied twice.
+      CREATE TABLE sync_receipts (
+        device_ref INTEGER NOT NULL REFERENCES devices (id),
+        idempotency_key TEXT NOT NULL,
+        request_sha256 TEXT NOT NULL,
+        response TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (device_ref, idempotency_key)
+      ) STRICT;
+
+      -- On a workstation the log is also its outbox: its own changes wait (push_state NULL) until
+      -- the hub accepted them, or refused them for good with a reason the reader is shown.
+      ALTER TABLE sync_changes ADD COLUMN push_state TEXT CHECK (push_state IN ('accepted', 'rejected'));
+      ALTER TABLE sync_changes ADD COLUMN push_error TEXT;
+      -- A workstation pushes its own changes in order; its clock restarts after its newest.
+      CREATE INDEX sync_changes_device_seq ON sync_changes (device_id, seq);
+      CREATE INDEX sync_changes_device_hlc ON sync_changes (device_id, hlc);
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

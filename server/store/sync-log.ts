@@ -32,6 +32,9 @@ export type ChangeRow = {
   user_id: string | null;
   payload: string;
   committed_at: string;
+  /** On a workstation, the hub's answer to its own change (migration 16). */
+  push_state: 'accepted' | 'rejected' | null;
+  push_error: string | null;
 };
 
 /** 'mias' in ASCII: the one lock every appender takes. */
@@ -60,4 +63,58 @@ export async function appendChanges(tx: Database, changes: readonly ChangeInput[
 /** Changes numbered after `afterSeq`, in order, at most `limit`. */
 export async function readChangesAfter(db: Database, afterSeq: number, limit: number): Promise<ChangeRow[]> {
   return (await db.all('SELECT * FROM sync_changes WHERE seq > ? ORDER BY seq LIMIT ?', [afterSeq, limit])) as ChangeRow[];
+}
+
+/** The newest change number, 0 for an empty log. */
+export async function readLastChangeSeq(db: Database): Promise<number> {
+  const row = (await db.get('SELECT COALESCE(MAX(seq), 0) AS seq FROM sync_changes')) as { seq: number | string };
+  return Number(row.seq);
+}
+
+/** The newest timestamp this device gave a change of its own: where its clock starts again. */
+export async function readNewestOwnHlc(db: Database, deviceId: string): Promise<string | undefined> {
+  const row = (await db.get('SELECT MAX(hlc) AS hlc FROM sync_changes WHERE device_id = ?', [deviceId])) as { hlc: string | null } | undefined;
+  return row?.hlc ?? undefined;
+}
+
+/** A workstation's own changes the hub has not taken yet, oldest first. */
+export async function readPendingOwnChanges(db: Database, deviceId: string, limit: number): Promise<ChangeRow[]> {
+  return (await db.all('SELECT * FROM sync_changes WHERE device_id = ? AND push_state IS NULL ORDER BY seq LIMIT ?', [deviceId, limit])) as ChangeRow[];
+}
+
+export async function countPendingOwnChanges(db: Database, deviceId: string): Promise<{ pending: number; rejected: number }> {
+  const row = (await db.get(`SELECT COALESCE(SUM(CASE WHEN push_state IS NULL THEN 1 ELSE 0 END), 0) AS pending,
+       COALESCE(SUM(CASE WHEN push_state = 'rejected' THEN 1 ELSE 0 END), 0) AS rejected
+     FROM sync_changes WHERE device_id = ?`, [deviceId])) as { pending: number | string; rejected: number | string };
+  return { pending: Number(row.pending), rejected: Number(row.rejected) };
+}
+
+/** The hub's answer to one pushed change: accepted, or refused for good (the reason is kept). */
+export async function markPushed(db: Database, changeId: string, state: 'accepted' | 'rejected', error: string | null): Promise<void> {
+  await db.run('UPDATE sync_changes SET push_state = ?, push_error = ? WHERE change_id = ?', [state, error, changeId]);
+}
+
+export async function readRejectedOwnChanges(db: Database, deviceId: string, limit: number): Promise<ChangeRow[]> {
+  return (await db.all(`SELECT * FROM sync_changes WHERE device_id = ? AND push_state = 'rejected' ORDER BY seq DESC LIMIT ?`, [deviceId, limit])) as ChangeRow[];
+}
+
+/**
+ * A page of the log for a device's pull: the changes after `afterSeq` that other devices made,
+ * and the log's head in the same snapshot, so a page shorter than `limit` moves the cursor to the
+ * head (the device's own changes between are not sent back to it).
+ */
+export async function readChangesForPull(db: Database, deviceId: string, afterSeq: number, limit: number): Promise<{ rows: ChangeRow[]; head: number }> {
+  // One statement, so the page and the head come from one snapshot; the outer join keeps the
+  // head when the page is empty.
+  const rows = (await db.all(`SELECT (SELECT COALESCE(MAX(seq), 0) FROM sync_changes) AS head, c.*
+     FROM (SELECT 1 AS one) o
+     LEFT JOIN (SELECT * FROM sync_changes WHERE seq > ? AND device_id <> ? ORDER BY seq LIMIT ?) c ON o.one = 1
+     ORDER BY c.seq`, [afterSeq, deviceId, limit])) as (ChangeRow & { head: number | string; seq: number | null })[];
+  const head = Number(rows[0]?.head ?? afterSeq);
+  return { rows: rows.filter((r) => r.seq !== null).map(({ head: _head, ...row }) => row as ChangeRow), head };
+}
+
+/** Whether a change is in this log already (pulled earlier, or made here). */
+export async function hasChange(db: Database, changeId: string): Promise<boolean> {
+  return (await db.get('SELECT 1 AS one FROM sync_changes WHERE change_id = ?', [changeId])) !== undefined;
 }

@@ -20,7 +20,7 @@ export const CT_SMALL = `${PYDICOM_CORPUS}/CT_small.dcm`;
 export type SeededInstance = { instanceUid: string; scanId: string; jobId: string };
 
 export async function seedImportedInstance(t: TestServer, file = CT_SMALL): Promise<SeededInstance> {
-  const { db, clock, dataDir, node } = t.server.services;
+  const { db, clock, dataDir, node, replica } = t.server.services;
   const bytes = readFileSync(file);
   const parsed = parseDicom(new Uint8Array(bytes));
   if (!parsed.ok) throw new Error(`fixture ${file} does not parse: ${parsed.reason}`);
@@ -29,7 +29,7 @@ export async function seedImportedInstance(t: TestServer, file = CT_SMALL): Prom
   mkdirSync(dirname(join(dataDir, archivePath)), { recursive: true });
   writeFileSync(join(dataDir, archivePath), bytes);
   const job = await createImportJob({ db, clock, dataDir, node }, 'upload', ['fixture'], 'test');
-  await commitBatch(db, job.id, [{ kind: 'store', path: file, instance: parsed.instance, sha256, archivePath, bytes: bytes.length }], clock.now().toISOString());
+  await commitBatch(db, replica, job.id, [{ kind: 'store', path: file, instance: parsed.instance, sha256, archivePath, bytes: bytes.length }], clock.now().toISOString());
   await finishImportJob(db, job.id, 'completed', null, clock.now().toISOString());
   return { instanceUid: parsed.instance.sopInstanceUid, scanId: parsed.instance.seriesInstanceUid, jobId: job.public_id };
 }

@@ -6,13 +6,19 @@ import { insertMeasurement } from '#server/store/measurements.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 import type { ModelVocabularies } from '#server/reports/recommendation.ts';
 import { draftReport, updateReport } from '#server/reports/reports.ts';
+import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { Readable } from 'node:stream';
+import { receiveBlob } from '#server/sync/blobs.ts';
+import { enrollDevice } from '#server/sync/devices.ts';
+import { uuid7 } from '#server/sync/uuid7.ts';
 import { CT_SMALL, fixtureFolder, seedImportedInstance } from './image-fixture.ts';
 import type { TestServer } from './server.ts';
 import { seedAnalysis, seedScan } from './seed.ts';
 
 export type Caller = { role: Role; key: string; auth: AuthContext };
-export type Call = { path: string; body?: unknown; rawBody?: Buffer; headers?: Record<string, string> };
+/** `key`: the key a route's own kind of caller uses (a device's, for sync); the auth matrix ignores it. */
+export type Call = { path: string; body?: unknown; rawBody?: Buffer; headers?: Record<string, string>; key?: string };
 export type Builder = (caller: Caller) => Call | Promise<Call>;
 
 export async function routeRequests(t: TestServer): Promise<Record<string, Builder>> {
@@ -54,7 +60,38 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
     return publicId;
   };
 
+  // A workstation enrolled on this server, for the sync routes: its key and the protocol header.
+  const device = await enrollDevice(t.server.services, `matrix ${Math.random().toString(36).slice(2)}`, 'test');
+  const sync = (headers: Record<string, string> = {}): { key: string; headers: Record<string, string> } => ({ key: device.key, headers: { 'Mia-Sync-Protocol': '1', ...headers } });
+  const randomBlob = (): { sha: string; bytes: Buffer } => {
+    const bytes = randomBytes(256);
+    return { sha: createHash('sha256').update(bytes).digest('hex'), bytes };
+  };
+  const storedBlob = randomBlob();
+  await receiveBlob(t.server.services.dataDir, storedBlob.sha, Readable.from([storedBlob.bytes]), 1024);
+  const revocable = async (): Promise<string> => (await enrollDevice(t.server.services, 'to revoke', 'test')).device.id;
+
   return {
+    'GET /v1/sync/hello': () => ({ path: '/v1/sync/hello', ...sync() }),
+    'POST /v1/sync/push': () => ({
+      path: '/v1/sync/push',
+      ...sync({ 'Idempotency-Key': randomBytes(16).toString('hex') }),
+      // Refused (no such series here), which is still a 200 with a per-change answer.
+      body: { changes: [{ change_id: uuid7(Date.now()), entity: 'analysis', key: newPublicId('ana'), op: 'put', hlc: `${String(Date.now()).padStart(15, '0')}-0000-matrix`, user_id: null, payload: { scan_id: '1.2.3' } }] },
+    }),
+    'GET /v1/sync/pull': () => ({ path: '/v1/sync/pull', ...sync() }),
+    'POST /v1/sync/blobs/missing': () => ({ path: '/v1/sync/blobs/missing', ...sync(), body: { sha256: [storedBlob.sha, randomBlob().sha] } }),
+    'PUT /v1/sync/blobs/{sha256}': () => {
+      const blob = randomBlob();
+      return { path: `/v1/sync/blobs/${blob.sha}`, ...sync({ 'Content-Type': 'application/octet-stream' }), rawBody: blob.bytes };
+    },
+    'GET /v1/sync/blobs/{sha256}': () => ({ path: `/v1/sync/blobs/${storedBlob.sha}`, ...sync() }),
+    'GET /v1/sync/digest': () => ({ path: '/v1/sync/digest', ...sync() }),
+    'GET /v1/sync/status': () => ({ path: '/v1/sync/status' }),
+    'POST /v1/sync/run': () => ({ path: '/v1/sync/run' }),
+    'GET /v1/devices': () => ({ path: '/v1/devices' }),
+    'POST /v1/devices': () => ({ path: '/v1/devices', body: { name: 'reading room 3' } }),
+    'DELETE /v1/devices/{device_id}': async () => ({ path: `/v1/devices/${await revocable()}` }),
     'GET /v1/auth/me': () => ({ path: '/v1/auth/me' }),
     'GET /v1/auth/keys': () => ({ path: '/v1/auth/keys' }),
     'POST /v1/auth/keys': () => ({ path: '/v1/auth/keys', body: { name: 'matrix' } }),

@@ -35,6 +35,22 @@ export const EXPECTED: Readonly<Record<string, Expectation>> = {
   'GET /v1/labels': any(),
   'GET /v1/openapi.json': any(),
 
+  // Sync: device keys only (mia devices enroll); no person's key, an admin's included.
+  'GET /v1/sync/hello': needs('sync:pull', []),
+  'POST /v1/sync/push': needs('sync:push', []),
+  'GET /v1/sync/pull': needs('sync:pull', []),
+  'POST /v1/sync/blobs/missing': needs('sync:push', []),
+  'PUT /v1/sync/blobs/{sha256}': needs('sync:push', []),
+  'GET /v1/sync/blobs/{sha256}': needs('sync:pull', []),
+  'GET /v1/sync/digest': needs('sync:pull', []),
+  // A workstation's own sync state and a round on demand: anyone who reads the worklist.
+  'GET /v1/sync/status': needs('read:scans', [R, D, A]),
+  'POST /v1/sync/run': needs('read:scans', [R, D, A]),
+  // Enrolling and revoking workstations: the admin's, with the current key (it mints a key).
+  'GET /v1/devices': needs('manage:users', [A]),
+  'POST /v1/devices': needs('manage:users', [A], true),
+  'DELETE /v1/devices/{device_id}': needs('manage:users', [A], true),
+
   // Users and the site's model choice: the admin's.
   'GET /v1/users': needs('manage:users', [A]),
   'POST /v1/users': needs('manage:users', [A], true),

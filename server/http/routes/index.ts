@@ -13,8 +13,9 @@ import { metaRoutes } from '#server/http/routes/meta-routes.ts';
 import { reportRoutes } from '#server/http/routes/report-routes.ts';
 import { scanRoutes } from '#server/http/routes/scan-routes.ts';
 import { userRoutes } from '#server/http/routes/user-routes.ts';
+import { syncRoutes } from '#server/http/routes/sync-routes.ts';
 
-const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...readerFindingRoutes, ...reportRoutes, ...exportRoutes, ...importRoutes, ...imageRoutes, ...measurementRoutes, ...analysisRoutes, ...metaRoutes];
+const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...readerFindingRoutes, ...reportRoutes, ...exportRoutes, ...importRoutes, ...imageRoutes, ...measurementRoutes, ...analysisRoutes, ...metaRoutes, ...syncRoutes];
 
 let openApiDocument: unknown;
 

@@ -1,0 +1,124 @@
+/**
+ * `mia devices enroll|list|revoke` (on the hub) and `mia sync join|now|status` (on a
+ * workstation). The device key is read from a file or standard input, never from the command
+ * line, where other users of the machine could see it in the process list.
+ */
+import { readFileSync } from 'node:fs';
+import { formatTable } from '#server/cli/table.ts';
+import { systemClock } from '#server/clock.ts';
+import { MiaError } from '#server/errors.ts';
+import type { Database } from '#server/store/database.ts';
+import { openDataFolder } from '#server/data-folder.ts';
+import { readSyncStatus } from '#server/sync/agent.ts';
+import { hello, syncOnce, SyncError, type SyncProgress } from '#server/sync/client.ts';
+import { enrollDevice, listDeviceViews, revokeDeviceById } from '#server/sync/devices.ts';
+import { readHubLink, writeHubLink } from '#server/sync/hub-link.ts';
+
+export type SyncIo = { out(line: string): void; err(line: string): void; stderrIsTty: boolean; writeErr(text: string): void; readStdin(): string };
+type Place = { dataDir: string; databaseUrl: string | null };
+
+const usage = (message: string): never => {
+  throw new MiaError('invalid', message);
+};
+
+async function withDb<T>(place: Place, work: (db: Database) => Promise<T>): Promise<T> {
+  const folder = await openDataFolder(place.dataDir, { databaseUrl: place.databaseUrl });
+  try {
+    return await work(folder.db);
+  } finally {
+    await folder.close();
+  }
+}
+
+export async function devicesCommand(sub: string | undefined, args: readonly string[], place: Place, io: SyncIo): Promise<number> {
+  const deps = (db: Database) => ({ db, clock: systemClock });
+  switch (sub) {
+    case 'enroll': {
+      const name = args.join(' ').trim() || usage('devices enroll needs a NAME, e.g. mia devices enroll "CT reading room 2"');
+      const { device, key } = await withDb(place, async (db) => await enrollDevice(deps(db), name, 'cli'));
+      io.err(`enrolled device ${device.id} (${device.name}); key ${device.key_id}. On the workstation: mia sync join HUB_URL --key-file FILE (or the key on standard input). Store the key now: it is not shown again.`);
+      io.out(key);
+      return 0;
+    }
+    case 'list': {
+      const rows = await withDb(place, async (db) => await listDeviceViews(deps(db)));
+      io.out(formatTable(['ID', 'NAME', 'STATUS', 'LAST SEEN', 'LAG', 'CLOCK OFFSET', 'ENROLLED'], rows.map((d) => [d.id, d.name, d.status, d.last_seen_at ?? '-', String(d.lag), d.clock_offset_ms === null ? '-' : `${d.clock_offset_ms} ms`, d.created_at])));
+      return 0;
+    }
+    case 'revoke': {
+      const id = args[0] ?? usage('devices revoke needs a DEVICE_ID (see mia devices list)');
+      const device = await withDb(place, async (db) => await revokeDeviceById(deps(db), id));
+      io.out(`revoked ${device.id} (${device.name}) at ${device.revoked_at ?? ''}`);
+      return 0;
+    }
+    default:
+      return usage('devices: expected enroll, list or revoke');
+  }
+}
+
+function bar(p: SyncProgress): string {
+  if (p.total === null || p.total === 0) return `${p.phase} ${p.done}`;
+  const width = 30;
+  const filled = Math.round((Math.min(p.done, p.total) / p.total) * width);
+  return `${p.phase.padEnd(5)} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${p.done}/${p.total}`;
+}
+
+export async function syncCommand(sub: string | undefined, args: readonly string[], keyFile: string | undefined, place: Place, io: SyncIo): Promise<number> {
+  switch (sub) {
+    case 'join': {
+      const url = args[0] ?? usage('sync join needs the hub URL, e.g. mia sync join https://mia-hub.example.org');
+      if (!/^https?:\/\//.test(url)) usage('sync join: the hub URL starts with https:// (or http:// on a trusted network)');
+      const key = (keyFile ? readFileSync(keyFile, 'utf8') : io.readStdin()).trim();
+      if (!key) usage('sync join: give the device key in --key-file FILE or on standard input');
+      let who;
+      try {
+        who = await hello({ url, key });
+      } catch (err) {
+        if (err instanceof SyncError) usage(`sync join: ${err.message}`);
+        throw err;
+      }
+      writeHubLink(place.dataDir, { url, key, device_id: who.device_id, device_name: who.device_name });
+      io.out(`linked to ${url} as device ${who.device_id} (${who.device_name}); the server syncs in the background, or run mia sync now`);
+      return 0;
+    }
+    case 'now': {
+      const link = readHubLink(place.dataDir) ?? usage('not linked to a hub: run mia sync join HUB_URL first');
+      const folder = await openDataFolder(place.dataDir, { databaseUrl: place.databaseUrl });
+      try {
+        let last = '';
+        const report = await syncOnce({ db: folder.db, clock: systemClock, dataDir: place.dataDir, replica: folder.replica }, link, {
+          onProgress: (p) => {
+            if (!io.stderrIsTty) return;
+            const line = bar(p);
+            if (line !== last) io.writeErr(`\r${line}   `);
+            last = line;
+          },
+        });
+        if (io.stderrIsTty) io.writeErr('\n');
+        io.out(`pushed ${report.pushed} change(s) and ${report.files} file(s) (${(report.fileBytes / 1e6).toFixed(1)} MB); refused ${report.refused}; waiting ${report.deferred}; pulled ${report.pulled}, applied ${report.applied}`);
+        if (report.warning) io.err(`warning: ${report.warning}`);
+        return report.refused > 0 ? 1 : 0;
+      } catch (err) {
+        if (err instanceof SyncError) {
+          io.err(`mia: sync failed: ${err.message}; nothing acknowledged is lost, run it again`);
+          return 1;
+        }
+        throw err;
+      } finally {
+        await folder.close();
+      }
+    }
+    case 'status': {
+      const folder = await openDataFolder(place.dataDir, { databaseUrl: place.databaseUrl });
+      try {
+        const s = await readSyncStatus({ db: folder.db, dataDir: place.dataDir, replica: folder.replica }, false);
+        io.out(formatTable(['HUB', 'DEVICE', 'STATE', 'PENDING', 'REFUSED', 'LAST SYNC', 'LAST ERROR'], [[s.hub_url ?? '-', s.device_id ?? '-', s.state, String(s.pending), String(s.refused), s.last_sync_at ?? '-', s.last_error ?? '-']]));
+        return 0;
+      } finally {
+        await folder.close();
+      }
+    }
+    default:
+      return usage('sync: expected join, now or status');
+  }
+}

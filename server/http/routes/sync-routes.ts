@@ -1,0 +1,202 @@
+/**
+ * Sync between workstations and the hub (docs/sync.md, Transport), under /v1/sync, and the hub
+ * admin's devices. Every sync call carries Mia-Sync-Protocol; another version is 426 naming the
+ * one this hub speaks, so an old workstation is told to upgrade instead of mis-syncing.
+ */
+import { MiaError, invalid } from '#server/errors.ts';
+import * as sync from '#server/api/sync-schemas.ts';
+import { defineRoute, scopes, type Route } from '#server/http/route.ts';
+import { UPLOAD_LIMIT_BYTES } from '#server/imports/upload.ts';
+import { blobPath, hasBlob, missingBlobs, receiveBlob } from '#server/sync/blobs.ts';
+import { enrollDevice, listDeviceViews, revokeDeviceById } from '#server/sync/devices.ts';
+import { computeDigest } from '#server/sync/digest.ts';
+import { servePull } from '#server/sync/pull.ts';
+import { receivePush, requireDevice } from '#server/sync/push.ts';
+import { notFound } from '#server/errors.ts';
+
+const admin = scopes('manage:users');
+
+function checkProtocol(headers: Readonly<Record<string, string | undefined>>): void {
+  const sent = headers[sync.SYNC_PROTOCOL_HEADER];
+  if (sent === String(sync.SYNC_PROTOCOL)) return;
+  throw new MiaError(
+    'upgrade_required',
+    sent === undefined ? 'Sync protocol version missing' : `Sync protocol ${sent.slice(0, 20)} is not spoken here`,
+    `this hub speaks sync protocol ${sync.SYNC_PROTOCOL} (send Mia-Sync-Protocol: ${sync.SYNC_PROTOCOL}); upgrade the older of the two mia installs so both speak it`,
+  );
+}
+
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{8,200}$/;
+
+export const syncRoutes: Route[] = [
+  defineRoute({
+    method: 'get',
+    path: '/v1/sync/hello',
+    summary: 'The device this key belongs to, and the hub\'s protocol and time',
+    access: scopes('sync:pull'),
+    response: sync.helloResponse,
+    handle: ({ services, auth, headers }) => {
+      checkProtocol(headers);
+      const device = requireDevice(auth.device);
+      return { kind: 'data', data: { device_id: device.id, device_name: auth.email, protocol: sync.SYNC_PROTOCOL, hub_time: services.clock.now().toISOString() } };
+    },
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/v1/sync/push',
+    summary: 'Push up to 500 changes of this device',
+    description: 'Needs an Idempotency-Key header; the same key with the same body returns the same answer. Each change is accepted or rejected with a reason; the answer comes after the commit.',
+    access: scopes('sync:push'),
+    body: sync.pushBody,
+    maxJsonBytes: 32 * 1024 * 1024,
+    response: sync.pushResponse,
+    audit: 'sync.push',
+    handle: async ({ services, auth, body, headers, audit }) => {
+      checkProtocol(headers);
+      const device = requireDevice(auth.device);
+      const key = headers['idempotency-key'];
+      if (key === undefined || !IDEMPOTENCY_KEY.test(key)) throw invalid('Idempotency-Key header missing or invalid', 'Idempotency-Key: 8-200 printable characters, new for each batch');
+      const deviceTime = headers['mia-device-time'] === undefined ? null : Date.parse(headers['mia-device-time']);
+      audit({ target: `device:${device.id}` });
+      const result = await receivePush(services, device, key, body.changes, deviceTime === null || Number.isNaN(deviceTime) ? null : deviceTime);
+      return { kind: 'data', data: result };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/sync/pull',
+    summary: 'Changes after a cursor, in commit order',
+    access: scopes('sync:pull'),
+    query: sync.pullQuery,
+    response: sync.pullResponse,
+    audit: 'sync.pull',
+    handle: async ({ services, auth, query, headers, audit }) => {
+      checkProtocol(headers);
+      const device = requireDevice(auth.device);
+      audit({ target: `device:${device.id}` });
+      return { kind: 'data', data: await servePull(services, device, query.cursor, query.limit) };
+    },
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/v1/sync/blobs/missing',
+    summary: 'Which of these instance files the hub lacks',
+    access: scopes('sync:push'),
+    body: sync.missingBody,
+    response: sync.missingResponse,
+    handle: ({ services, auth, body, headers }) => {
+      checkProtocol(headers);
+      requireDevice(auth.device);
+      return { kind: 'data', data: { missing: missingBlobs(services.dataDir, body.sha256) } };
+    },
+  }),
+  defineRoute({
+    method: 'put',
+    path: '/v1/sync/blobs/{sha256}',
+    summary: 'Upload one instance file under its SHA-256',
+    description: 'Streamed; the hub hashes what it receives and keeps it only if it matches, before it answers.',
+    access: scopes('sync:push'),
+    params: sync.blobParams,
+    upload: { contentTypes: ['application/octet-stream', 'application/dicom'], maxBytes: UPLOAD_LIMIT_BYTES },
+    response: sync.blobStored,
+    successStatus: 201,
+    audit: 'sync.blob',
+    handle: async ({ services, auth, params, upload, headers, audit }) => {
+      checkProtocol(headers);
+      const device = requireDevice(auth.device);
+      if (!upload) throw new MiaError('internal', 'upload route without a body');
+      audit({ target: `device:${device.id}` });
+      const result = await receiveBlob(services.dataDir, params.sha256, upload.stream, upload.maxBytes);
+      return { kind: 'data', status: result.stored ? 201 : 200, data: { sha256: params.sha256, ...result } };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/sync/blobs/{sha256}',
+    summary: 'Download one instance file by its SHA-256',
+    access: scopes('sync:pull'),
+    params: sync.blobParams,
+    produces: 'application/dicom',
+    audit: 'sync.blob_read',
+    handle: ({ services, auth, params, headers, audit }) => {
+      checkProtocol(headers);
+      const device = requireDevice(auth.device);
+      if (!hasBlob(services.dataDir, params.sha256)) throw notFound('File', params.sha256);
+      audit({ target: `device:${device.id}` });
+      return { kind: 'file', path: blobPath(services.dataDir, params.sha256), fileName: `${params.sha256}.dcm`, contentType: 'application/dicom' };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/sync/digest',
+    summary: 'Per-entity counts and hashes, for anti-entropy checks',
+    access: scopes('sync:pull'),
+    query: sync.digestQuery,
+    response: sync.digestResponse,
+    handle: async ({ services, query, headers }) => {
+      checkProtocol(headers);
+      const studies = query.studies === undefined ? null : query.studies.split(',').filter((s) => s !== '');
+      return { kind: 'data', data: await computeDigest(services.db, studies) };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/sync/status',
+    summary: 'This workstation\'s sync: online or offline, pending changes, last sync, last error',
+    access: scopes('read:scans'),
+    response: sync.syncStatus,
+    handle: async ({ services }) => ({ kind: 'data', data: await services.sync.status() }),
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/v1/sync/run',
+    summary: 'Sync with the hub now; answers with the status after the round',
+    access: scopes('read:scans'),
+    response: sync.syncStatus,
+    audit: 'sync.run',
+    handle: async ({ services }) => {
+      await services.sync.runNow();
+      return { kind: 'data', data: await services.sync.status() };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/devices',
+    summary: 'Enrolled workstations: last seen, lag, clock offset',
+    access: admin,
+    response: sync.device,
+    list: true,
+    audit: 'devices.list',
+    handle: async ({ services }) => ({ kind: 'list', items: await listDeviceViews(services), nextAfterId: null }),
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/v1/devices',
+    summary: 'Enroll a workstation: a device and its key (shown once)',
+    access: admin,
+    currentKeyOnly: true,
+    body: sync.enrollBody,
+    response: sync.enrolled,
+    successStatus: 201,
+    audit: 'devices.enroll',
+    handle: async ({ services, body, auth, audit }) => {
+      const result = await enrollDevice(services, body.name, auth.userId);
+      audit({ target: `device:${result.device.id}` });
+      return { kind: 'data', status: 201, data: result };
+    },
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/v1/devices/{device_id}',
+    summary: 'Revoke a workstation: its key is refused at once',
+    access: admin,
+    currentKeyOnly: true,
+    params: sync.deviceParams,
+    response: sync.device,
+    audit: 'devices.revoke',
+    handle: async ({ services, params, audit }) => {
+      audit({ target: `device:${params.device_id}` });
+      return { kind: 'data', data: await revokeDeviceById(services, params.device_id) };
+    },
+  }),
+];

@@ -1,0 +1,22 @@
+/** SQL for sync's anti-entropy digest: each synced row as one line, in one order on both backends. */
+import { jsonElements, perDialect, type Database } from '#server/store/database.ts';
+
+const STUDY_FILTER = (d: 'sqlite' | 'postgres'): string => `(CAST(? AS TEXT) IS NULL OR st.study_uid IN (SELECT value FROM ${jsonElements(d, '?')}))`;
+
+// Byte order (COLLATE "C" on PostgreSQL) so both backends sort the lines alike.
+const INSTANCES = perDialect((d) => `SELECT i.sop_instance_uid AS k, i.file_sha256 AS v FROM instances i
+  JOIN scans s ON s.id = i.scan_ref JOIN studies st ON st.id = s.study_ref
+  WHERE ${STUDY_FILTER(d)} ORDER BY i.sop_instance_uid${d === 'postgres' ? ' COLLATE "C"' : ''}`);
+
+const ANALYSES = perDialect((d) => `SELECT a.public_id AS k, s.scan_id || ' ' || a.model_sha256 || ' ' || COALESCE(a.finished_at, '') || ' ' ||
+    COALESCE((SELECT ${d === 'postgres' ? "string_agg(f.public_id, ',' ORDER BY f.public_id COLLATE \"C\")" : "group_concat(public_id, ',') FROM (SELECT f.public_id"} FROM findings f WHERE f.analysis_ref = a.id AND f.source = 'model'${d === 'postgres' ? '' : ' ORDER BY f.public_id)'}), '') AS v
+  FROM analyses a JOIN scans s ON s.id = a.scan_ref JOIN studies st ON st.id = s.study_ref
+  WHERE a.status = 'succeeded' AND ${STUDY_FILTER(d)} ORDER BY a.public_id${d === 'postgres' ? ' COLLATE "C"' : ''}`);
+
+export async function readDigestRows(db: Database, studies: readonly string[] | null): Promise<{ instances: string[]; analyses: string[] }> {
+  const list = studies === null ? null : JSON.stringify(studies);
+  const params = [list, list];
+  const instances = (await db.all(INSTANCES, params)) as { k: string; v: string }[];
+  const analyses = (await db.all(ANALYSES, params)) as { k: string; v: string }[];
+  return { instances: instances.map((r) => `${r.k} ${r.v}`), analyses: analyses.map((r) => `${r.k} ${r.v}`) };
+}

@@ -1,0 +1,104 @@
+/**
+ * A linked workstation's background sync: a round every `intervalMs` (sooner when asked), with
+ * backoff after failures (up to 5 minutes) so an unreachable hub costs little, and a status the
+ * UI header and `mia sync status` show: online or offline, pending changes, last sync, error.
+ */
+import type { Services } from '#server/services.ts';
+import { getSetting } from '#server/store/settings.ts';
+import { countPendingOwnChanges } from '#server/store/sync-log.ts';
+import { LAST_ATTEMPT, LAST_ERROR, LAST_SUCCESS, syncOnce, type SyncReport } from '#server/sync/client.ts';
+import { readHubLink } from '#server/sync/hub-link.ts';
+
+export type SyncStatus = {
+  linked: boolean;
+  hub_url: string | null;
+  device_id: string | null;
+  device_name: string | null;
+  /** online: the last round reached the hub; offline: it did not; syncing: a round is running. */
+  state: 'not_linked' | 'online' | 'offline' | 'syncing';
+  pending: number;
+  refused: number;
+  last_sync_at: string | null;
+  last_attempt_at: string | null;
+  last_error: string | null;
+};
+
+export type SyncAgent = {
+  /** Runs a round now (or waits for the running one), resolving with its report. */
+  runNow(): Promise<SyncReport | null>;
+  status(): Promise<SyncStatus>;
+  stop(): Promise<void>;
+};
+
+const MAX_BACKOFF_MS = 5 * 60_000;
+
+export async function readSyncStatus(s: Pick<Services, 'db' | 'dataDir' | 'replica'>, running: boolean): Promise<SyncStatus> {
+  const link = readHubLink(s.dataDir);
+  const counts = await countPendingOwnChanges(s.db, s.replica.deviceId);
+  const lastError = (await getSetting(s.db, LAST_ERROR)) || null;
+  const lastSync = (await getSetting(s.db, LAST_SUCCESS)) ?? null;
+  const state: SyncStatus['state'] = !link ? 'not_linked' : running ? 'syncing' : lastError ? 'offline' : lastSync ? 'online' : 'offline';
+  return {
+    linked: link !== null,
+    hub_url: link?.url ?? null,
+    device_id: link?.device_id ?? null,
+    device_name: link?.device_name ?? null,
+    state,
+    pending: counts.pending,
+    refused: counts.rejected,
+    last_sync_at: lastSync,
+    last_attempt_at: (await getSetting(s.db, LAST_ATTEMPT)) ?? null,
+    last_error: lastError,
+  };
+}
+
+export function startSyncAgent(s: Services, intervalMs: number): SyncAgent {
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<SyncReport | null> | undefined;
+  let failures = 0;
+  let stopped = false;
+
+  const round = async (): Promise<SyncReport | null> => {
+    const link = readHubLink(s.dataDir);
+    if (!link) return null;
+    try {
+      const report = await syncOnce(s, link, { signal: controller.signal });
+      failures = 0;
+      if (report.pushed + report.applied + report.refused > 0) s.log.info('sync.round', { pushed: report.pushed, refused: report.refused, deferred: report.deferred, files: report.files, applied: report.applied });
+      return report;
+    } catch (err) {
+      failures += 1;
+      if (!stopped) s.log.error('sync.failed', { error: (err instanceof Error ? err.message : String(err)).slice(0, 300), failures });
+      return null;
+    }
+  };
+
+  const schedule = (): void => {
+    if (stopped) return;
+    const delay = failures === 0 ? intervalMs : Math.min(MAX_BACKOFF_MS, intervalMs * 2 ** Math.min(failures, 10));
+    timer = setTimeout(() => void runNow(), delay);
+  };
+
+  const runNow = (): Promise<SyncReport | null> => {
+    if (running) return running;
+    if (timer) clearTimeout(timer);
+    running = round().finally(() => {
+      running = undefined;
+      schedule();
+    });
+    return running;
+  };
+
+  schedule();
+  return {
+    runNow,
+    status: async () => await readSyncStatus(s, running !== undefined),
+    async stop() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      controller.abort();
+      await running?.catch(() => undefined);
+    },
+  };
+}

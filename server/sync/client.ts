@@ -1,0 +1,243 @@
+/**
+ * A workstation's sync with its hub, one round (docs/sync.md): push its own changes (files
+ * first), then pull what others did. Each step is safe to repeat from any point it was cut off:
+ *
+ * - A batch's Idempotency-Key is the digest of its change ids, so a batch sent again after a
+ *   lost answer gets the hub's first answer; a change id the hub has is accepted again anyway.
+ * - A change leaves the outbox only when the hub's answer for it arrived: accepted, or refused
+ *   for good (kept with the reason, for the reader). One the hub asks to send later (its file or
+ *   its series is not there yet) stays, and the round stops pushing once a batch takes nothing.
+ * - Pulled changes are applied, added to the local log and the cursor moved in one transaction;
+ *   a change already here is skipped, so a pull repeated from an older cursor changes nothing.
+ * - The local clock takes a pulled batch's timestamps only after that batch committed.
+ *
+ * Errors (the network, the hub) end the round with the error kept for `mia sync status` and the
+ * UI; the next round starts over from what was committed.
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream, statSync } from 'node:fs';
+import type { Clock } from '#server/clock.ts';
+import { SYNC_PROTOCOL } from '#server/api/sync-schemas.ts';
+import type { RefCache } from '#server/imports/ingest.ts';
+import type { Logger } from '#server/log.ts';
+import type { Database } from '#server/store/database.ts';
+import { getSetting, setSetting } from '#server/store/settings.ts';
+import { appendChanges, countPendingOwnChanges, hasChange, markPushed, readPendingOwnChanges, type ChangeRow } from '#server/store/sync-log.ts';
+import { blobPath, hasBlob } from '#server/sync/blobs.ts';
+import { applyChange, instancePayload, prepareChanges, type RemoteChange } from '#server/sync/entities.ts';
+import { parseHlc, type HlcTimestamp } from '#server/sync/hlc.ts';
+import type { HubLink } from '#server/sync/hub-link.ts';
+import type { PullResponse } from '#server/sync/pull.ts';
+import type { PushResponse } from '#server/sync/push.ts';
+import type { Replica } from '#server/sync/replica.ts';
+
+export type SyncDeps = { db: Database; clock: Clock; dataDir: string; replica: Replica; log?: Logger | undefined };
+
+export type SyncProgress = { phase: 'files' | 'push' | 'pull'; done: number; total: number | null };
+
+export type SyncReport = {
+  pushed: number;
+  refused: number;
+  /** Changes the hub asked to send later (their file or series not there yet). */
+  deferred: number;
+  files: number;
+  fileBytes: number;
+  pulled: number;
+  applied: number;
+  warning: string | null;
+};
+
+export const PUSH_BATCH = 500;
+/** Under the hub's 32 MB limit for a push's JSON, with room for the envelope. */
+const PUSH_MAX_BYTES = 16 * 1024 * 1024;
+const REQUEST_TIMEOUT_MS = 30_000;
+/** A file's upload may take longer than a request: at least 1 MB/s is expected of the link. */
+const fileTimeout = (bytes: number): number => REQUEST_TIMEOUT_MS + Math.ceil(bytes / 1_000_000) * 1000;
+
+const CURSOR = 'sync.cursor';
+export const LAST_SUCCESS = 'sync.last_success_at';
+export const LAST_ERROR = 'sync.last_error';
+export const LAST_ATTEMPT = 'sync.last_attempt_at';
+
+export class SyncError extends Error {
+  readonly status: number | null;
+  constructor(message: string, status: number | null = null) {
+    super(message);
+    this.name = 'SyncError';
+    this.status = status;
+  }
+}
+
+type Call = { method: string; path: string; body?: unknown; headers?: Record<string, string>; timeoutMs?: number; stream?: { file: string; bytes: number } };
+
+async function call<T>(link: HubLink, c: Call, signal?: AbortSignal): Promise<T> {
+  const timeout = AbortSignal.timeout(c.timeoutMs ?? REQUEST_TIMEOUT_MS);
+  const headers: Record<string, string> = { authorization: `Bearer ${link.key}`, 'mia-sync-protocol': String(SYNC_PROTOCOL), accept: 'application/json', ...c.headers };
+  let body: RequestInit['body'] | undefined;
+  if (c.stream) {
+    headers['content-type'] = 'application/octet-stream';
+    headers['content-length'] = String(c.stream.bytes);
+    body = createReadStream(c.stream.file) as unknown as RequestInit['body'];
+  } else if (c.body !== undefined) {
+    headers['content-type'] = 'application/json';
+    body = JSON.stringify(c.body);
+  }
+  let res: Response;
+  try {
+    res = await fetch(new URL(c.path, link.url), {
+      method: c.method,
+      headers,
+      body,
+      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+      ...(c.stream ? { duplex: 'half' } : {}),
+    } as RequestInit);
+  } catch (err) {
+    const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : '';
+    const what = err instanceof Error && err.name === 'TimeoutError' ? 'timed out' : `failed${cause}`;
+    throw new SyncError(`hub unreachable: ${c.method} ${c.path.split('?')[0] ?? ''} ${what}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = await res.json();
+  } catch {
+    throw new SyncError(`hub answered ${res.status} without JSON to ${c.method} ${c.path.split('?')[0] ?? ''}`, res.status);
+  }
+  if (!res.ok) {
+    const e = (parsed as { error?: { message?: string; details?: string } }).error;
+    throw new SyncError(`hub refused ${c.method} ${c.path.split('?')[0] ?? ''}: ${res.status} ${e?.message ?? ''}${e?.details ? ` (${e.details})` : ''}`, res.status);
+  }
+  return (parsed as { data: T }).data;
+}
+
+/** Who the key belongs to on the hub: checks the link before it is kept. */
+export async function hello(link: Omit<HubLink, 'device_id' | 'device_name'> & Partial<HubLink>): Promise<{ device_id: string; device_name: string; protocol: number; hub_time: string }> {
+  return await call({ device_id: '', device_name: '', ...link }, { method: 'GET', path: '/v1/sync/hello' });
+}
+
+export async function syncOnce(deps: SyncDeps, link: HubLink, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal } = {}): Promise<SyncReport> {
+  const report: SyncReport = { pushed: 0, refused: 0, deferred: 0, files: 0, fileBytes: 0, pulled: 0, applied: 0, warning: null };
+  await setSetting(deps.db, LAST_ATTEMPT, deps.clock.now().toISOString());
+  try {
+    await push(deps, link, report, options);
+    await pull(deps, link, report, options);
+    await setSetting(deps.db, LAST_SUCCESS, deps.clock.now().toISOString());
+    await setSetting(deps.db, LAST_ERROR, '');
+    return report;
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    try {
+      await setSetting(deps.db, LAST_ERROR, message.slice(0, 500));
+    } catch {
+      // The database itself failing is reported by the throw below.
+    }
+    throw err;
+  }
+}
+
+/** The next batch of the outbox: at most 500 changes and 16 MB of JSON. */
+function batchOf(rows: readonly ChangeRow[]): ChangeRow[] {
+  const batch: ChangeRow[] = [];
+  let bytes = 0;
+  for (const row of rows) {
+    bytes += row.payload.length + 300;
+    if (batch.length > 0 && bytes > PUSH_MAX_BYTES) break;
+    batch.push(row);
+  }
+  return batch;
+}
+
+async function push(deps: SyncDeps, link: HubLink, report: SyncReport, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal }): Promise<void> {
+  const { pending } = await countPendingOwnChanges(deps.db, deps.replica.deviceId);
+  let done = 0;
+  // Changes the hub asked to send later: not sent again this round.
+  const waiting = new Set<string>();
+  try {
+    for (;;) {
+      const rows = (await readPendingOwnChanges(deps.db, deps.replica.deviceId, PUSH_BATCH + waiting.size)).filter((r) => !waiting.has(r.change_id));
+      if (rows.length === 0) return;
+      const batch = batchOf(rows.slice(0, PUSH_BATCH));
+      await sendFiles(deps, link, batch, report, options);
+      const ids = batch.map((r) => r.change_id);
+      const answer = await call<PushResponse>(link, {
+        method: 'POST',
+        path: '/v1/sync/push',
+        headers: { 'idempotency-key': createHash('sha256').update(ids.join(',')).digest('hex'), 'mia-device-time': deps.clock.now().toISOString() },
+        body: { changes: batch.map((r) => ({ change_id: r.change_id, entity: r.entity, key: r.entity_key, op: r.op, hlc: r.hlc, user_id: r.user_id, payload: JSON.parse(r.payload) as unknown })) },
+      }, options.signal);
+      report.warning ??= answer.warning;
+      let taken = 0;
+      await deps.db.transaction(async (tx) => {
+        for (const r of answer.results) {
+          if (r.status === 'accepted') {
+            await markPushed(tx, r.change_id, 'accepted', null);
+            taken += 1;
+          } else if (r.retry) waiting.add(r.change_id);
+          else {
+            await markPushed(tx, r.change_id, 'rejected', r.reason ?? 'refused by the hub');
+            report.refused += 1;
+          }
+        }
+      });
+      report.pushed += taken;
+      done += taken;
+      options.onProgress?.({ phase: 'push', done, total: pending });
+      // Nothing of this batch could be taken now: what waits goes in a later round.
+      if (taken === 0 && answer.results.every((r) => r.status === 'accepted' || r.retry)) return;
+    }
+  } finally {
+    report.deferred = waiting.size;
+  }
+}
+
+/** Uploads the files a batch's instance changes name that the hub lacks, before the batch. */
+async function sendFiles(deps: SyncDeps, link: HubLink, batch: readonly ChangeRow[], report: SyncReport, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal }): Promise<void> {
+  const hashes: string[] = [];
+  for (const row of batch) {
+    if (row.entity !== 'instance') continue;
+    const payload = instancePayload.safeParse(JSON.parse(row.payload));
+    if (payload.success && hasBlob(deps.dataDir, payload.data.sha256)) hashes.push(payload.data.sha256);
+  }
+  if (hashes.length === 0) return;
+  const { missing } = await call<{ missing: string[] }>(link, { method: 'POST', path: '/v1/sync/blobs/missing', body: { sha256: [...new Set(hashes)] } }, options.signal);
+  let done = 0;
+  for (const sha of missing) {
+    const file = blobPath(deps.dataDir, sha);
+    const bytes = statSync(file).size;
+    await call(link, { method: 'PUT', path: `/v1/sync/blobs/${sha}`, stream: { file, bytes }, timeoutMs: fileTimeout(bytes) }, options.signal);
+    report.files += 1;
+    report.fileBytes += bytes;
+    done += 1;
+    options.onProgress?.({ phase: 'files', done, total: missing.length });
+  }
+}
+
+async function pull(deps: SyncDeps, link: HubLink, report: SyncReport, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal }): Promise<void> {
+  for (;;) {
+    const cursor = (await getSetting(deps.db, CURSOR)) ?? '';
+    const page = await call<PullResponse>(link, { method: 'GET', path: `/v1/sync/pull?limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}` }, options.signal);
+    report.pulled += page.changes.length;
+    const stamps = page.changes.map((c) => parseHlc(c.hlc)).filter((t): t is HlcTimestamp => t !== undefined);
+    const received = deps.replica.hlc.receive(stamps);
+    const remote: RemoteChange[] = page.changes.map((c) => ({ change_id: c.change_id, entity: c.entity, key: c.key, payload: c.payload }));
+    // Instances come down by assignment (not built yet): one whose file is not here is skipped.
+    const prepared = await prepareChanges(deps.db, deps.dataDir, remote);
+    const at = deps.clock.now().toISOString();
+    const applied = await deps.db.transaction(async (tx) => {
+      const refs: RefCache = new Map();
+      const taken: typeof page.changes = [];
+      for (const c of page.changes) {
+        if (await hasChange(tx, c.change_id)) continue;
+        const outcome = await tx.transaction(async (inner) => await applyChange(inner, { change_id: c.change_id, entity: c.entity, key: c.key, payload: c.payload }, prepared, refs, at));
+        if (outcome.status === 'accepted') taken.push(c);
+        else if (!outcome.retry) deps.log?.error('sync.pull_refused', { entity: c.entity, change_id: c.change_id, reason: outcome.reason.slice(0, 200) });
+      }
+      await appendChanges(tx, taken.map((c) => ({ changeId: c.change_id, deviceId: c.device_id, entity: c.entity, entityKey: c.key, op: c.op, hlc: c.hlc, userId: c.user_id, payload: JSON.stringify(c.payload) })), at);
+      await setSetting(tx, CURSOR, page.cursor);
+      return taken.length;
+    });
+    if (received.ok) deps.replica.hlc.advance(received.state);
+    report.applied += applied;
+    options.onProgress?.({ phase: 'pull', done: report.pulled, total: null });
+    if (!page.has_more) return;
+  }
+}

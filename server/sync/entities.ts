@@ -1,0 +1,168 @@
+/**
+ * What each synced entity carries and how a replica takes one in (docs/sync.md, What syncs):
+ *
+ * - instance: the file is the instance. The change names it (SOP Instance UID) and its content
+ *   (SHA-256); the receiver reads the file it holds under that digest with the import's own
+ *   parser and reject rules, so patients, studies and series come out as an import would make
+ *   them. First seen wins: the same UID with other content is refused.
+ * - analysis: finished analyses are immutable and travel whole, with their model findings, under
+ *   the ids they were made with; a second arrival is a no-op.
+ *
+ * Taking a change in is split in two: `prepareChanges` does the file work (read, parse, hash)
+ * outside any transaction; `applyChange` then runs in the push's (or pull's) transaction and
+ * touches only the database, so it may run again when PostgreSQL retries the transaction.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { MiaError } from '#server/errors.ts';
+import { archivePathFor } from '#server/imports/archive.ts';
+import { indexInstance, prepareArchived, type Prepared, type RefCache } from '#server/imports/ingest.ts';
+import { resultSynced } from '#server/scans/lifecycle.ts';
+import type { Database } from '#server/store/database.ts';
+import { findStoredDigest } from '#server/store/instances.ts';
+import { findScan } from '#server/store/scans.ts';
+import { adoptIfNewest, analysisExists, insertSyncedAnalysis, readAnalysisSnapshot } from '#server/store/synced-analyses.ts';
+import type { LocalChange, SyncEntity } from '#server/sync/replica.ts';
+
+const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 in lower-case hex');
+const uid = z.string().min(1).max(64).regex(/^[0-9.]+$/, 'a DICOM UID');
+const publicId = (prefix: string): z.ZodString => z.string().regex(new RegExp(`^${prefix}_[0-9a-f]{24}$`), `a ${prefix}_ id`);
+const isoTime = z.string().max(40);
+
+export const instancePayload = z.object({
+  sha256: sha256Hex,
+  size: z.number().int().min(1).max(4 * 1024 ** 3),
+  series_uid: uid,
+  study_uid: uid,
+});
+
+const findingPayload = z.object({
+  id: publicId('fnd'),
+  label: z.string().min(1).max(200),
+  confidence: z.number().min(0).max(1),
+  x: z.number().finite(),
+  y: z.number().finite(),
+  width: z.number().finite().min(0),
+  height: z.number().finite().min(0),
+  instance_uid: uid,
+  frame: z.number().int().min(0).max(100_000),
+});
+
+export const analysisPayload = z.object({
+  scan_id: uid,
+  model: z.object({ id: z.string().min(1).max(200), name: z.string().max(200), version: z.string().max(100), sha256: z.string().max(64) }),
+  thresholds: z.record(z.string(), z.number()),
+  triage_labels: z.record(z.string(), z.unknown()),
+  recommendation: z.string().max(10_000).nullable(),
+  created_at: isoTime,
+  started_at: isoTime.nullable(),
+  finished_at: isoTime.nullable(),
+  findings: z.array(findingPayload).max(10_000),
+});
+
+export type ApplyOutcome = { status: 'accepted' } | { status: 'rejected'; reason: string; retry: boolean };
+
+/** A change from another replica, as pushed or pulled. */
+export type RemoteChange = { change_id: string; entity: SyncEntity; key: string; payload: unknown };
+
+const accepted: ApplyOutcome = { status: 'accepted' };
+const refused = (reason: string, retry = false): ApplyOutcome => ({ status: 'rejected', reason, retry });
+
+/** The change a finished analysis records, in the transaction that stores it. */
+export async function analysisChange(tx: Database, analysisRef: number, userId: string | null): Promise<LocalChange | undefined> {
+  const snapshot = await readAnalysisSnapshot(tx, analysisRef);
+  if (!snapshot) return undefined;
+  const a = snapshot.analysis;
+  const payload: z.input<typeof analysisPayload> = {
+    scan_id: a.scan_id,
+    model: { id: a.model_id, name: a.model_name, version: a.model_version, sha256: a.model_sha256 },
+    thresholds: JSON.parse(a.thresholds) as Record<string, number>,
+    triage_labels: JSON.parse(a.triage_labels) as Record<string, unknown>,
+    recommendation: a.recommendation,
+    created_at: a.created_at,
+    started_at: a.started_at,
+    finished_at: a.finished_at,
+    findings: snapshot.findings.map((f) => ({ id: f.public_id, label: f.label, confidence: f.confidence, x: f.x, y: f.y, width: f.width, height: f.height, instance_uid: f.instance_uid, frame: f.frame })),
+  };
+  return { entity: 'analysis', key: a.public_id, op: 'put', userId, payload };
+}
+
+/** The file work of a batch, before its transaction: each instance change's blob read and checked. */
+export async function prepareChanges(db: Database, dataDir: string, changes: readonly RemoteChange[]): Promise<Map<string, Prepared | ApplyOutcome>> {
+  const prepared = new Map<string, Prepared | ApplyOutcome>();
+  for (const change of changes) {
+    if (change.entity !== 'instance') continue;
+    const payload = instancePayload.safeParse(change.payload);
+    if (!payload.success) {
+      prepared.set(change.change_id, refused(`instance payload: ${payload.error.issues[0]?.message ?? 'invalid'}`));
+      continue;
+    }
+    const { sha256 } = payload.data;
+    if (!existsSync(join(dataDir, archivePathFor(sha256)))) {
+      // Blobs go before the rows naming them; the pusher uploads it and sends the change again.
+      prepared.set(change.change_id, refused(`file ${sha256} is not here yet: PUT /v1/sync/blobs/${sha256} first`, true));
+      continue;
+    }
+    prepared.set(change.change_id, await prepareArchived(db, dataDir, sha256, `sync:${change.key}`));
+  }
+  return prepared;
+}
+
+/** Takes one change in, inside the caller's transaction. Refusals are outcomes, not throws. */
+export async function applyChange(tx: Database, change: RemoteChange, prepared: Map<string, Prepared | ApplyOutcome>, refs: RefCache, at: string): Promise<ApplyOutcome> {
+  try {
+    if (change.entity === 'instance') return await applyInstance(tx, change, prepared.get(change.change_id), refs, at);
+    return await applyAnalysis(tx, change, at);
+  } catch (err) {
+    if (err instanceof MiaError) return refused(err.message + (err.details ? ` (${err.details})` : ''));
+    throw err;
+  }
+}
+
+async function applyInstance(tx: Database, change: RemoteChange, p: Prepared | ApplyOutcome | undefined, refs: RefCache, at: string): Promise<ApplyOutcome> {
+  if (p === undefined) return refused('instance change was not prepared', true);
+  if ('status' in p) return p;
+  if (p.kind === 'done') {
+    const r = p.result;
+    if (r.outcome === 'duplicate' && r.sop_instance_uid === change.key) return accepted;
+    if (r.outcome === 'rejected') return refused(`file refused: ${r.reason}`);
+    if (r.outcome === 'conflict') return refused(r.reason);
+    return refused(`file holds SOP Instance UID ${r.sop_instance_uid}, not ${change.key}`);
+  }
+  if (p.instance.sopInstanceUid !== change.key) return refused(`file holds SOP Instance UID ${p.instance.sopInstanceUid}, not ${change.key}`);
+  if (await indexInstance(tx, p, refs, at)) return accepted;
+  // Stored meanwhile: the same content is the same instance; other content loses to the first.
+  return (await findStoredDigest(tx, change.key)) === p.sha256 ? accepted : refused(`SOP Instance UID ${change.key} is already stored with different content; kept the first`);
+}
+
+async function applyAnalysis(tx: Database, change: RemoteChange, at: string): Promise<ApplyOutcome> {
+  const parsed = analysisPayload.safeParse(change.payload);
+  if (!parsed.success) return refused(`analysis payload: ${parsed.error.issues[0]?.path.join('.') ?? ''} ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  if (!/^ana_[0-9a-f]{24}$/.test(change.key)) return refused('analysis key: an ana_ id');
+  if (await analysisExists(tx, change.key)) return accepted;
+  const a = parsed.data;
+  const scan = await findScan(tx, a.scan_id);
+  // Its instances travel first; they may still be on their way (or refused: then this waits too).
+  if (!scan) return refused(`series ${a.scan_id} is not here yet: its instances come first`, true);
+  const ref = await insertSyncedAnalysis(
+    tx,
+    scan.id,
+    {
+      public_id: change.key,
+      model_id: a.model.id,
+      model_name: a.model.name,
+      model_version: a.model.version,
+      model_sha256: a.model.sha256,
+      thresholds: JSON.stringify(a.thresholds),
+      triage_labels: JSON.stringify(a.triage_labels),
+      recommendation: a.recommendation,
+      created_at: a.created_at,
+      started_at: a.started_at,
+      finished_at: a.finished_at,
+    },
+    a.findings.map((f) => ({ ...f, public_id: f.id })),
+  );
+  if (await adoptIfNewest(tx, scan.id, ref)) await resultSynced(tx, { ref: scan.id, status: scan.status }, at);
+  return accepted;
+}

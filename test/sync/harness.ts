@@ -1,0 +1,95 @@
+/**
+ * The sync suite's parts, all real: `mia serve --hub` and the `mia` CLI as processes on their
+ * own data folders, workstations reaching the hub through the fault proxy, and reads of a
+ * workstation's SQLite file once its commands have ended.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { openDataFolder } from '#server/data-folder.ts';
+import { computeDigest, type Digest } from '#server/sync/digest.ts';
+
+export const BIN = join(import.meta.dirname, '../../bin/mia.js');
+
+export type Run = { status: number | null; stdout: string; stderr: string };
+
+/** One `mia` command as a process; `input` goes to its standard input. */
+export async function mia(args: readonly string[], options: { input?: string; timeoutMs?: number } = {}): Promise<Run> {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  child.stdin.end(options.input ?? '');
+  const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 120_000);
+  const status = await new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  clearTimeout(timer);
+  return { status, stdout, stderr };
+}
+
+export type Hub = { url: string; port: number; child: ChildProcess; exited: Promise<unknown>; output(): string; stop(signal?: NodeJS.Signals): Promise<void> };
+
+/** `mia serve --hub` on a SQLite data folder (the PostgreSQL hub runs the same code). */
+export async function startHub(dataDir: string, port = 0): Promise<Hub> {
+  const child = spawn(process.execPath, [BIN, 'serve', '--hub', '--port', String(port), '--data', dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', () => {
+      const match = /listening on (http:\/\/\S+)/.exec(output);
+      if (match?.[1]) resolve(match[1]);
+    });
+    void exited.then(() => reject(new Error(`hub exited before listening:\n${output}`)));
+  });
+  return {
+    url,
+    port: Number(new URL(url).port),
+    child,
+    exited,
+    output: () => output,
+    stop: async (signal = 'SIGTERM') => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      await exited;
+    },
+  };
+}
+
+export function lastLine(text: string): string {
+  return text.trimEnd().split('\n').at(-1) ?? '';
+}
+
+/** A data folder's digest of the given studies (all when null), read from its database. */
+export async function digestOf(dataDir: string, studies: readonly string[] | null): Promise<Digest> {
+  const folder = await openDataFolder(dataDir);
+  try {
+    return await computeDigest(folder.db, studies);
+  } finally {
+    await folder.close();
+  }
+}
+
+export async function queryFolder<T>(dataDir: string, sql: string, params: unknown[] = []): Promise<T[]> {
+  const folder = await openDataFolder(dataDir);
+  try {
+    return await folder.db.all<T>(sql, params);
+  } finally {
+    await folder.close();
+  }
+}
+
+export type Reply = { status: number; json: any; text: string };
+
+export async function request(url: string, key: string, method: string, path: string, options: { body?: unknown; headers?: Record<string, string> } = {}): Promise<Reply> {
+  const headers: Record<string, string> = { authorization: `Bearer ${key}`, ...options.headers };
+  if (options.body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(url + path, { method, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body), signal: AbortSignal.timeout(30_000) });
+  const text = await res.text();
+  let json: unknown = null;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // not JSON
+  }
+  return { status: res.status, json, text };
+}

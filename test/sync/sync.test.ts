@@ -1,0 +1,178 @@
+/**
+ * Sync between real processes (issue 13): one `mia serve --hub`, two workstations (data folders
+ * worked by the `mia` CLI as a radiologist's machine would be), each reaching the hub through a
+ * fault proxy. Checked against what was acknowledged, not against the code's own view: rows and
+ * digests on each side, counts in the hub's change log, and the hub's answers.
+ */
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { phantomDicom } from '../analysis/analysis-helpers.ts';
+import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
+import { digestOf, lastLine, mia, queryFolder, request, startHub, type Hub } from './harness.ts';
+
+const SERIES = 2;
+const SLICES = 12;
+
+let work: string;
+let hub: Hub;
+let hubData: string;
+let adminKey: string;
+const ws = [{ data: '', key: '', proxy: undefined as unknown as FaultProxy }, { data: '', key: '', proxy: undefined as unknown as FaultProxy }];
+let studies: string[] = [];
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), 'mia-sync-'));
+  hubData = join(work, 'hub');
+  hub = await startHub(hubData);
+  adminKey = lastLine((await mia(['keys', 'create', '--role', 'admin', '--email', 'admin@hub.test', '--data', hubData])).stdout);
+  for (const [i, w] of ws.entries()) {
+    w.data = join(work, `ws${i + 1}`);
+    const enrolled = await mia(['devices', 'enroll', `reading room ${i + 1}`, '--data', hubData]);
+    expect(enrolled.status, enrolled.stderr).toBe(0);
+    w.key = lastLine(enrolled.stdout);
+    w.proxy = await startFaultProxy({ host: '127.0.0.1', port: hub.port }, 100 + i);
+    const joined = await mia(['sync', 'join', w.proxy.url, '--data', w.data], { input: w.key + '\n' });
+    expect(joined.status, joined.stderr).toBe(0);
+    expect(joined.stdout).toMatch(/linked to .* as device [0-9a-f-]{36}/);
+  }
+  await phantomDicom(work, 'series', { seed: 20_013_100, series: SERIES, modality: 'CT', slices: SLICES, size: 128 });
+}, 240_000);
+
+afterAll(async () => {
+  for (const w of ws) await w.proxy?.close();
+  await hub?.stop();
+  if (work) rmSync(work, { recursive: true, force: true });
+}, 60_000);
+
+const hubCount = async (sql: string): Promise<number> => Number((await queryFolder<{ n: number }>(hubData, sql))[0]?.n);
+
+describe('a workstation and its hub', () => {
+  it('keeps its work while the hub is unreachable, and says so', async () => {
+    const [w] = ws;
+    const imported = await mia(['import', join(work, 'series'), '--data', w!.data]);
+    expect(imported.status, imported.stderr).toBe(0);
+    const analysed = await mia(['analyze', '--all', '--data', w!.data], { timeoutMs: 300_000 });
+    expect(analysed.status, analysed.stderr).toBe(0);
+    studies = (await queryFolder<{ study_uid: string }>(w!.data, 'SELECT study_uid FROM studies ORDER BY study_uid')).map((r) => r.study_uid);
+
+    w!.proxy.set({ reset: true });
+    const failed = await mia(['sync', 'now', '--data', w!.data]);
+    expect(failed.status).toBe(1);
+    expect(failed.stderr).toMatch(/hub unreachable/);
+    const status = await mia(['sync', 'status', '--data', w!.data]);
+    // Every instance and both analyses wait, with the error named.
+    expect(status.stdout).toMatch(new RegExp(`offline\\s+${SERIES * SLICES + SERIES}\\s+0`));
+    expect(status.stdout).toMatch(/hub unreachable/);
+    expect(await hubCount('SELECT COUNT(*) AS n FROM instances')).toBe(0);
+  }, 400_000);
+
+  it('loses nothing and duplicates nothing when the hub commits but its answer is lost', async () => {
+    const [w] = ws;
+    w!.proxy.set({ cutAnswerTo: 'POST /v1/sync/push' });
+    const cut = await mia(['sync', 'now', '--data', w!.data]);
+    expect(cut.status).toBe(1);
+    // The hub took the batch (files first, then rows), though the workstation never heard.
+    expect(await hubCount('SELECT COUNT(*) AS n FROM instances')).toBe(SERIES * SLICES);
+    const pendingAfterCut = await queryFolder<{ n: number }>(w!.data, 'SELECT COUNT(*) AS n FROM sync_changes WHERE push_state IS NULL');
+    expect(pendingAfterCut[0]?.n).toBe(SERIES * SLICES + SERIES);
+
+    w!.proxy.set({});
+    const ok = await mia(['sync', 'now', '--data', w!.data]);
+    expect(ok.status, ok.stderr + ok.stdout).toBe(0);
+    expect(ok.stdout).toMatch(new RegExp(`pushed ${SERIES * SLICES + SERIES} change\\(s\\) and 0 file\\(s\\)`));
+    expect(await hubCount('SELECT COUNT(*) AS n FROM instances')).toBe(SERIES * SLICES);
+    expect(await hubCount("SELECT COUNT(*) AS n FROM analyses WHERE status = 'succeeded'")).toBe(SERIES);
+    expect(await hubCount('SELECT COUNT(*) AS n FROM sync_changes')).toBe(SERIES * SLICES + SERIES);
+
+    // Same instances, files, analyses and finding ids on both sides.
+    expect(await digestOf(hubData, studies)).toEqual(await digestOf(w!.data, studies));
+    const files = await queryFolder<{ file_sha256: string }>(hubData, 'SELECT file_sha256 FROM instances');
+    const archived = new Set(readdirSync(join(hubData, 'archive'), { recursive: true }).map(String).filter((n) => n.endsWith('.dcm')).map((n) => n.slice(-68, -4)));
+    expect(files.every((f) => archived.has(f.file_sha256))).toBe(true);
+
+    // Nothing left to send; a second round sends nothing.
+    const again = await mia(['sync', 'now', '--data', w!.data]);
+    expect(again.stdout).toMatch(/pushed 0 change\(s\) and 0 file\(s\)/);
+    expect(await hubCount('SELECT COUNT(*) AS n FROM sync_changes')).toBe(SERIES * SLICES + SERIES);
+    // The hub's reader sees the workstation's result.
+    const scans = await request(hub.url, adminKey, 'GET', '/v1/scans?limit=10');
+    expect(scans.json.data.items.map((s: { status: string }) => s.status)).toEqual(Array(SERIES).fill('analyzed'));
+  }, 240_000);
+
+  it('brings one workstation\'s analyses to another that holds the same study', async () => {
+    const [w1, w2] = ws;
+    const imported = await mia(['import', join(work, 'series'), '--data', w2!.data]);
+    expect(imported.status, imported.stderr).toBe(0);
+    const synced = await mia(['sync', 'now', '--data', w2!.data]);
+    expect(synced.status, synced.stderr).toBe(0);
+    // Its instances were the hub's already (same files): accepted, nothing stored twice.
+    expect(await hubCount('SELECT COUNT(*) AS n FROM instances')).toBe(SERIES * SLICES);
+    // It pulled ws1's instance and analysis changes; the instances it holds itself are known.
+    expect(synced.stdout).toMatch(new RegExp(`pulled ${SERIES * SLICES + SERIES}, applied ${SERIES * SLICES + SERIES}$`, 'm'));
+    const findings = async (dir: string): Promise<string[]> => (await queryFolder<{ public_id: string }>(dir, 'SELECT public_id FROM findings ORDER BY public_id')).map((r) => r.public_id);
+    expect(await findings(w2!.data)).toEqual(await findings(w1!.data));
+    expect(await digestOf(w2!.data, studies)).toEqual(await digestOf(w1!.data, studies));
+    const statuses = await queryFolder<{ status: string }>(w2!.data, 'SELECT status FROM scans');
+    expect(statuses.map((s) => s.status)).toEqual(Array(SERIES).fill('analyzed'));
+    // A pulled change is not pushed back.
+    const again = await mia(['sync', 'now', '--data', w1!.data]);
+    expect(again.stdout).toMatch(/pushed 0 change\(s\)/);
+  }, 240_000);
+});
+
+describe('the hub\'s refusals', () => {
+  const headers = (extra: Record<string, string> = {}): Record<string, string> => ({ 'mia-sync-protocol': '1', ...extra });
+
+  it('answers another protocol version with 426 naming the one it speaks', async () => {
+    const reply = await request(hub.url, ws[0]!.key, 'GET', '/v1/sync/pull', { headers: { 'mia-sync-protocol': '2' } });
+    expect(reply.status).toBe(426);
+    expect(reply.json.error.details).toMatch(/speaks sync protocol 1/);
+  });
+
+  it('refuses a change stamped over a day ahead, alone, and takes its batch-mates', async () => {
+    const now = Date.now();
+    const change = (wall: number, n: number) => ({
+      change_id: `0190a0a0-0000-7000-8000-${String(n).padStart(12, '0')}`,
+      entity: 'analysis',
+      key: `ana_${'0'.repeat(23)}${n}`,
+      op: 'put',
+      hlc: `${String(wall).padStart(15, '0')}-0000-test`,
+      user_id: null,
+      payload: { scan_id: '9.9.9' },
+    });
+    const reply = await request(hub.url, ws[0]!.key, 'POST', '/v1/sync/push', {
+      headers: headers({ 'idempotency-key': 'future-batch-1' }),
+      body: { changes: [change(now + 2 * 86_400_000, 1), change(now + 10 * 60_000, 2)] },
+    });
+    expect(reply.status).toBe(200);
+    const [far, near] = reply.json.data.results;
+    expect(far).toMatchObject({ status: 'rejected', retry: false });
+    expect(far.reason).toMatch(/h ahead of this clock \(at most 24 h\)/);
+    // The near one is judged on its content (here, an incomplete analysis), with a clock warning.
+    expect(near.status).toBe('rejected');
+    expect(near.reason).toMatch(/^analysis payload/);
+    expect(reply.json.data.warning).toMatch(/min ahead of this clock/);
+
+    // The same key with another body is refused; with the same body, the same answer.
+    const same = await request(hub.url, ws[0]!.key, 'POST', '/v1/sync/push', { headers: headers({ 'idempotency-key': 'future-batch-1' }), body: { changes: [change(now + 2 * 86_400_000, 1), change(now + 10 * 60_000, 2)] } });
+    expect(same.json.data.results).toEqual(reply.json.data.results);
+    const other = await request(hub.url, ws[0]!.key, 'POST', '/v1/sync/push', { headers: headers({ 'idempotency-key': 'future-batch-1' }), body: { changes: [change(now, 3)] } });
+    expect(other.status).toBe(409);
+  });
+
+  it('refuses a person\'s key, and a revoked device at once', async () => {
+    const admin = await request(hub.url, adminKey, 'GET', '/v1/sync/pull', { headers: headers() });
+    expect(admin.status).toBe(403);
+    const devices = await request(hub.url, adminKey, 'GET', '/v1/devices');
+    const second = devices.json.data.items.find((d: { name: string }) => d.name === 'reading room 2');
+    expect(second.status).toBe('active');
+    expect(second.last_seen_at).not.toBeNull();
+    const revoked = await request(hub.url, adminKey, 'DELETE', `/v1/devices/${second.id}`);
+    expect(revoked.json.data.status).toBe('revoked');
+    const refused = await mia(['sync', 'now', '--data', ws[1]!.data]);
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toMatch(/401 .*device was revoked/);
+  });
+});
