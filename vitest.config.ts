@@ -35,6 +35,18 @@ export default defineConfig({
       },
       // Workstations and a hub as processes, through a fault proxy (issue 13).
       { extends: true, test: { name: 'sync', include: [SYNC], testTimeout: 400_000, sequence: { groupOrder: 5 } } },
+      // The same, with the hub on PostgreSQL.
+      {
+        extends: true,
+        test: {
+          name: 'sync-postgres',
+          include: [SYNC],
+          testTimeout: 400_000,
+          env: { MIA_TEST_BACKEND: 'postgres' },
+          globalSetup: ['test/helpers/postgres-global-setup.ts'],
+          sequence: { groupOrder: 6 },
+        },
+      },
       { extends: true, test: { name: 'hostile', include: [HOSTILE], testTimeout: 120_000, sequence: { groupOrder: 3 } } },
       { extends: true, test: { name: 'faults', include: [FAULTS], testTimeout: 300_000, sequence: { groupOrder: 4 } } },
     ],

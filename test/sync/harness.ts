@@ -28,9 +28,17 @@ export async function mia(args: readonly string[], options: { input?: string; ti
 
 export type Hub = { url: string; port: number; child: ChildProcess; exited: Promise<unknown>; output(): string; stop(signal?: NodeJS.Signals): Promise<void> };
 
-/** `mia serve --hub` on a SQLite data folder (the PostgreSQL hub runs the same code). */
-export async function startHub(dataDir: string, port = 0): Promise<Hub> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--hub', '--port', String(port), '--data', dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** Where a hub keeps its data: the folder, and its PostgreSQL when the suite runs on one. */
+export type HubPlace = { dataDir: string; databaseUrl: string | null };
+
+/** The options that point a `mia` command at the hub's data. */
+export function hubArgs(place: HubPlace): string[] {
+  return ['--data', place.dataDir, ...(place.databaseUrl ? ['--database', place.databaseUrl] : [])];
+}
+
+/** `mia serve --hub` on the place's SQLite folder or PostgreSQL. */
+export async function startHub(place: HubPlace, port = 0): Promise<Hub> {
+  const child = spawn(process.execPath, [BIN, 'serve', '--hub', '--port', String(port), ...hubArgs(place)], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr.on('data', (c: Buffer) => (output += c.toString()));
@@ -60,8 +68,8 @@ export function lastLine(text: string): string {
 }
 
 /** A data folder's digest of the given studies (all when null), read from its database. */
-export async function digestOf(dataDir: string, studies: readonly string[] | null): Promise<Digest> {
-  const folder = await openDataFolder(dataDir);
+export async function digestOf(dataDir: string, studies: readonly string[] | null, databaseUrl: string | null = null): Promise<Digest> {
+  const folder = await openDataFolder(dataDir, { databaseUrl });
   try {
     return await computeDigest(folder.db, studies);
   } finally {
@@ -69,8 +77,8 @@ export async function digestOf(dataDir: string, studies: readonly string[] | nul
   }
 }
 
-export async function queryFolder<T>(dataDir: string, sql: string, params: unknown[] = []): Promise<T[]> {
-  const folder = await openDataFolder(dataDir);
+export async function queryFolder<T>(dataDir: string, sql: string, params: unknown[] = [], databaseUrl: string | null = null): Promise<T[]> {
+  const folder = await openDataFolder(dataDir, { databaseUrl });
   try {
     return await folder.db.all<T>(sql, params);
   } finally {

@@ -4,13 +4,17 @@
  * fault proxy. Checked against what was acknowledged, not against the code's own view: rows and
  * digests on each side, counts in the hub's change log, and the hub's answers.
  */
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { phantomDicom } from '../analysis/analysis-helpers.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
-import { digestOf, lastLine, mia, queryFolder, request, startHub, type Hub } from './harness.ts';
+import { freshPostgresDatabase } from '../helpers/postgres-cluster.ts';
+import { digestOf, hubArgs, lastLine, mia, queryFolder, request, startHub, type Hub, type HubPlace } from './harness.ts';
+
+/** The vitest project sync-postgres runs this file again with the hub on PostgreSQL. */
+const ON_POSTGRES = process.env['MIA_TEST_BACKEND'] === 'postgres';
 
 const SERIES = 2;
 const SLICES = 12;
@@ -18,6 +22,7 @@ const SLICES = 12;
 let work: string;
 let hub: Hub;
 let hubData: string;
+let place: HubPlace;
 let adminKey: string;
 const ws = [{ data: '', key: '', proxy: undefined as unknown as FaultProxy }, { data: '', key: '', proxy: undefined as unknown as FaultProxy }];
 let studies: string[] = [];
@@ -25,11 +30,12 @@ let studies: string[] = [];
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'mia-sync-'));
   hubData = join(work, 'hub');
-  hub = await startHub(hubData);
-  adminKey = lastLine((await mia(['keys', 'create', '--role', 'admin', '--email', 'admin@hub.test', '--data', hubData])).stdout);
+  place = { dataDir: hubData, databaseUrl: ON_POSTGRES ? await freshPostgresDatabase() : null };
+  hub = await startHub(place);
+  adminKey = lastLine((await mia(['keys', 'create', '--role', 'admin', '--email', 'admin@hub.test', ...hubArgs(place)])).stdout);
   for (const [i, w] of ws.entries()) {
     w.data = join(work, `ws${i + 1}`);
-    const enrolled = await mia(['devices', 'enroll', `reading room ${i + 1}`, '--data', hubData]);
+    const enrolled = await mia(['devices', 'enroll', `reading room ${i + 1}`, ...hubArgs(place)]);
     expect(enrolled.status, enrolled.stderr).toBe(0);
     w.key = lastLine(enrolled.stdout);
     w.proxy = await startFaultProxy({ host: '127.0.0.1', port: hub.port }, 100 + i);
@@ -46,7 +52,7 @@ afterAll(async () => {
   if (work) rmSync(work, { recursive: true, force: true });
 }, 60_000);
 
-const hubCount = async (sql: string): Promise<number> => Number((await queryFolder<{ n: number }>(hubData, sql))[0]?.n);
+const hubCount = async (sql: string): Promise<number> => Number((await queryFolder<{ n: number }>(hubData, sql, [], place.databaseUrl))[0]?.n);
 
 describe('a workstation and its hub', () => {
   it('keeps its work while the hub is unreachable, and says so', async () => {
@@ -87,8 +93,8 @@ describe('a workstation and its hub', () => {
     expect(await hubCount('SELECT COUNT(*) AS n FROM sync_changes')).toBe(SERIES * SLICES + SERIES);
 
     // Same instances, files, analyses and finding ids on both sides.
-    expect(await digestOf(hubData, studies)).toEqual(await digestOf(w!.data, studies));
-    const files = await queryFolder<{ file_sha256: string }>(hubData, 'SELECT file_sha256 FROM instances');
+    expect(await digestOf(hubData, studies, place.databaseUrl)).toEqual(await digestOf(w!.data, studies));
+    const files = await queryFolder<{ file_sha256: string }>(hubData, 'SELECT file_sha256 FROM instances', [], place.databaseUrl);
     const archived = new Set(readdirSync(join(hubData, 'archive'), { recursive: true }).map(String).filter((n) => n.endsWith('.dcm')).map((n) => n.slice(-68, -4)));
     expect(files.every((f) => archived.has(f.file_sha256))).toBe(true);
 
@@ -119,6 +125,34 @@ describe('a workstation and its hub', () => {
     // A pulled change is not pushed back.
     const again = await mia(['sync', 'now', '--data', w1!.data]);
     expect(again.stdout).toMatch(/pushed 0 change\(s\)/);
+  }, 240_000);
+  it('converges after the hub is killed with SIGKILL mid-push and restarted', async () => {
+    const [w1] = ws;
+    await phantomDicom(work, 'more', { seed: 20_013_200, series: 1, modality: 'CT', slices: SLICES, size: 128 });
+    const imported = await mia(['import', join(work, 'more'), '--data', w1!.data]);
+    expect(imported.status, imported.stderr).toBe(0);
+    const before = await hubCount('SELECT COUNT(*) AS n FROM instances');
+
+    // A slow link keeps the round in flight; the hub dies under it.
+    w1!.proxy.set({ delayMs: 400 });
+    const round = mia(['sync', 'now', '--data', w1!.data]);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await hub.stop('SIGKILL');
+    const cut = await round;
+    expect(cut.status).toBe(1);
+    expect(cut.stderr).toMatch(/hub unreachable/);
+
+    hub = await startHub(place, hub.port);
+    w1!.proxy.set({});
+    const ok = await mia(['sync', 'now', '--data', w1!.data]);
+    expect(ok.status, ok.stderr + ok.stdout).toBe(0);
+    expect(await hubCount('SELECT COUNT(*) AS n FROM instances')).toBe(before + SLICES);
+    const all = (await queryFolder<{ study_uid: string }>(w1!.data, 'SELECT study_uid FROM studies')).map((r) => r.study_uid);
+    expect(await digestOf(hubData, all, place.databaseUrl)).toEqual(await digestOf(w1!.data, all));
+    // What the killed hub was writing is gone with it (cleared when it started again). A hub on
+    // PostgreSQL shares its folder with other nodes and clears such files by age only.
+    const staging = join(hubData, 'archive', '.staging');
+    if (!ON_POSTGRES) expect(existsSync(staging) ? readdirSync(staging) : []).toEqual([]);
   }, 240_000);
 });
 
