@@ -261,6 +261,7 @@ export const findingV11 = finding.extend({
   place: findingPlace.nullable().optional().describe('Null when the image is not in the series; absent in reports signed before mia gave sizes'),
   source: z.enum(['model', 'reader']).optional().describe("model: the AI's; reader: drawn by a radiologist (POST /v1/scans/{scan_id}/findings). Absent in reports signed before"),
   review_reason: z.string().nullable().optional().describe('Why the reader rejected it, when they said'),
+  review_disputed: z.boolean().optional().describe('Present (true) when verdicts made on different workstations disagree; the review shown is the latest, and a new verdict settles it'),
 });
 export type FindingV11 = z.infer<typeof findingV11>;
 

@@ -13,7 +13,7 @@ import { findingV11 } from '#server/api/schemas.ts';
 import type { Clock } from '#server/clock.ts';
 import { conflict, invalid, MiaError, notFound } from '#server/errors.ts';
 import type { FindingReview } from '#common/vocabulary.ts';
-import { findFindingsByAnalyses, insertReaderFinding, setFindingReview, type ReaderFindingInput } from '#server/store/analyses.ts';
+import { findFindingsByAnalyses, insertReaderFinding, type ReaderFindingInput } from '#server/store/analyses.ts';
 import { checkReaderFinding } from '#server/findings/reader-finding-check.ts';
 import { findFindingWithScan } from '#server/store/finding-reviews.ts';
 import { reportRecommendation, type ModelVocabularies } from '#server/reports/recommendation.ts';
@@ -31,6 +31,8 @@ import {
   updateDraftReport,
 } from '#server/store/reports.ts';
 import { reportFinalized } from '#server/scans/lifecycle.ts';
+import { recordVerdict } from '#server/scans/verdict-events.ts';
+import type { Replica } from '#server/sync/replica.ts';
 import { getScanRow } from '#server/scans/scans.ts';
 import { loadLatestAnalyses, toFinding } from '#server/scans/scan-views.ts';
 import { groupLesions } from '#server/findings/lesions.ts';
@@ -230,8 +232,8 @@ export type VerdictChange = { id: string; review: FindingReview | null };
  * snapshot keeps the verdicts it was built on; the addendum says what changed.
  */
 export async function addAddendum(
-  deps: ReportDeps,
-  userRef: number,
+  deps: ReportDeps & { replica: Replica },
+  author: { ref: number; id: string },
   reportId: string,
   input: {
     text: string;
@@ -254,7 +256,7 @@ export async function addAddendum(
       if (!finding || finding.analysis_ref !== row.analysis_ref) {
         throw invalid('A finding is not part of this report', `finding ${change.id} is not a finding of report ${reportId}`);
       }
-      await setFindingReview(tx, finding.id, change.review, change.review === null ? null : userRef, change.review === null ? null : at);
+      await recordVerdict(tx, deps.replica, { finding: { ref: finding.id, publicId: finding.public_id }, verdict: change.review, reason: null, user: author, at });
       return { finding_id: change.id, label: finding.label, from: finding.review, to: change.review };
     });
     // A finding the model missed, seen after signing, joins the analysis accepted (the signed
@@ -262,10 +264,10 @@ export async function addAddendum(
     for (const item of input.newFindings?.items ?? []) {
       if (row.analysis_ref === null) throw conflict('This report has no analysis to add a finding to', 'write the finding in the addendum text');
       await checkReaderFinding(tx, input.newFindings?.labels ?? new Set(), { id: row.scan_ref, scan_id: row.scan_id }, item);
-      const id = await insertReaderFinding(tx, row.analysis_ref, item, userRef, at);
+      const id = await insertReaderFinding(tx, row.analysis_ref, item, author.ref, at);
       changes.push({ finding_id: id, label: item.label, from: null, to: 'accepted', added: true });
     }
-    await insertAddendum(tx, { reportRef: row.id, authorRef: userRef, text: input.text, findingChanges: JSON.stringify(changes), at });
+    await insertAddendum(tx, { reportRef: row.id, authorRef: author.ref, text: input.text, findingChanges: JSON.stringify(changes), at });
   });
   return await getReport(deps, reportId);
 }

@@ -7,7 +7,6 @@
 import type { FindingReview } from '#common/vocabulary.ts';
 import type { ScanResultV11 } from '#server/api/schemas.ts';
 import { notFound } from '#server/errors.ts';
-import { setFindingReview } from '#server/store/analyses.ts';
 import { inDurableTransaction } from '#server/store/database.ts';
 import { findFindingWithScan } from '#server/store/finding-reviews.ts';
 import type { ModelVocabularies } from '#server/reports/recommendation.ts';
@@ -15,14 +14,16 @@ import { beforeVerdict } from '#server/reports/reports.ts';
 import { reviewChanged } from '#server/scans/lifecycle.ts';
 import type { ScanDeps } from '#server/scans/scans.ts';
 import { toFinding } from '#server/scans/scan-views.ts';
+import { recordVerdict } from '#server/scans/verdict-events.ts';
+import type { Replica } from '#server/sync/replica.ts';
 import { loadSliceIndex } from '#server/findings/places.ts';
 
 export type ReviewedFinding = { finding: ScanResultV11['findings'][number]; scanId: string; patientId: string };
 
 export async function reviewFinding(
-  deps: ScanDeps,
+  deps: ScanDeps & { replica: Replica },
   vocabularies: ModelVocabularies,
-  userRef: number,
+  reviewer: { ref: number; id: string },
   findingId: string,
   review: FindingReview | null,
   reason: string | null = null,
@@ -31,15 +32,17 @@ export async function reviewFinding(
     const row = await findFindingWithScan(tx, findingId);
     if (!row) throw notFound('Finding', findingId);
     const followDrafts = await beforeVerdict({ ...deps, db: tx }, row.analysis_ref);
-    const at = review === null ? null : deps.clock.now().toISOString();
+    const now = deps.clock.now().toISOString();
+    const at = review === null ? null : now;
     // A reason is kept with a rejection only (the route refuses one with another verdict).
     const kept = review === 'rejected' ? reason : null;
-    await setFindingReview(tx, row.id, review, review === null ? null : userRef, at, kept);
+    // An event that has seen every verdict before it (and so settles a dispute), synced as such.
+    await recordVerdict(tx, deps.replica, { finding: { ref: row.id, publicId: row.public_id }, verdict: review, reason: kept, user: reviewer, at: now });
     await followDrafts(vocabularies, deps.clock.now().toISOString());
     // Verdicts on an older analysis's findings do not move the scan: its result is another.
     if (row.is_latest) await reviewChanged(tx, { ref: row.scan_ref, status: row.scan_status }, deps.clock.now().toISOString());
     return {
-      finding: toFinding({ ...row, review, reviewed_by: review === null ? null : userRef, reviewed_at: at, review_reason: kept }, await loadSliceIndex(tx, row.scan_ref)),
+      finding: toFinding({ ...row, review, reviewed_by: review === null ? null : reviewer.ref, reviewed_at: at, review_reason: kept, review_disputed: 0 }, await loadSliceIndex(tx, row.scan_ref)),
       scanId: row.scan_id,
       patientId: row.patient_id,
     };

@@ -26,6 +26,7 @@ export function toFinding(row: FindingRow, slices?: SliceIndex): ScanResultV11['
     review: row.review,
     source: row.source,
     review_reason: row.review_reason,
+    ...(row.review_disputed ? { review_disputed: true } : {}),
     place: slices ? placeOf(slices, { instance_uid: row.instance_uid, frame: row.frame, width: row.width, height: row.height }) : null,
   };
 }

@@ -53,6 +53,8 @@ export type FindingRow = {
   created_by: number | null;
   /** Why the reader rejected it, when they said. */
   review_reason: string | null;
+  /** Verdicts made apart disagree (sync, migration 17); a new verdict settles it. */
+  review_disputed: 0 | 1;
 };
 
 export type FindingInput = {

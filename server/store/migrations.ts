@@ -609,6 +609,30 @@ const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX sync_changes_device_hlc ON sync_changes (device_id, hlc);
     `,
   },
+  {
+    version: 17,
+    name: 'sync: verdicts as append-only events',
+    sql: `
+      -- Every verdict on a finding, from any workstation or the hub, kept (docs/sync.md, Verdicts).
+      -- A finding's current verdict is derived: among the events no later event has seen
+      -- (supersedes: the event ids that were current where this one was made), the one with the
+      -- highest HLC; more than one such event with different verdicts makes it disputed. The
+      -- finding's review columns hold the derived verdict, so every reader of findings is unchanged.
+      CREATE TABLE review_events (
+        id INTEGER PRIMARY KEY,
+        event_id TEXT NOT NULL UNIQUE,
+        finding_ref INTEGER NOT NULL REFERENCES findings (id),
+        verdict TEXT CHECK (verdict IN ('accepted', 'rejected')),
+        reason TEXT,
+        user_id TEXT,
+        hlc TEXT NOT NULL,
+        supersedes TEXT NOT NULL DEFAULT '[]',
+        created_at TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX review_events_finding ON review_events (finding_ref, hlc);
+      ALTER TABLE findings ADD COLUMN review_disputed INTEGER NOT NULL DEFAULT 0 CHECK (review_disputed IN (0, 1));
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

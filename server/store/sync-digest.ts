@@ -13,10 +13,16 @@ const ANALYSES = perDialect((d) => `SELECT a.public_id AS k, s.scan_id || ' ' ||
   FROM analyses a JOIN scans s ON s.id = a.scan_ref JOIN studies st ON st.id = s.study_ref
   WHERE a.status = 'succeeded' AND ${STUDY_FILTER(d)} ORDER BY a.public_id${d === 'postgres' ? ' COLLATE "C"' : ''}`);
 
-export async function readDigestRows(db: Database, studies: readonly string[] | null): Promise<{ instances: string[]; analyses: string[] }> {
+// Every verdict event, and the verdict its finding shows (derived from the events).
+const REVIEWS = perDialect((d) => `SELECT e.event_id AS k, f.public_id || ' ' || COALESCE(e.verdict, 'cleared') || ' ' || e.hlc || ' ' ||
+    COALESCE(f.review, 'none') || ' ' || f.review_disputed AS v
+  FROM review_events e JOIN findings f ON f.id = e.finding_ref JOIN analyses a ON a.id = f.analysis_ref
+  JOIN scans s ON s.id = a.scan_ref JOIN studies st ON st.id = s.study_ref
+  WHERE ${STUDY_FILTER(d)} ORDER BY e.event_id${d === 'postgres' ? ' COLLATE "C"' : ''}`);
+
+export async function readDigestRows(db: Database, studies: readonly string[] | null): Promise<{ instances: string[]; analyses: string[]; reviews: string[] }> {
   const list = studies === null ? null : JSON.stringify(studies);
   const params = [list, list];
-  const instances = (await db.all(INSTANCES, params)) as { k: string; v: string }[];
-  const analyses = (await db.all(ANALYSES, params)) as { k: string; v: string }[];
-  return { instances: instances.map((r) => `${r.k} ${r.v}`), analyses: analyses.map((r) => `${r.k} ${r.v}`) };
+  const lines = async (statement: typeof INSTANCES): Promise<string[]> => ((await db.all(statement, params)) as { k: string; v: string }[]).map((r) => `${r.k} ${r.v}`);
+  return { instances: await lines(INSTANCES), analyses: await lines(ANALYSES), reviews: await lines(REVIEWS) };
 }

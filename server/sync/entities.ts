@@ -18,7 +18,11 @@ import { z } from 'zod';
 import { MiaError } from '#server/errors.ts';
 import { archivePathFor } from '#server/imports/archive.ts';
 import { indexInstance, prepareArchived, type Prepared, type RefCache } from '#server/imports/ingest.ts';
-import { resultSynced } from '#server/scans/lifecycle.ts';
+import { resultSynced, reviewChanged } from '#server/scans/lifecycle.ts';
+import { applyDerivedVerdict } from '#server/scans/verdict-events.ts';
+import { findFindingWithScan } from '#server/store/finding-reviews.ts';
+import { insertReviewEvent, reviewEventExists } from '#server/store/review-events.ts';
+import { UUID7_PATTERN } from '#server/sync/uuid7.ts';
 import type { Database } from '#server/store/database.ts';
 import { findStoredDigest } from '#server/store/instances.ts';
 import { findScan } from '#server/store/scans.ts';
@@ -64,7 +68,15 @@ export const analysisPayload = z.object({
 export type ApplyOutcome = { status: 'accepted' } | { status: 'rejected'; reason: string; retry: boolean };
 
 /** A change from another replica, as pushed or pulled. */
-export type RemoteChange = { change_id: string; entity: SyncEntity; key: string; payload: unknown };
+export type RemoteChange = { change_id: string; entity: SyncEntity; key: string; hlc: string; user_id: string | null; payload: unknown };
+
+export const reviewPayload = z.object({
+  finding_id: publicId('fnd'),
+  verdict: z.enum(['accepted', 'rejected']).nullable(),
+  reason: z.string().max(2000).nullable(),
+  supersedes: z.array(z.string().max(64)).max(1000),
+  created_at: isoTime,
+});
 
 const accepted: ApplyOutcome = { status: 'accepted' };
 const refused = (reason: string, retry = false): ApplyOutcome => ({ status: 'rejected', reason, retry });
@@ -113,6 +125,7 @@ export async function prepareChanges(db: Database, dataDir: string, changes: rea
 export async function applyChange(tx: Database, change: RemoteChange, prepared: Map<string, Prepared | ApplyOutcome>, refs: RefCache, at: string): Promise<ApplyOutcome> {
   try {
     if (change.entity === 'instance') return await applyInstance(tx, change, prepared.get(change.change_id), refs, at);
+    if (change.entity === 'review') return await applyReview(tx, change, at);
     return await applyAnalysis(tx, change, at);
   } catch (err) {
     if (err instanceof MiaError) return refused(err.message + (err.details ? ` (${err.details})` : ''));
@@ -164,5 +177,33 @@ async function applyAnalysis(tx: Database, change: RemoteChange, at: string): Pr
     a.findings.map((f) => ({ ...f, public_id: f.id })),
   );
   if (await adoptIfNewest(tx, scan.id, ref)) await resultSynced(tx, { ref: scan.id, status: scan.status }, at);
+  return accepted;
+}
+
+/**
+ * A verdict event from another replica: kept whole (history is complete everywhere), and the
+ * finding's verdict derived again from all its events, so every replica shows the same one.
+ */
+async function applyReview(tx: Database, change: RemoteChange, at: string): Promise<ApplyOutcome> {
+  const parsed = reviewPayload.safeParse(change.payload);
+  if (!parsed.success) return refused(`review payload: ${parsed.error.issues[0]?.path.join('.') ?? ''} ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  if (!UUID7_PATTERN.test(change.key)) return refused('review key: a UUIDv7 event id');
+  if (await reviewEventExists(tx, change.key)) return accepted;
+  const r = parsed.data;
+  const finding = await findFindingWithScan(tx, r.finding_id);
+  // Its analysis travels first; it may still be on its way.
+  if (!finding) return refused(`finding ${r.finding_id} is not here yet: its analysis comes first`, true);
+  await insertReviewEvent(tx, {
+    event_id: change.key,
+    finding_ref: finding.id,
+    verdict: r.verdict,
+    reason: r.verdict === 'rejected' ? r.reason : null,
+    user_id: change.user_id,
+    hlc: change.hlc,
+    supersedes: JSON.stringify(r.supersedes),
+    created_at: r.created_at,
+  });
+  await applyDerivedVerdict(tx, finding.id);
+  if (finding.is_latest) await reviewChanged(tx, { ref: finding.scan_ref, status: finding.scan_status }, at);
   return accepted;
 }

@@ -92,7 +92,7 @@ export async function receivePush(
   const received = s.replica.hlc.receive([...stamps.values()]);
 
   const candidates = changes.filter((c) => !outcomes.has(c.change_id));
-  const prepared = await prepareChanges(s.db, s.dataDir, candidates);
+  const prepared = await prepareChanges(s.db, s.dataDir, candidates.map((c) => ({ change_id: c.change_id, entity: c.entity, key: c.key, hlc: c.hlc, user_id: c.user_id, payload: c.payload })));
   const at = s.clock.now().toISOString();
 
   const response = await s.db.transaction(async (tx) => {
@@ -147,7 +147,7 @@ export async function receivePush(
 
 /** One change in its own savepoint: a row the schema refuses refuses that change, not the batch. */
 async function applyOne(tx: Database, c: PushedChange, prepared: Parameters<typeof applyChange>[2], refs: RefCache, at: string): Promise<ApplyOutcome> {
-  const remote: RemoteChange = { change_id: c.change_id, entity: c.entity, key: c.key, payload: c.payload };
+  const remote: RemoteChange = { change_id: c.change_id, entity: c.entity, key: c.key, hlc: c.hlc, user_id: c.user_id, payload: c.payload };
   try {
     return await tx.transaction(async (inner) => await applyChange(inner, remote, prepared, refs, at));
   } catch (err) {

@@ -31,10 +31,12 @@ export type LocalChange = {
   /** The acting user's public id; null for the system (an import from a watched folder). */
   userId: string | null;
   payload: unknown;
+  /** A timestamp the write already took from this replica's clock (a verdict event keeps it). */
+  hlc?: string;
 };
 
 /** What syncs (docs/sync.md, What syncs). */
-export const SYNC_ENTITIES = ['instance', 'analysis'] as const;
+export const SYNC_ENTITIES = ['instance', 'analysis', 'review'] as const;
 export type SyncEntity = (typeof SYNC_ENTITIES)[number];
 
 const DEVICE_SETTING = 'sync.device_id';
@@ -59,7 +61,7 @@ export async function recordChanges(tx: Database, replica: Replica, changes: rea
       entity: c.entity,
       entityKey: c.key,
       op: c.op,
-      hlc: formatHlc(replica.hlc.tick()),
+      hlc: c.hlc ?? formatHlc(replica.hlc.tick()),
       userId: c.userId,
       payload: JSON.stringify(c.payload),
     })),

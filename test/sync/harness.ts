@@ -38,7 +38,16 @@ export function hubArgs(place: HubPlace): string[] {
 
 /** `mia serve --hub` on the place's SQLite folder or PostgreSQL. */
 export async function startHub(place: HubPlace, port = 0): Promise<Hub> {
-  const child = spawn(process.execPath, [BIN, 'serve', '--hub', '--port', String(port), ...hubArgs(place)], { stdio: ['ignore', 'pipe', 'pipe'] });
+  return await startServe(['--hub', '--port', String(port), ...hubArgs(place)]);
+}
+
+/** A workstation's `mia serve`, its background rounds off: the test says when to sync. */
+export async function startWorkstation(dataDir: string): Promise<Hub> {
+  return await startServe(['--port', '0', '--sync-interval', '0', '--data', dataDir]);
+}
+
+async function startServe(args: readonly string[]): Promise<Hub> {
+  const child = spawn(process.execPath, [BIN, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr.on('data', (c: Buffer) => (output += c.toString()));
@@ -48,7 +57,7 @@ export async function startHub(place: HubPlace, port = 0): Promise<Hub> {
       const match = /listening on (http:\/\/\S+)/.exec(output);
       if (match?.[1]) resolve(match[1]);
     });
-    void exited.then(() => reject(new Error(`hub exited before listening:\n${output}`)));
+    void exited.then(() => reject(new Error(`mia serve exited before listening:\n${output}`)));
   });
   return {
     url,

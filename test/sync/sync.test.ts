@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { phantomDicom } from '../analysis/analysis-helpers.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { freshPostgresDatabase } from '../helpers/postgres-cluster.ts';
-import { digestOf, hubArgs, lastLine, mia, queryFolder, request, startHub, type Hub, type HubPlace } from './harness.ts';
+import { digestOf, hubArgs, lastLine, mia, queryFolder, request, startHub, startWorkstation, type Hub, type HubPlace } from './harness.ts';
 
 /** The vitest project sync-postgres runs this file again with the hub on PostgreSQL. */
 const ON_POSTGRES = process.env['MIA_TEST_BACKEND'] === 'postgres';
@@ -126,6 +126,56 @@ describe('a workstation and its hub', () => {
     const again = await mia(['sync', 'now', '--data', w1!.data]);
     expect(again.stdout).toMatch(/pushed 0 change\(s\)/);
   }, 240_000);
+  it('keeps verdicts made apart, shows them disputed everywhere, and settles them with a later verdict', async () => {
+    const [w1, w2] = ws;
+    const servers = [await startWorkstation(w1!.data), await startWorkstation(w2!.data)];
+    try {
+      const keys = await Promise.all(ws.map(async (w) => lastLine((await mia(['keys', 'create', '--role', 'radiologist', '--email', 'reader@ws.test', '--data', w.data])).stdout)));
+      const findingId = (await queryFolder<{ public_id: string }>(w1!.data, "SELECT public_id FROM findings WHERE source = 'model' ORDER BY public_id LIMIT 1"))[0]!.public_id;
+      const review = async (i: number, verdict: string): Promise<void> => {
+        const reply = await request(servers[i]!.url, keys[i]!, 'PATCH', `/v1/findings/${findingId}`, { body: { review: verdict } });
+        expect(reply.status, reply.text).toBe(200);
+      };
+      const findingOn = async (url: string, key: string): Promise<{ review: string | null; review_disputed?: boolean }> => {
+        const scan = (await queryFolder<{ scan_id: string }>(w1!.data, 'SELECT s.scan_id FROM findings f JOIN analyses a ON a.id = f.analysis_ref JOIN scans s ON s.id = a.scan_ref WHERE f.public_id = ?', [findingId]))[0]!.scan_id;
+        const result = await request(url, key, 'GET', `/v1/scans/${scan}/results`, { headers: { 'api-version': '1.1' } });
+        return result.json.data.findings.find((f: { id: string }) => f.id === findingId);
+      };
+      const sync = async (w: (typeof ws)[number]): Promise<void> => {
+        const run = await mia(['sync', 'now', '--data', w.data]);
+        expect(run.status, run.stderr + run.stdout).toBe(0);
+      };
+
+      // Offline, two readers disagree; the second verdict is the later one.
+      await review(0, 'accepted');
+      await review(1, 'rejected');
+      await sync(w1!);
+      await sync(w2!);
+      await sync(w1!);
+      for (const [i, s] of servers.entries()) expect(await findingOn(s.url, keys[i]!)).toMatchObject({ review: 'rejected', review_disputed: true });
+      expect(await findingOn(hub.url, adminKey)).toMatchObject({ review: 'rejected', review_disputed: true });
+      const reviews = async (dir: string, url: string | null = null) => (await digestOf(dir, studies, url)).review;
+      expect((await reviews(w1!.data)).count).toBe(2);
+      expect(await reviews(w2!.data)).toEqual(await reviews(w1!.data));
+      expect(await reviews(hubData, place.databaseUrl)).toEqual(await reviews(w1!.data));
+
+      // A reader who has seen both decides; every replica follows, with the history whole.
+      await review(0, 'accepted');
+      await sync(w1!);
+      await sync(w2!);
+      for (const [i, s] of servers.entries()) {
+        const f = await findingOn(s.url, keys[i]!);
+        expect(f.review).toBe('accepted');
+        expect(f.review_disputed).toBeUndefined();
+      }
+      expect((await reviews(w2!.data)).count).toBe(3);
+      expect(await reviews(w2!.data)).toEqual(await reviews(w1!.data));
+      expect(await reviews(hubData, place.databaseUrl)).toEqual(await reviews(w1!.data));
+    } finally {
+      await Promise.all(servers.map((s) => s.stop()));
+    }
+  }, 240_000);
+
   it('converges after the hub is killed with SIGKILL mid-push and restarted', async () => {
     const [w1] = ws;
     await phantomDicom(work, 'more', { seed: 20_013_200, series: 1, modality: 'CT', slices: SLICES, size: 128 });

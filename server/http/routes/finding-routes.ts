@@ -31,7 +31,7 @@ export const findingRoutes: Route[] = [
     handle: async ({ services, auth, params, body, audit }) => {
       audit({ target: `finding:${params.id}` });
       const vocabularies = await loadModelVocabularies(services.config);
-      const reviewed = await reviewFinding(services, vocabularies, auth.userRef, params.id, body.review, body.reason ?? null);
+      const reviewed = await reviewFinding(services, vocabularies, { ref: auth.userRef, id: auth.userId }, params.id, body.review, body.reason ?? null);
       audit({ target: `finding:${params.id} scan:${reviewed.scanId} review:${body.review ?? 'cleared'}`, patientId: reviewed.patientId });
       return { kind: 'data', data: reviewed.finding };
     },

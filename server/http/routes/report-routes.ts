@@ -107,7 +107,7 @@ export const reportRoutes: Route[] = [
       audit({ target: `report:${params.id}${changes === '' ? '' : ` findings:${changes}`}` });
       const items = (body.new_findings ?? []).map((f) => ({ label: f.label, instanceUid: f.instance_uid, frame: f.frame, ...f.location }));
       const labels = items.length === 0 ? new Set<string>() : new Set((await glossary(services)).map((l) => l.label));
-      const report = await addAddendum(services, auth.userRef, params.id, { text: body.text, findings: body.findings, newFindings: { items, labels } });
+      const report = await addAddendum(services, { ref: auth.userRef, id: auth.userId }, params.id, { text: body.text, findings: body.findings, newFindings: { items, labels } });
       audit({ patientId: report.patient_id });
       return { kind: 'data', status: 201, data: report };
     },
