@@ -118,8 +118,9 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
       await analyses.start();
       if (options.background) {
         auditRetention = startAuditRetention({ db, clock: config.clock, dataDir: config.dataDir, retentionDays: config.auditRetentionDays, log });
-        // A hub is what workstations sync with; it runs no rounds of its own.
-        if (!config.hubMode && config.syncIntervalMs > 0) syncAgent = startSyncAgent(services, config.syncIntervalMs);
+        // A hub is what workstations sync with; it runs no rounds of its own. An interval of 0
+        // leaves rounds to "Sync now" and mia sync now.
+        if (!config.hubMode) syncAgent = startSyncAgent(services, config.syncIntervalMs);
       }
     },
     stop() {

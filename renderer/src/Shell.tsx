@@ -6,6 +6,7 @@ import { useEffect, useState } from 'react';
 import { AnalysesContext, useAnalysesTracker } from './analyses.ts';
 import type { Model, Page } from './api/types.ts';
 import { ClinicalBanner } from './components/ClinicalBanner.tsx';
+import { SyncIndicator } from './components/SyncIndicator.tsx';
 import { parseRoute, routeHash, type AppRoute } from './route.ts';
 import { AdminScreen } from './screens/AdminScreen.tsx';
 import { ExportsScreen } from './screens/ExportsScreen.tsx';
@@ -68,6 +69,7 @@ export function Shell() {
           <a href={routeHash({ name: 'models' })} className="active-model" data-testid="active-model" title={models.state === 'error' ? errorText(models.error) : 'The model new analyses use'}>
             {models.state === 'loading' ? 'Model…' : active ? `Model: ${active.name ?? active.id} v${active.version ?? '?'}` : models.state === 'error' ? 'Model: unknown' : 'No model selected'}
           </a>
+          {hasScope(me, 'read:scans') ? <SyncIndicator client={client} /> : null}
           <span className="who" title={me.scopes.join(', ')}>
             {me.email} · {me.role}
           </span>

@@ -75,7 +75,7 @@ export function startSyncAgent(s: Services, intervalMs: number): SyncAgent {
   };
 
   const schedule = (): void => {
-    if (stopped) return;
+    if (stopped || intervalMs === 0) return;
     const delay = failures === 0 ? intervalMs : Math.min(MAX_BACKOFF_MS, intervalMs * 2 ** Math.min(failures, 10));
     timer = setTimeout(() => void runNow(), delay);
   };

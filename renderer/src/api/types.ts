@@ -361,3 +361,17 @@ export type Model = {
   error: string | null;
   selected: boolean;
 };
+
+/** GET /v1/sync/status: this workstation's sync with its hub (docs/sync.md). */
+export type SyncStatus = {
+  linked: boolean;
+  hub_url: string | null;
+  device_id: string | null;
+  device_name: string | null;
+  state: 'not_linked' | 'online' | 'offline' | 'syncing';
+  pending: number;
+  refused: number;
+  last_sync_at: string | null;
+  last_attempt_at: string | null;
+  last_error: string | null;
+};

@@ -1,0 +1,258 @@
+/**
+ * Sync throughput (issue 13), measured on what users run: the hub as a `mia serve --hub` process
+ * over HTTP, and `mia sync now` as a process. In one run, rounds interleaved:
+ *
+ * - instance files: PUT /v1/sync/blobs/{sha256}, one after another as the client sends them, for
+ *   33 KiB and 512 KiB phantom instances, against the floor: a bare Node HTTP server (its own
+ *   process) that writes each body to a file and fsyncs it, sent the same files the same way;
+ * - rows: POST /v1/sync/push of instance changes in batches of 100 and 500 (files already on the
+ *   hub), and GET /v1/sync/pull of them by a second device in pages of 100 and 500;
+ * - a cold initial sync of 1,000 scans by `mia sync now` into an empty hub.
+ *
+ * Runnable alone: `node --import tsx bench/sync.bench.ts`.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const BIN = join(import.meta.dirname, '../bin/mia.js');
+const PHANTOMS = join(import.meta.dirname, '../models/mia-phantom-detector/phantoms.py');
+const ROUNDS = Number(process.env['ROUNDS'] ?? '3');
+
+type Server = { url: string; child: ChildProcess };
+
+function mia(args: readonly string[], input = ''): string {
+  const run = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', input, timeout: 600_000 });
+  if (run.status !== 0) throw new Error(`mia ${args.join(' ')}: ${run.stderr}`);
+  return run.stdout;
+}
+
+async function serve(args: readonly string[]): Promise<Server> {
+  const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', () => {
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m?.[1]) resolve(m[1]);
+    });
+    child.once('exit', (code) => reject(new Error(`mia serve exited ${code}: ${out}`)));
+  });
+  return { url, child };
+}
+
+async function stop(s: Server): Promise<void> {
+  const exited = new Promise((resolve) => s.child.once('exit', resolve));
+  s.child.kill('SIGTERM');
+  await exited;
+}
+
+/** The floor: receive a body, write it to a file, fsync it, answer. Its own process, as the hub is. */
+const BARE_SERVER = `
+import { createServer } from 'node:http';
+import { openSync, writeSync, fsyncSync, closeSync } from 'node:fs';
+import { join } from 'node:path';
+const dir = process.argv[2];
+let n = 0;
+const server = createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', () => {
+    const body = Buffer.concat(chunks);
+    const fd = openSync(join(dir, String(n++)), 'w');
+    writeSync(fd, body);
+    fsyncSync(fd);
+    closeSync(fd);
+    res.writeHead(201, { 'content-type': 'application/json' });
+    res.end('{}');
+  });
+});
+server.listen(0, '127.0.0.1', () => console.log('listening on http://127.0.0.1:' + server.address().port));
+`;
+
+async function bareServer(dir: string, script: string): Promise<Server> {
+  const child = spawn(process.execPath, [script, dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise<string>((resolve) => child.stdout.on('data', (c: Buffer) => {
+    const m = /listening on (http:\/\/\S+)/.exec(c.toString());
+    if (m?.[1]) resolve(m[1]);
+  }));
+  return { url, child };
+}
+
+function listFiles(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile() && e.name.endsWith('.dcm')).map((e) => join(e.parentPath, e.name)).sort();
+}
+
+type Blob = { sha: string; bytes: Buffer };
+
+async function putAll(url: string, key: string | null, blobs: readonly Blob[], path: (b: Blob) => string): Promise<number> {
+  const started = performance.now();
+  for (const b of blobs) {
+    const headers: Record<string, string> = { 'content-type': 'application/octet-stream', 'mia-sync-protocol': '1' };
+    if (key) headers['authorization'] = `Bearer ${key}`;
+    const res = await fetch(url + path(b), { method: 'PUT', headers, body: b.bytes });
+    if (res.status !== 201) throw new Error(`PUT ${res.status}: ${await res.text()}`);
+    await res.arrayBuffer();
+  }
+  return (performance.now() - started) / 1000;
+}
+
+/** A fresh hub with one enrolled device: its folder, server and the device's key. */
+async function freshHub(work: string, name: string): Promise<{ dir: string; server: Server; key: string }> {
+  const dir = join(work, `hub-${name}-${randomBytes(3).toString('hex')}`);
+  const key = mia(['devices', 'enroll', 'bench', '--data', dir]).trim().split('\n').at(-1) ?? '';
+  return { dir, server: await serve(['--hub', '--data', dir]), key };
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+
+export async function run(): Promise<string> {
+  const work = mkdtempSync(join(tmpdir(), 'mia-bench-sync-'));
+  const bareScript = join(work, 'bare-server.mjs');
+  writeFileSync(bareScript, BARE_SERVER);
+  try {
+    // Corpora: 1,000 slices of 128x128 (33 KiB files), 100 of 512x512 (513 KiB), 1,000 series of one slice.
+    const python = (args: string[]): void => {
+      const r = spawnSync('/usr/bin/python3', [PHANTOMS, ...args], { encoding: 'utf8' });
+      if (r.status !== 0) throw new Error(r.stderr);
+    };
+    python(['--out', join(work, 'small'), '--series', '10', '--slices', '100', '--size', '128', '--modality', 'CT', '--seed', '31000']);
+    python(['--out', join(work, 'large'), '--series', '2', '--slices', '50', '--size', '512', '--modality', 'CT', '--seed', '32000']);
+    python(['--out', join(work, 'scans'), '--series', '1000', '--slices', '1', '--size', '64', '--modality', 'CT', '--seed', '33000']);
+    const blobsOf = (dir: string): Blob[] => listFiles(dir).map((f) => {
+      const bytes = readFileSync(f);
+      return { sha: createHash('sha256').update(bytes).digest('hex'), bytes };
+    });
+    const small = blobsOf(join(work, 'small'));
+    const large = blobsOf(join(work, 'large'));
+
+    // A workstation holding the small corpus: its outbox is what the row figures push.
+    const ws = join(work, 'ws');
+    mia(['import', join(work, 'small'), '--data', ws]);
+
+    const blobRows: Record<string, { mia: number[]; bare: number[]; bytes: number; files: number }> = {};
+    const pushRates: Record<string, number[]> = { '100': [], '500': [] };
+    const pullRates: Record<string, number[]> = { '100': [], '500': [] };
+    const cold: number[] = [];
+
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [name, blobs] of [['33 KiB', small], ['512 KiB', large]] as const) {
+        const row = (blobRows[name] ??= { mia: [], bare: [], bytes: blobs.reduce((n, b) => n + b.bytes.length, 0), files: blobs.length });
+        const order = round % 2 === 0 ? ['mia', 'bare'] : ['bare', 'mia'];
+        for (const who of order) {
+          if (who === 'mia') {
+            const hub = await freshHub(work, 'blobs');
+            try {
+              row.mia.push(row.bytes / 1e6 / (await putAll(hub.server.url, hub.key, blobs, (b) => `/v1/sync/blobs/${b.sha}`)));
+            } finally {
+              await stop(hub.server);
+              rmSync(hub.dir, { recursive: true, force: true });
+            }
+          } else {
+            const dir = join(work, `bare-${round}`);
+            mkdirSync(dir, { recursive: true });
+            const bare = await bareServer(dir, bareScript);
+            try {
+              row.bare.push(row.bytes / 1e6 / (await putAll(bare.url, null, blobs, (b) => `/${b.sha}`)));
+            } finally {
+              await stop(bare);
+              rmSync(dir, { recursive: true, force: true });
+            }
+          }
+        }
+      }
+
+      // Rows: the workstation's 1,000 instance changes into a hub that has their files.
+      for (const batch of [100, 500]) {
+        const hub = await freshHub(work, `rows-${batch}`);
+        try {
+          cpSync(join(ws, 'archive'), join(hub.dir, 'archive'), { recursive: true, filter: (src) => !src.includes('.staging') });
+          const folder = await import('#server/data-folder.ts').then((m) => m.openDataFolder(ws));
+          let rows;
+          try {
+            rows = await folder.db.all<{ change_id: string; entity: string; entity_key: string; op: string; hlc: string; user_id: string | null; payload: string }>(
+              "SELECT change_id, entity, entity_key, op, hlc, user_id, payload FROM sync_changes WHERE entity = 'instance' ORDER BY seq");
+          } finally {
+            await folder.close();
+          }
+          const started = performance.now();
+          for (let i = 0; i < rows.length; i += batch) {
+            const part = rows.slice(i, i + batch);
+            const res = await fetch(hub.server.url + '/v1/sync/push', {
+              method: 'POST',
+              headers: { authorization: `Bearer ${hub.key}`, 'content-type': 'application/json', 'mia-sync-protocol': '1', 'idempotency-key': randomBytes(16).toString('hex') },
+              body: JSON.stringify({ changes: part.map((r) => ({ change_id: r.change_id, entity: r.entity, key: r.entity_key, op: r.op, hlc: r.hlc, user_id: r.user_id, payload: JSON.parse(r.payload) as unknown })) }),
+            });
+            const body = (await res.json()) as { data: { accepted: number } };
+            if (body.data.accepted !== part.length) throw new Error(`push accepted ${body.data.accepted} of ${part.length}`);
+          }
+          pushRates[String(batch)]!.push(rows.length / ((performance.now() - started) / 1000));
+
+          // A second device pulls them all.
+          const reader = mia(['devices', 'enroll', 'reader', '--data', hub.dir]).trim().split('\n').at(-1) ?? '';
+          const pulled = performance.now();
+          let cursor = '';
+          let count = 0;
+          for (;;) {
+            const res = await fetch(`${hub.server.url}/v1/sync/pull?limit=${batch}${cursor ? `&cursor=${cursor}` : ''}`, { headers: { authorization: `Bearer ${reader}`, 'mia-sync-protocol': '1' } });
+            const page = (await res.json()) as { data: { changes: unknown[]; cursor: string; has_more: boolean } };
+            count += page.data.changes.length;
+            cursor = page.data.cursor;
+            if (!page.data.has_more) break;
+          }
+          if (count !== rows.length) throw new Error(`pulled ${count} of ${rows.length}`);
+          pullRates[String(batch)]!.push(count / ((performance.now() - pulled) / 1000));
+        } finally {
+          await stop(hub.server);
+          rmSync(hub.dir, { recursive: true, force: true });
+        }
+      }
+
+      // A cold initial sync: 1,000 scans from a fresh workstation into an empty hub, as a process.
+      const hub = await freshHub(work, 'cold');
+      const fresh = join(work, `ws-cold-${round}`);
+      try {
+        mia(['import', join(work, 'scans'), '--data', fresh]);
+        mia(['sync', 'join', hub.server.url, '--data', fresh], hub.key);
+        const started = performance.now();
+        const out = mia(['sync', 'now', '--data', fresh]);
+        cold.push((performance.now() - started) / 1000);
+        if (!/pushed 1000 change\(s\) and 1000 file\(s\)/.test(out)) throw new Error(`cold sync: ${out}`);
+      } finally {
+        await stop(hub.server);
+        rmSync(hub.dir, { recursive: true, force: true });
+        rmSync(fresh, { recursive: true, force: true });
+      }
+      process.stderr.write(`sync bench: round ${round + 1} of ${ROUNDS} done\n`);
+    }
+
+    const lines = [
+      '## Sync',
+      '',
+      `${new Date().toISOString().slice(0, 10)}, ${cpus().length} cores, Node ${process.version}; the hub is \`mia serve --hub\` on SQLite in its own process, on loopback; medians of ${ROUNDS} interleaved rounds. \`npm run bench -- sync\`.`,
+      '',
+      '| instance files, sent one after another | files | mia PUT /v1/sync/blobs MB/s | bare server (write + fsync) MB/s | mia / bare |',
+      '|---|---|---|---|---|',
+      ...Object.entries(blobRows).map(([name, r]) => `| ${name} | ${r.files} | ${median(r.mia).toFixed(1)} | ${median(r.bare).toFixed(1)} | ${(median(r.mia) / median(r.bare)).toFixed(2)}x |`),
+      '',
+      '| rows (1,000 instance changes, files on the hub) | batch of 100 | batch of 500 |',
+      '|---|---|---|',
+      `| POST /v1/sync/push, rows/s | ${median(pushRates['100']!).toFixed(0)} | ${median(pushRates['500']!).toFixed(0)} |`,
+      `| GET /v1/sync/pull by a second device, rows/s | ${median(pullRates['100']!).toFixed(0)} | ${median(pullRates['500']!).toFixed(0)} |`,
+      '',
+      `Cold initial sync of 1,000 scans (one 64x64 slice each: 1,000 files and 1,000 changes) by \`mia sync now\` into an empty hub: ${median(cold).toFixed(1)} s (rounds: ${cold.map((s) => s.toFixed(1)).join(', ')}).`,
+      '',
+      'A pushed instance change is applied by reading its file again with the import\'s parser and reject rules on the hub, so push rows/s is close to the hub\'s import rate, not a row copy. Not measured yet: time to converge after a partition heals (issue 13).',
+      '',
+    ];
+    return lines.join('\n');
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) process.stdout.write(await run());

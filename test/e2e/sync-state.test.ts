@@ -1,0 +1,65 @@
+/**
+ * The header's sync state (issue 13, Visible state) in Debian's Chromium: a workstation linked to
+ * a hub through the fault proxy says it is offline with its pending change and the reason while
+ * the hub cannot be reached, and online with nothing pending once "Sync now" got through.
+ */
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { enrollDevice } from '#server/sync/devices.ts';
+import { writeHubLink } from '#server/sync/hub-link.ts';
+import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR } from '../helpers/browser.ts';
+import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
+import { seedImportedInstance } from '../helpers/image-fixture.ts';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
+
+const WAIT = { timeout: 10_000 };
+
+let hub: TestServer;
+let ws: TestServer;
+let proxy: FaultProxy;
+let browser: Browser;
+
+beforeAll(async () => {
+  ensureRendererBuilt();
+  hub = await startTestServer({ hubMode: true });
+  ws = await startTestServer({ uiDir: UI_DIR, syncIntervalMs: 0 });
+  const enrolled = await enrollDevice(hub.server.services, 'reading room 1', 'test');
+  proxy = await startFaultProxy({ host: '127.0.0.1', port: Number(new URL(hub.url).port) });
+  writeHubLink(ws.dataDir, { url: proxy.url, key: enrolled.key, device_id: enrolled.device.id, device_name: enrolled.device.name });
+  await seedImportedInstance(ws);
+  browser = await launchBrowser();
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await proxy?.close();
+  await ws?.close();
+  await hub?.close();
+});
+
+describe('sync state in the header', () => {
+  it('shows offline with the pending change and why, then online once a round got through', async () => {
+    const ui = await openUi(browser, ws.url);
+    await ui.signIn((await ws.keyFor('radiologist')).key);
+    const state = ui.page.getByTestId('sync-state');
+    await state.waitFor(WAIT);
+    expect(await ui.page.getByTestId('sync-pending').textContent()).toBe('1 pending');
+    expect(await ui.page.getByTestId('sync-label').textContent()).toBe('Offline');
+
+    proxy.set({ reset: true });
+    await ui.page.getByTestId('sync-now').click();
+    await ui.page.getByTestId('sync-error').waitFor(WAIT);
+    expect(await ui.page.getByTestId('sync-error').textContent()).toMatch(/hub unreachable/);
+    expect(await ui.page.getByTestId('sync-pending').textContent()).toBe('1 pending');
+    await ui.screenshot('sync-offline');
+
+    proxy.set({});
+    await ui.page.getByTestId('sync-now').click();
+    await ui.page.getByText('0 pending').waitFor(WAIT);
+    expect(await ui.page.getByTestId('sync-label').textContent()).toBe('Online');
+    expect(await ui.page.getByTestId('sync-error').count()).toBe(0);
+    await ui.screenshot('sync-online');
+    // The hub has the instance.
+    expect((await hub.request('GET', '/v1/scans')).json.data.items).toHaveLength(1);
+  }, 60_000);
+});
