@@ -2,9 +2,10 @@
  * Sync throughput (issue 13), measured on what users run: the hub as a `mia serve --hub` process
  * over HTTP, and `mia sync now` as a process. In one run, rounds interleaved:
  *
- * - instance files: PUT /v1/sync/blobs/{sha256}, one after another as the client sends them, for
- *   33 KiB and 512 KiB phantom instances, against the floor: a bare Node HTTP server (its own
- *   process) that writes each body to a file and fsyncs it, sent the same files the same way;
+ * - instance files, 33 KiB and 512 KiB phantom instances: in buckets as `mia sync now` sends them
+ *   (POST /v1/sync/blobs), and one by one (PUT /v1/sync/blobs/{sha256}), against the floor the
+ *   issue names: a bare Node HTTP server (its own process) that writes each PUT body to a file
+ *   and fsyncs it, sent the same files one by one;
  * - rows: POST /v1/sync/push of instance changes in batches of 100 and 500 (files already on the
  *   hub), and GET /v1/sync/pull of them by a second device in pages of 100 and 500;
  * - a cold initial sync of 1,000 scans by `mia sync now` into an empty hub.
@@ -17,6 +18,7 @@ import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writ
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { BUCKET_TYPE, encodeBucket } from '#server/sync/blobs.ts';
 
 const BIN = join(import.meta.dirname, '../bin/mia.js');
 const PHANTOMS = join(import.meta.dirname, '../models/mia-phantom-detector/phantoms.py');
@@ -89,6 +91,28 @@ function listFiles(dir: string): string[] {
 
 type Blob = { sha: string; bytes: Buffer };
 
+/** What `mia sync now` sends: buckets of up to 500 files and 16 MiB (server/sync/client.ts). */
+async function bucketAll(url: string, key: string, blobs: readonly Blob[]): Promise<number> {
+  const started = performance.now();
+  for (let i = 0; i < blobs.length; ) {
+    const part: Blob[] = [];
+    let bytes = 0;
+    while (i < blobs.length && part.length < 500 && bytes + blobs[i]!.bytes.length <= 16 * 1024 * 1024) {
+      bytes += blobs[i]!.bytes.length;
+      part.push(blobs[i]!);
+      i += 1;
+    }
+    const res = await fetch(url + '/v1/sync/blobs', {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': BUCKET_TYPE, 'mia-sync-protocol': '1' },
+      body: encodeBucket(part.map((b) => ({ sha256: b.sha, bytes: b.bytes }))),
+    });
+    if (res.status !== 201) throw new Error(`bucket ${res.status}: ${await res.text()}`);
+    await res.arrayBuffer();
+  }
+  return (performance.now() - started) / 1000;
+}
+
 async function putAll(url: string, key: string | null, blobs: readonly Blob[], path: (b: Blob) => string): Promise<number> {
   const started = performance.now();
   for (const b of blobs) {
@@ -122,7 +146,7 @@ export async function run(): Promise<string> {
     };
     python(['--out', join(work, 'small'), '--series', '10', '--slices', '100', '--size', '128', '--modality', 'CT', '--seed', '31000']);
     python(['--out', join(work, 'large'), '--series', '2', '--slices', '50', '--size', '512', '--modality', 'CT', '--seed', '32000']);
-    python(['--out', join(work, 'scans'), '--series', '1000', '--slices', '1', '--size', '64', '--modality', 'CT', '--seed', '33000']);
+    python(['--out', join(work, 'scans'), '--series', '1000', '--slices', '1', '--size', '64', '--modality', 'CT', '--seed', '33000', '--kinds', 'none']);
     const blobsOf = (dir: string): Blob[] => listFiles(dir).map((f) => {
       const bytes = readFileSync(f);
       return { sha: createHash('sha256').update(bytes).digest('hex'), bytes };
@@ -134,20 +158,21 @@ export async function run(): Promise<string> {
     const ws = join(work, 'ws');
     mia(['import', join(work, 'small'), '--data', ws]);
 
-    const blobRows: Record<string, { mia: number[]; bare: number[]; bytes: number; files: number }> = {};
+    const blobRows: Record<string, { bucket: number[]; mia: number[]; bare: number[]; bytes: number; files: number }> = {};
     const pushRates: Record<string, number[]> = { '100': [], '500': [] };
     const pullRates: Record<string, number[]> = { '100': [], '500': [] };
     const cold: number[] = [];
 
     for (let round = 0; round < ROUNDS; round++) {
       for (const [name, blobs] of [['33 KiB', small], ['512 KiB', large]] as const) {
-        const row = (blobRows[name] ??= { mia: [], bare: [], bytes: blobs.reduce((n, b) => n + b.bytes.length, 0), files: blobs.length });
-        const order = round % 2 === 0 ? ['mia', 'bare'] : ['bare', 'mia'];
+        const row = (blobRows[name] ??= { bucket: [], mia: [], bare: [], bytes: blobs.reduce((n, b) => n + b.bytes.length, 0), files: blobs.length });
+        const order = round % 2 === 0 ? ['bucket', 'mia', 'bare'] : ['bare', 'mia', 'bucket'];
         for (const who of order) {
-          if (who === 'mia') {
+          if (who === 'mia' || who === 'bucket') {
             const hub = await freshHub(work, 'blobs');
             try {
-              row.mia.push(row.bytes / 1e6 / (await putAll(hub.server.url, hub.key, blobs, (b) => `/v1/sync/blobs/${b.sha}`)));
+              if (who === 'mia') row.mia.push(row.bytes / 1e6 / (await putAll(hub.server.url, hub.key, blobs, (b) => `/v1/sync/blobs/${b.sha}`)));
+              else row.bucket.push(row.bytes / 1e6 / (await bucketAll(hub.server.url, hub.key, blobs)));
             } finally {
               await stop(hub.server);
               rmSync(hub.dir, { recursive: true, force: true });
@@ -235,9 +260,9 @@ export async function run(): Promise<string> {
       '',
       `${new Date().toISOString().slice(0, 10)}, ${cpus().length} cores, Node ${process.version}; the hub is \`mia serve --hub\` on SQLite in its own process, on loopback; medians of ${ROUNDS} interleaved rounds. \`npm run bench -- sync\`.`,
       '',
-      '| instance files, sent one after another | files | mia PUT /v1/sync/blobs MB/s | bare server (write + fsync) MB/s | mia / bare |',
-      '|---|---|---|---|---|',
-      ...Object.entries(blobRows).map(([name, r]) => `| ${name} | ${r.files} | ${median(r.mia).toFixed(1)} | ${median(r.bare).toFixed(1)} | ${(median(r.mia) / median(r.bare)).toFixed(2)}x |`),
+      '| instance files | files | mia buckets (POST /v1/sync/blobs, what mia sync now sends) MB/s | mia one by one (PUT /v1/sync/blobs/{sha256}) MB/s | floor: bare server, PUT one by one, write + fsync, MB/s | buckets / floor | one by one / floor |',
+      '|---|---|---|---|---|---|---|',
+      ...Object.entries(blobRows).map(([name, r]) => `| ${name} | ${r.files} | ${median(r.bucket).toFixed(1)} | ${median(r.mia).toFixed(1)} | ${median(r.bare).toFixed(1)} | ${(median(r.bucket) / median(r.bare)).toFixed(2)}x | ${(median(r.mia) / median(r.bare)).toFixed(2)}x |`),
       '',
       '| rows (1,000 instance changes, files on the hub) | batch of 100 | batch of 500 |',
       '|---|---|---|',

@@ -54,6 +54,7 @@ export const AUDIT_ACTIONS = [
   'studies.list',
   'sync.blob',
   'sync.blob_read',
+  'sync.blobs',
   'sync.pull',
   'sync.push',
   'sync.run',

@@ -58,6 +58,7 @@ export const pullResponse = z.object({
 export const missingBody = z.object({ sha256: z.array(sha256).min(1).max(MAX_MISSING_QUERY) }).strict();
 export const missingResponse = z.object({ missing: z.array(z.string()) });
 export const blobParams = z.object({ sha256 });
+export const bucketStored = z.object({ stored: z.number().int(), present: z.number().int(), bytes: z.number().int() });
 export const blobStored = z.object({ sha256: z.string(), bytes: z.number().int(), stored: z.boolean() });
 
 const entityDigest = z.object({ count: z.number().int(), sha256: z.string() });

@@ -15,7 +15,7 @@
  * UI; the next round starts over from what was committed.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream, statSync } from 'node:fs';
+import { createReadStream, readFileSync, statSync } from 'node:fs';
 import type { Clock } from '#server/clock.ts';
 import { SYNC_PROTOCOL } from '#server/api/sync-schemas.ts';
 import type { RefCache } from '#server/imports/ingest.ts';
@@ -23,7 +23,7 @@ import type { Logger } from '#server/log.ts';
 import type { Database } from '#server/store/database.ts';
 import { getSetting, setSetting } from '#server/store/settings.ts';
 import { appendChanges, countPendingOwnChanges, hasChange, markPushed, readPendingOwnChanges, type ChangeRow } from '#server/store/sync-log.ts';
-import { blobPath, hasBlob } from '#server/sync/blobs.ts';
+import { BUCKET_FILE_MAX, BUCKET_TYPE, blobPath, encodeBucket, hasBlob } from '#server/sync/blobs.ts';
 import { applyChange, instancePayload, prepareChanges, type RemoteChange } from '#server/sync/entities.ts';
 import { parseHlc, type HlcTimestamp } from '#server/sync/hlc.ts';
 import type { HubLink } from '#server/sync/hub-link.ts';
@@ -51,6 +51,9 @@ export const PUSH_BATCH = 500;
 /** Under the hub's 32 MB limit for a push's JSON, with room for the envelope. */
 const PUSH_MAX_BYTES = 16 * 1024 * 1024;
 const REQUEST_TIMEOUT_MS = 30_000;
+/** Half the hub's bucket limit: a bucket of small files, sent as one request. */
+const CLIENT_BUCKET_BYTES = 16 * 1024 * 1024;
+const CLIENT_BUCKET_FILES = 500;
 /** A file's upload may take longer than a request: at least 1 MB/s is expected of the link. */
 const fileTimeout = (bytes: number): number => REQUEST_TIMEOUT_MS + Math.ceil(bytes / 1_000_000) * 1000;
 
@@ -68,7 +71,15 @@ export class SyncError extends Error {
   }
 }
 
-type Call = { method: string; path: string; body?: unknown; headers?: Record<string, string>; timeoutMs?: number; stream?: { file: string; bytes: number } };
+type Call = {
+  method: string;
+  path: string;
+  body?: unknown;
+  headers?: Record<string, string>;
+  timeoutMs?: number;
+  stream?: { file: string; bytes: number };
+  raw?: { body: Buffer; contentType: string };
+};
 
 async function call<T>(link: HubLink, c: Call, signal?: AbortSignal): Promise<T> {
   const timeout = AbortSignal.timeout(c.timeoutMs ?? REQUEST_TIMEOUT_MS);
@@ -78,6 +89,9 @@ async function call<T>(link: HubLink, c: Call, signal?: AbortSignal): Promise<T>
     headers['content-type'] = 'application/octet-stream';
     headers['content-length'] = String(c.stream.bytes);
     body = createReadStream(c.stream.file) as unknown as RequestInit['body'];
+  } else if (c.raw) {
+    headers['content-type'] = c.raw.contentType;
+    body = c.raw.body;
   } else if (c.body !== undefined) {
     headers['content-type'] = 'application/json';
     body = JSON.stringify(c.body);
@@ -200,15 +214,36 @@ async function sendFiles(deps: SyncDeps, link: HubLink, batch: readonly ChangeRo
   if (hashes.length === 0) return;
   const { missing } = await call<{ missing: string[] }>(link, { method: 'POST', path: '/v1/sync/blobs/missing', body: { sha256: [...new Set(hashes)] } }, options.signal);
   let done = 0;
+  const progress = (files: number, bytes: number): void => {
+    report.files += files;
+    report.fileBytes += bytes;
+    done += files;
+    options.onProgress?.({ phase: 'files', done, total: missing.length });
+  };
+  // Small files travel in buckets (their fsyncs on the hub run together); large ones streamed alone.
+  let bucket: { sha256: string; bytes: Buffer }[] = [];
+  let bucketBytes = 0;
+  const flushBucket = async (): Promise<void> => {
+    if (bucket.length === 0) return;
+    const body = encodeBucket(bucket);
+    await call(link, { method: 'POST', path: '/v1/sync/blobs', raw: { body, contentType: BUCKET_TYPE }, timeoutMs: fileTimeout(body.byteLength) }, options.signal);
+    progress(bucket.length, bucketBytes);
+    bucket = [];
+    bucketBytes = 0;
+  };
   for (const sha of missing) {
     const file = blobPath(deps.dataDir, sha);
     const bytes = statSync(file).size;
-    await call(link, { method: 'PUT', path: `/v1/sync/blobs/${sha}`, stream: { file, bytes }, timeoutMs: fileTimeout(bytes) }, options.signal);
-    report.files += 1;
-    report.fileBytes += bytes;
-    done += 1;
-    options.onProgress?.({ phase: 'files', done, total: missing.length });
+    if (bytes > BUCKET_FILE_MAX) {
+      await call(link, { method: 'PUT', path: `/v1/sync/blobs/${sha}`, stream: { file, bytes }, timeoutMs: fileTimeout(bytes) }, options.signal);
+      progress(1, bytes);
+      continue;
+    }
+    if (bucketBytes + bytes > CLIENT_BUCKET_BYTES || bucket.length >= CLIENT_BUCKET_FILES) await flushBucket();
+    bucket.push({ sha256: sha, bytes: readFileSync(file) });
+    bucketBytes += bytes;
   }
+  await flushBucket();
 }
 
 async function pull(deps: SyncDeps, link: HubLink, report: SyncReport, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal }): Promise<void> {

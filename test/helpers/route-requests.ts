@@ -9,7 +9,7 @@ import { draftReport, updateReport } from '#server/reports/reports.ts';
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Readable } from 'node:stream';
-import { receiveBlob } from '#server/sync/blobs.ts';
+import { BUCKET_TYPE, encodeBucket, receiveBlob } from '#server/sync/blobs.ts';
 import { enrollDevice } from '#server/sync/devices.ts';
 import { uuid7 } from '#server/sync/uuid7.ts';
 import { CT_SMALL, fixtureFolder, seedImportedInstance } from './image-fixture.ts';
@@ -84,6 +84,10 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
     'PUT /v1/sync/blobs/{sha256}': () => {
       const blob = randomBlob();
       return { path: `/v1/sync/blobs/${blob.sha}`, ...sync({ 'Content-Type': 'application/octet-stream' }), rawBody: blob.bytes };
+    },
+    'POST /v1/sync/blobs': () => {
+      const blob = randomBlob();
+      return { path: '/v1/sync/blobs', ...sync({ 'Content-Type': BUCKET_TYPE }), rawBody: encodeBucket([{ sha256: blob.sha, bytes: blob.bytes }]) };
     },
     'GET /v1/sync/blobs/{sha256}': () => ({ path: `/v1/sync/blobs/${storedBlob.sha}`, ...sync() }),
     'GET /v1/sync/digest': () => ({ path: '/v1/sync/digest', ...sync() }),

@@ -7,7 +7,7 @@ import { MiaError, invalid } from '#server/errors.ts';
 import * as sync from '#server/api/sync-schemas.ts';
 import { defineRoute, scopes, type Route } from '#server/http/route.ts';
 import { UPLOAD_LIMIT_BYTES } from '#server/imports/upload.ts';
-import { blobPath, hasBlob, missingBlobs, receiveBlob } from '#server/sync/blobs.ts';
+import { BUCKET_FILE_MAX, BUCKET_MAX_BYTES, BUCKET_TYPE, blobPath, hasBlob, missingBlobs, receiveBlob, receiveBucket } from '#server/sync/blobs.ts';
 import { enrollDevice, listDeviceViews, revokeDeviceById } from '#server/sync/devices.ts';
 import { computeDigest } from '#server/sync/digest.ts';
 import { servePull } from '#server/sync/pull.ts';
@@ -88,6 +88,24 @@ export const syncRoutes: Route[] = [
       checkProtocol(headers);
       requireDevice(auth.device);
       return { kind: 'data', data: { missing: missingBlobs(services.dataDir, body.sha256) } };
+    },
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/v1/sync/blobs',
+    summary: 'Upload many small instance files at once (a bucket)',
+    description: `Body (${BUCKET_TYPE}): per file its SHA-256 (32 bytes), length (4 bytes, big-endian) and bytes; files up to ${BUCKET_FILE_MAX} bytes, ${BUCKET_MAX_BYTES} bytes in all. Every file is checked against its digest and made durable before the answer; one mismatch refuses the bucket.`,
+    access: scopes('sync:push'),
+    upload: { contentTypes: [BUCKET_TYPE], maxBytes: BUCKET_MAX_BYTES },
+    response: sync.bucketStored,
+    successStatus: 201,
+    audit: 'sync.blobs',
+    handle: async ({ services, auth, upload, headers, audit }) => {
+      checkProtocol(headers);
+      const device = requireDevice(auth.device);
+      if (!upload) throw new MiaError('internal', 'upload route without a body');
+      audit({ target: `device:${device.id}` });
+      return { kind: 'data', status: 201, data: await receiveBucket(services.dataDir, upload.stream, upload.maxBytes) };
     },
   }),
   defineRoute({

@@ -1,0 +1,76 @@
+/**
+ * Instance files as sync receives them (issue 13): kept only when their bytes hash to their name,
+ * never half; a bucket is all or nothing; a bad frame is named.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { archivePathFor } from '#server/imports/archive.ts';
+import { BUCKET_TYPE, encodeBucket } from '#server/sync/blobs.ts';
+import { enrollDevice } from '#server/sync/devices.ts';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
+
+let t: TestServer;
+let key: string;
+
+beforeAll(async () => {
+  t = await startTestServer({ hubMode: true });
+  key = (await enrollDevice(t.server.services, 'blobs', 'test')).key;
+});
+afterAll(async () => {
+  await t.close();
+});
+
+const file = (size = 1000): { sha: string; bytes: Buffer } => {
+  const bytes = randomBytes(size);
+  return { sha: createHash('sha256').update(bytes).digest('hex'), bytes };
+};
+const stored = (sha: string): boolean => existsSync(join(t.dataDir, archivePathFor(sha)));
+const send = async (method: string, path: string, body: Buffer, type = 'application/octet-stream') =>
+  await t.request(method, path, { key, rawBody: body, headers: { 'Content-Type': type, 'Mia-Sync-Protocol': '1' } });
+
+describe('sync blobs', () => {
+  it('keeps a file only under the digest of its bytes', async () => {
+    const good = file();
+    const put = await send('PUT', `/v1/sync/blobs/${good.sha}`, good.bytes);
+    expect(put.status).toBe(201);
+    expect(stored(good.sha)).toBe(true);
+    expect((await send('PUT', `/v1/sync/blobs/${good.sha}`, good.bytes)).status).toBe(200);
+
+    const other = file();
+    const wrong = await send('PUT', `/v1/sync/blobs/${other.sha}`, file().bytes);
+    expect(wrong.status).toBe(422);
+    expect(wrong.json.error.details).toMatch(new RegExp(`not ${other.sha}`));
+    expect(stored(other.sha)).toBe(false);
+  });
+
+  it('takes a bucket whole, or nothing of it', async () => {
+    const files = [file(33 * 1024), file(5), file(70_000)];
+    const ok = await send('POST', '/v1/sync/blobs', encodeBucket(files.map((f) => ({ sha256: f.sha, bytes: f.bytes }))), BUCKET_TYPE);
+    expect(ok.status).toBe(201);
+    expect(ok.json.data).toMatchObject({ stored: 3, present: 0 });
+    expect(files.every((f) => stored(f.sha))).toBe(true);
+
+    const fresh = [file(), file()];
+    const bad = encodeBucket([{ sha256: fresh[0]!.sha, bytes: fresh[0]!.bytes }, { sha256: fresh[1]!.sha, bytes: file().bytes }]);
+    const refused = await send('POST', '/v1/sync/blobs', bad, BUCKET_TYPE);
+    expect(refused.status).toBe(422);
+    expect(refused.json.error.details).toMatch(/file 2 hashes to .* nothing of this bucket was kept/);
+    expect(fresh.some((f) => stored(f.sha))).toBe(false);
+  });
+
+  it('names a bucket cut short or lying about a length', async () => {
+    const f = file();
+    const whole = encodeBucket([{ sha256: f.sha, bytes: f.bytes }]);
+    const cut = await send('POST', '/v1/sync/blobs', whole.subarray(0, whole.length - 10), BUCKET_TYPE);
+    expect(cut.status).toBe(400);
+    expect(cut.json.error.details).toMatch(/declares 1000 bytes, 990 follow/);
+    const huge = Buffer.from(whole);
+    huge.writeUInt32BE(0xffffffff, 32);
+    const lying = await send('POST', '/v1/sync/blobs', huge, BUCKET_TYPE);
+    expect(lying.status).toBe(400);
+    expect(lying.json.error.details).toMatch(/4294967295 bytes; 1 to/);
+    expect(stored(f.sha)).toBe(false);
+  });
+});
