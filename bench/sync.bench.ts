@@ -32,6 +32,19 @@ function mia(args: readonly string[], input = ''): string {
   return run.stdout;
 }
 
+/** As \`mia\`, without blocking this process: the fault proxy forwards from this event loop. */
+async function miaAsync(args: readonly string[], input = ''): Promise<string> {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+  child.stdin.end(input);
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  if (code !== 0) throw new Error(`mia ${args.join(' ')}: ${err}`);
+  return out;
+}
+
 async function serve(args: readonly string[]): Promise<Server> {
   const child = spawn(process.execPath, [BIN, 'serve', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
@@ -132,6 +145,70 @@ async function freshHub(work: string, name: string): Promise<{ dir: string; serv
   return { dir, server: await serve(['--hub', '--data', dir]), key };
 }
 
+const percentile = (xs: number[], p: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)] ?? NaN;
+
+/**
+ * Time to converge after a partition heals: a workstation (\`mia serve\`, a round every second)
+ * behind the fault proxy; the link goes dark (blackhole: packets held, nothing closed), a reader
+ * records a backlog of verdicts, and after 1.5 s the link heals; converged is when the
+ * workstation has nothing pending (every change acknowledged by the hub after its commit).
+ */
+async function convergence(work: string, sizes: readonly number[], runs: number): Promise<Map<number, number[]>> {
+  const { startFaultProxy } = await import('../test/helpers/fault-proxy.ts');
+  python(['--out', join(work, 'lesion'), '--series', '1', '--slices', '16', '--size', '128', '--modality', 'CT', '--seed', '34000', '--kinds', 'hemorrhage']);
+  const hub = await freshHub(work, 'converge');
+  const proxy = await startFaultProxy({ host: '127.0.0.1', port: Number(new URL(hub.server.url).port) });
+  const ws = join(work, 'ws-converge');
+  const out = new Map<number, number[]>();
+  let server: Server | undefined;
+  try {
+    mia(['import', join(work, 'lesion'), '--data', ws]);
+    mia(['analyze', '--all', '--data', ws]);
+    await miaAsync(['sync', 'join', proxy.url, '--data', ws], hub.key);
+    await miaAsync(['sync', 'now', '--data', ws]);
+    const key = mia(['keys', 'create', '--role', 'radiologist', '--email', 'reader@ws.bench', '--data', ws]).trim().split('\n').at(-1) ?? '';
+    server = await serve(['--data', ws, '--sync-interval', '1']);
+    const call = async (method: string, path: string, body?: unknown): Promise<any> => {
+      const res = await fetch(server!.url + path, { method, headers: { authorization: `Bearer ${key}`, 'api-version': '1.1', ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
+      if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+      return ((await res.json()) as { data: unknown }).data;
+    };
+    const scans = (await call('GET', '/v1/scans')) as { items: { scan_id: string }[] };
+    const result = (await call('GET', `/v1/scans/${scans.items[0]!.scan_id}/results`)) as { findings: { id: string }[] };
+    const finding = result.findings[0]?.id;
+    if (!finding) throw new Error('the lesion phantom gave no finding to review');
+    for (const size of sizes) {
+      const times: number[] = [];
+      for (let run = 0; run < runs; run++) {
+        proxy.set({ blackhole: true });
+        for (let i = 0; i < size; i++) await call('PATCH', `/v1/findings/${finding}`, { review: i % 2 === 0 ? 'accepted' : 'rejected' });
+        await new Promise((resolve) => setTimeout(resolve, 1500));
+        const healed = performance.now();
+        proxy.set({});
+        for (;;) {
+          const status = (await call('GET', '/v1/sync/status')) as { pending: number; state: string };
+          if (status.pending === 0 && status.state !== 'syncing') break;
+          if (performance.now() - healed > 120_000) throw new Error(`not converged after 120 s: ${JSON.stringify(status)}`);
+          await new Promise((resolve) => setTimeout(resolve, 25));
+        }
+        times.push((performance.now() - healed) / 1000);
+      }
+      out.set(size, times);
+      process.stderr.write(`sync bench: converged ${runs} times with a backlog of ${size}\n`);
+    }
+  } finally {
+    if (server) await stop(server);
+    await proxy.close();
+    await stop(hub.server);
+  }
+  return out;
+}
+
+function python(args: string[]): void {
+  const r = spawnSync('/usr/bin/python3', [PHANTOMS, ...args], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(r.stderr);
+}
+
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 
 export async function run(): Promise<string> {
@@ -140,10 +217,6 @@ export async function run(): Promise<string> {
   writeFileSync(bareScript, BARE_SERVER);
   try {
     // Corpora: 1,000 slices of 128x128 (33 KiB files), 100 of 512x512 (513 KiB), 1,000 series of one slice.
-    const python = (args: string[]): void => {
-      const r = spawnSync('/usr/bin/python3', [PHANTOMS, ...args], { encoding: 'utf8' });
-      if (r.status !== 0) throw new Error(r.stderr);
-    };
     python(['--out', join(work, 'small'), '--series', '10', '--slices', '100', '--size', '128', '--modality', 'CT', '--seed', '31000']);
     python(['--out', join(work, 'large'), '--series', '2', '--slices', '50', '--size', '512', '--modality', 'CT', '--seed', '32000']);
     python(['--out', join(work, 'scans'), '--series', '1000', '--slices', '1', '--size', '64', '--modality', 'CT', '--seed', '33000', '--kinds', 'none']);
@@ -255,6 +328,10 @@ export async function run(): Promise<string> {
       process.stderr.write(`sync bench: round ${round + 1} of ${ROUNDS} done\n`);
     }
 
+    const sizes = [10, 100, 500];
+    const runs = Number(process.env['CONVERGE_RUNS'] ?? '20');
+    const converged = await convergence(work, sizes, runs);
+
     const lines = [
       '## Sync',
       '',
@@ -271,7 +348,13 @@ export async function run(): Promise<string> {
       '',
       `Cold initial sync of 1,000 scans (one 64x64 slice each: 1,000 files and 1,000 changes) by \`mia sync now\` into an empty hub: ${median(cold).toFixed(1)} s (rounds: ${cold.map((s) => s.toFixed(1)).join(', ')}).`,
       '',
-      'A pushed instance change is applied by reading its file again with the import\'s parser and reject rules on the hub, so push rows/s is close to the hub\'s import rate, not a row copy. Not measured yet: time to converge after a partition heals (issue 13).',
+      `Time to converge after a partition heals (a workstation's \`mia serve\` with a round every second, behind the fault proxy: the link goes dark, a reader records the backlog of verdicts, the link heals 1.5 s later; converged when nothing is pending), ${runs} runs per backlog:`,
+      '',
+      '| backlog (verdicts) | p50 s | p95 s | max s |',
+      '|---|---|---|---|',
+      ...sizes.map((n) => { const t = converged.get(n) ?? []; return `| ${n} | ${percentile(t, 50).toFixed(2)} | ${percentile(t, 95).toFixed(2)} | ${Math.max(...t).toFixed(2)} |`; }),
+      '',
+      'A pushed instance change is applied by reading its file again with the import\'s parser and reject rules on the hub, so push rows/s is close to the hub\'s import rate, not a row copy.',
       '',
     ];
     return lines.join('\n');

@@ -6,7 +6,7 @@
 import type { Services } from '#server/services.ts';
 import { getSetting } from '#server/store/settings.ts';
 import { countPendingOwnChanges } from '#server/store/sync-log.ts';
-import { LAST_ATTEMPT, LAST_ERROR, LAST_SUCCESS, syncOnce, type SyncReport } from '#server/sync/client.ts';
+import { hello, LAST_ATTEMPT, LAST_ERROR, LAST_SUCCESS, syncOnce, type SyncReport } from '#server/sync/client.ts';
 import { readHubLink } from '#server/sync/hub-link.ts';
 
 export type SyncStatus = {
@@ -31,6 +31,13 @@ export type SyncAgent = {
 };
 
 const MAX_BACKOFF_MS = 5 * 60_000;
+/**
+ * While the hub is unreachable, full rounds back off, but a cheap hello goes out this often (or
+ * at the interval, if longer): when the network heals, sync resumes within seconds rather than
+ * at the end of a backoff that grew during the outage.
+ */
+const PROBE_MS = 5_000;
+const PROBE_TIMEOUT_MS = 3_000;
 
 export async function readSyncStatus(s: Pick<Services, 'db' | 'dataDir' | 'replica'>, running: boolean): Promise<SyncStatus> {
   const link = readHubLink(s.dataDir);
@@ -74,10 +81,36 @@ export function startSyncAgent(s: Services, intervalMs: number): SyncAgent {
     }
   };
 
+  let nextRoundAt = 0;
   const schedule = (): void => {
     if (stopped || intervalMs === 0) return;
     const delay = failures === 0 ? intervalMs : Math.min(MAX_BACKOFF_MS, intervalMs * 2 ** Math.min(failures, 10));
-    timer = setTimeout(() => void runNow(), delay);
+    nextRoundAt = Date.now() + delay;
+    timer = setTimeout(() => void tick(), failures === 0 ? delay : Math.min(delay, Math.max(intervalMs, PROBE_MS)));
+  };
+
+  /** A round when it is due; while failing, a hello first, and a round at once if it answers. */
+  const tick = async (): Promise<void> => {
+    if (failures === 0 || Date.now() >= nextRoundAt) {
+      void runNow();
+      return;
+    }
+    const link = readHubLink(s.dataDir);
+    let reachable = false;
+    if (link) {
+      try {
+        await hello(link, AbortSignal.timeout(PROBE_TIMEOUT_MS));
+        reachable = true;
+      } catch {
+        // Still unreachable: keep probing until the round is due.
+      }
+    }
+    if (stopped) return;
+    if (reachable) void runNow();
+    else {
+      const remaining = nextRoundAt - Date.now();
+      timer = setTimeout(() => void tick(), Math.max(0, Math.min(remaining, Math.max(intervalMs, PROBE_MS))));
+    }
   };
 
   const runNow = (): Promise<SyncReport | null> => {

@@ -64,10 +64,64 @@ export const LAST_ATTEMPT = 'sync.last_attempt_at';
 
 export class SyncError extends Error {
   readonly status: number | null;
-  constructor(message: string, status: number | null = null) {
+  /** The connection failed before an answer (not a timeout, not the hub's refusal). */
+  readonly retryable: boolean;
+  constructor(message: string, status: number | null = null, retryable = false) {
     super(message);
     this.name = 'SyncError';
     this.status = status;
+    this.retryable = retryable;
+  }
+}
+
+async function send(link: HubLink, c: Call, signal?: AbortSignal): Promise<Response> {
+  const headers: Record<string, string> = { authorization: `Bearer ${link.key}`, 'mia-sync-protocol': String(SYNC_PROTOCOL), accept: 'application/json', ...c.headers };
+  let body: RequestInit['body'] | undefined;
+  if (c.stream) {
+    headers['content-type'] = 'application/octet-stream';
+    headers['content-length'] = String(c.stream.bytes);
+    body = createReadStream(c.stream.file) as unknown as RequestInit['body'];
+  } else if (c.raw) {
+    headers['content-type'] = c.raw.contentType;
+    body = c.raw.body;
+  } else if (c.body !== undefined) {
+    headers['content-type'] = 'application/json';
+    body = JSON.stringify(c.body);
+  }
+  const where = `${c.method} ${c.path.split('?')[0] ?? ''}`;
+  const ms = c.timeoutMs ?? REQUEST_TIMEOUT_MS;
+  // Our own deadline on a timer that holds the process: Node's fetch has been seen to leave a
+  // request whose connection was reset as it opened neither settled nor holding anything, and a
+  // CLI would then exit in silence mid-round (exit code 13) instead of saying the hub is away.
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      controller.abort();
+      reject(new SyncError(`hub unreachable: ${where} timed out after ${Math.round(ms / 1000)} s`));
+    }, ms);
+  });
+  try {
+    return await Promise.race([
+      fetch(new URL(c.path, link.url), {
+        method: c.method,
+        headers,
+        body,
+        signal: signal ? AbortSignal.any([signal, controller.signal]) : controller.signal,
+        ...(c.stream ? { duplex: 'half' } : {}),
+      } as RequestInit),
+      deadline,
+    ]);
+  } catch (err) {
+    if (err instanceof SyncError) throw err;
+    const cause = err instanceof Error && err.cause instanceof Error ? err.cause : undefined;
+    // Only a connection that was open and then closed under the request (a kept-alive socket the
+    // hub or the network dropped) is worth a second try; a refused or reset connect means the hub
+    // is not reachable now.
+    const code = cause && 'code' in cause ? String(cause.code) : '';
+    throw new SyncError(`hub unreachable: ${where} failed${cause ? `: ${cause.message}` : ''}`, null, code === 'UND_ERR_SOCKET');
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -82,33 +136,15 @@ type Call = {
 };
 
 async function call<T>(link: HubLink, c: Call, signal?: AbortSignal): Promise<T> {
-  const timeout = AbortSignal.timeout(c.timeoutMs ?? REQUEST_TIMEOUT_MS);
-  const headers: Record<string, string> = { authorization: `Bearer ${link.key}`, 'mia-sync-protocol': String(SYNC_PROTOCOL), accept: 'application/json', ...c.headers };
-  let body: RequestInit['body'] | undefined;
-  if (c.stream) {
-    headers['content-type'] = 'application/octet-stream';
-    headers['content-length'] = String(c.stream.bytes);
-    body = createReadStream(c.stream.file) as unknown as RequestInit['body'];
-  } else if (c.raw) {
-    headers['content-type'] = c.raw.contentType;
-    body = c.raw.body;
-  } else if (c.body !== undefined) {
-    headers['content-type'] = 'application/json';
-    body = JSON.stringify(c.body);
-  }
+  // Every sync request is safe to send twice (pushes carry their Idempotency-Key, files their
+  // digest): one whose connection failed - a kept-alive socket the hub closed during an outage -
+  // is sent once more on a new connection before the round gives up.
   let res: Response;
   try {
-    res = await fetch(new URL(c.path, link.url), {
-      method: c.method,
-      headers,
-      body,
-      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
-      ...(c.stream ? { duplex: 'half' } : {}),
-    } as RequestInit);
+    res = await send(link, c, signal);
   } catch (err) {
-    const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : '';
-    const what = err instanceof Error && err.name === 'TimeoutError' ? 'timed out' : `failed${cause}`;
-    throw new SyncError(`hub unreachable: ${c.method} ${c.path.split('?')[0] ?? ''} ${what}`);
+    if (err instanceof SyncError && err.retryable && !signal?.aborted) res = await send(link, c, signal);
+    else throw err;
   }
   let parsed: unknown;
   try {
@@ -124,8 +160,8 @@ async function call<T>(link: HubLink, c: Call, signal?: AbortSignal): Promise<T>
 }
 
 /** Who the key belongs to on the hub: checks the link before it is kept. */
-export async function hello(link: Omit<HubLink, 'device_id' | 'device_name'> & Partial<HubLink>): Promise<{ device_id: string; device_name: string; protocol: number; hub_time: string }> {
-  return await call({ device_id: '', device_name: '', ...link }, { method: 'GET', path: '/v1/sync/hello' });
+export async function hello(link: Omit<HubLink, 'device_id' | 'device_name'> & Partial<HubLink>, signal?: AbortSignal): Promise<{ device_id: string; device_name: string; protocol: number; hub_time: string }> {
+  return await call({ device_id: '', device_name: '', ...link }, { method: 'GET', path: '/v1/sync/hello' }, signal);
 }
 
 export async function syncOnce(deps: SyncDeps, link: HubLink, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal } = {}): Promise<SyncReport> {

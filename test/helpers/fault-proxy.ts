@@ -81,7 +81,11 @@ export async function startFaultProxy(target: { host: string; port: number }, se
     const held: Buffer[] = [];
     let endHeld = false;
     const deliver = (chunk: Buffer): void => {
-      if (to.destroyed) return;
+      // Bytes for a side that is gone: the peer's TCP answers them with a reset.
+      if (to.destroyed) {
+        from.destroy();
+        return;
+      }
       let part = chunk;
       // HTTP/1.1 without pipelining: the answer on a connection is to its latest request line.
       if (!toClient && /^[A-Z]+ \//.test(chunk.subarray(0, 16).toString('latin1'))) conn.request = chunk.subarray(0, 200).toString('latin1').split('\r\n')[0] ?? '';

@@ -65,7 +65,7 @@ describe('a workstation and its hub', () => {
 
     w!.proxy.set({ reset: true });
     const failed = await mia(['sync', 'now', '--data', w!.data]);
-    expect(failed.status).toBe(1);
+    expect(failed.status, failed.stderr).toBe(1);
     expect(failed.stderr).toMatch(/hub unreachable/);
     const status = await mia(['sync', 'status', '--data', w!.data]);
     // Every instance and both analyses wait, with the error named.
