@@ -14,7 +14,7 @@
 import type { FindingReview } from '#common/vocabulary.ts';
 import { setFindingReview } from '#server/store/analyses.ts';
 import type { Database } from '#server/store/database.ts';
-import { insertReviewEvent, listReviewEvents, setFindingDisputed, type ReviewEventRow } from '#server/store/review-events.ts';
+import { insertReviewEvent, listHeadEvents, setFindingDisputed, type ReviewEventRow } from '#server/store/review-events.ts';
 import { findUserByPublicId } from '#server/store/users.ts';
 import { formatHlc } from '#server/sync/hlc.ts';
 import { recordChanges, type Replica } from '#server/sync/replica.ts';
@@ -33,7 +33,7 @@ export function deriveVerdict(events: readonly ReviewEventRow[]): { current: Rev
 
 /** Writes the derived verdict into the finding's columns, which every reader of findings uses. */
 export async function applyDerivedVerdict(tx: Database, findingRef: number): Promise<{ disputed: boolean }> {
-  const { current, disputed } = deriveVerdict(await listReviewEvents(tx, findingRef));
+  const { current, disputed } = deriveVerdict(await listHeadEvents(tx, findingRef));
   const verdict = current?.verdict ?? null;
   const user = verdict !== null && current?.user_id ? await findUserByPublicId(tx, current.user_id) : undefined;
   await setFindingReview(tx, findingRef, verdict, user?.id ?? null, verdict === null ? null : (current?.created_at ?? null), verdict === 'rejected' ? (current?.reason ?? null) : null);
@@ -55,7 +55,7 @@ export type LocalVerdict = {
  * its change for sync, in the caller's transaction.
  */
 export async function recordVerdict(tx: Database, replica: Replica, v: LocalVerdict): Promise<void> {
-  const { heads } = deriveVerdict(await listReviewEvents(tx, v.finding.ref));
+  const heads = await listHeadEvents(tx, v.finding.ref);
   const hlc = formatHlc(replica.hlc.tick());
   const event: ReviewEventRow = {
     event_id: uuid7(Date.parse(v.at)),

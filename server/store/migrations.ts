@@ -630,6 +630,16 @@ const MIGRATIONS: readonly Migration[] = [
         created_at TEXT NOT NULL
       ) STRICT;
       CREATE INDEX review_events_finding ON review_events (finding_ref, hlc);
+      -- Which events each event had seen, one row per pair: an event is a head while no row
+      -- names it as seen. head caches that, so deriving a verdict reads the heads alone, not a
+      -- history that a busy finding (or a hostile device) can make long.
+      CREATE TABLE review_supersedes (
+        superseded_id TEXT NOT NULL,
+        event_id TEXT NOT NULL,
+        PRIMARY KEY (superseded_id, event_id)
+      ) STRICT;
+      ALTER TABLE review_events ADD COLUMN head INTEGER NOT NULL DEFAULT 1 CHECK (head IN (0, 1));
+      CREATE INDEX review_events_heads ON review_events (finding_ref, head);
       ALTER TABLE findings ADD COLUMN review_disputed INTEGER NOT NULL DEFAULT 0 CHECK (review_disputed IN (0, 1));
     `,
   },

@@ -17,7 +17,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, readFileSync, statSync } from 'node:fs';
 import type { Clock } from '#server/clock.ts';
-import { SYNC_PROTOCOL } from '#server/api/sync-schemas.ts';
+import { pullResponse, SYNC_PROTOCOL } from '#server/api/sync-schemas.ts';
 import type { RefCache } from '#server/imports/ingest.ts';
 import type { Logger } from '#server/log.ts';
 import type { Database } from '#server/store/database.ts';
@@ -285,7 +285,10 @@ async function sendFiles(deps: SyncDeps, link: HubLink, batch: readonly ChangeRo
 async function pull(deps: SyncDeps, link: HubLink, report: SyncReport, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal }): Promise<void> {
   for (;;) {
     const cursor = (await getSetting(deps.db, CURSOR)) ?? '';
-    const page = await call<PullResponse>(link, { method: 'GET', path: `/v1/sync/pull?limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}` }, options.signal);
+    // The hub's answer is checked like any input: a change of an unknown kind refuses the page.
+    const answer = pullResponse.safeParse(await call<unknown>(link, { method: 'GET', path: `/v1/sync/pull?limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}` }, options.signal));
+    if (!answer.success) throw new SyncError(`hub sent a pull page this mia cannot read (${answer.error.issues[0]?.path.join('.') ?? ''}: ${answer.error.issues[0]?.message ?? ''}); upgrade mia`);
+    const page: PullResponse = answer.data;
     report.pulled += page.changes.length;
     const stamps = page.changes.map((c) => parseHlc(c.hlc)).filter((t): t is HlcTimestamp => t !== undefined);
     const received = deps.replica.hlc.receive(stamps);

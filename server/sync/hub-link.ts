@@ -26,7 +26,14 @@ export function readHubLink(dataDir: string): HubLink | null {
   } catch {
     return null;
   }
-  const parsed = linkSchema.safeParse(JSON.parse(text));
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    // A damaged file links to nothing; mia sync join writes it again.
+    return null;
+  }
+  const parsed = linkSchema.safeParse(json);
   return parsed.success ? parsed.data : null;
 }
 

@@ -42,8 +42,8 @@ export async function startHub(place: HubPlace, port = 0): Promise<Hub> {
 }
 
 /** A workstation's `mia serve`, its background rounds off: the test says when to sync. */
-export async function startWorkstation(dataDir: string): Promise<Hub> {
-  return await startServe(['--port', '0', '--sync-interval', '0', '--data', dataDir]);
+export async function startWorkstation(dataDir: string, syncIntervalSeconds = 0): Promise<Hub> {
+  return await startServe(['--port', '0', '--sync-interval', String(syncIntervalSeconds), '--data', dataDir]);
 }
 
 async function startServe(args: readonly string[]): Promise<Hub> {
