@@ -12,6 +12,7 @@ TEST_PACKAGES=(
   python3-torch python3-onnx                               # training the bundled model
   chromium                                                 # UI tests (playwright-core drives it)
   postgresql                                               # throwaway clusters (test/helpers/postgres-cluster.ts), not its own service
+  faketime                                                 # workstation clocks off by minutes and days (test/sync)
 )
 
 if [ "${1:-test}" = demo ]; then PACKAGES=("${DEMO_PACKAGES[@]}"); else PACKAGES=("${TEST_PACKAGES[@]}"); fi

@@ -93,6 +93,7 @@ export const syncStatus = z.object({
   device_name: z.string().nullable(),
   state: z.enum(['not_linked', 'online', 'offline', 'syncing']),
   pending: z.number().int(),
+  waiting_reason: z.string().nullable(),
   refused: z.number().int(),
   last_sync_at: z.string().nullable(),
   last_attempt_at: z.string().nullable(),

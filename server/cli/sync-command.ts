@@ -41,7 +41,7 @@ export async function devicesCommand(sub: string | undefined, args: readonly str
       return 0;
     }
     case 'list': {
-      const rows = await withDb(place, async (db) => await listDeviceViews(deps(db)));
+      const rows = await withDb(place, async (db) => (await listDeviceViews(deps(db), { afterId: 0, limit: 100_000 })).items);
       io.out(formatTable(['ID', 'NAME', 'STATUS', 'LAST SEEN', 'LAG', 'CLOCK OFFSET', 'ENROLLED'], rows.map((d) => [d.id, d.name, d.status, d.last_seen_at ?? '-', String(d.lag), d.clock_offset_ms === null ? '-' : `${d.clock_offset_ms} ms`, d.created_at])));
       return 0;
     }
@@ -113,6 +113,7 @@ export async function syncCommand(sub: string | undefined, args: readonly string
       try {
         const s = await readSyncStatus({ db: folder.db, dataDir: place.dataDir, replica: folder.replica }, false);
         io.out(formatTable(['HUB', 'DEVICE', 'STATE', 'PENDING', 'REFUSED', 'LAST SYNC', 'LAST ERROR'], [[s.hub_url ?? '-', s.device_id ?? '-', s.state, String(s.pending), String(s.refused), s.last_sync_at ?? '-', s.last_error ?? '-']]));
+        if (s.waiting_reason) io.out(`waiting: ${s.waiting_reason}`);
         return 0;
       } finally {
         await folder.close();

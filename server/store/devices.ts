@@ -1,5 +1,6 @@
 /** SQL for enrolled sync devices (docs/sync.md, Devices). Keys are kept as digests only. */
 import type { Database } from '#server/store/database.ts';
+import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
 export type DeviceRow = {
   id: number;
@@ -33,8 +34,8 @@ export async function findDeviceById(db: Database, deviceId: string): Promise<De
   return (await db.get('SELECT * FROM devices WHERE device_id = ?', [deviceId])) as DeviceRow | undefined;
 }
 
-export async function listDevices(db: Database): Promise<DeviceRow[]> {
-  return (await db.all('SELECT * FROM devices ORDER BY id')) as DeviceRow[];
+export async function listDevices(db: Database, page: PageRequest): Promise<Page<DeviceRow>> {
+  return toPage((await db.all('SELECT * FROM devices WHERE id > ? ORDER BY id LIMIT ?', [page.afterId, page.limit + 1])) as DeviceRow[], page.limit);
 }
 
 export async function revokeDevice(db: Database, ref: number, at: string): Promise<void> {

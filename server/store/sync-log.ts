@@ -118,3 +118,20 @@ export async function readChangesForPull(db: Database, deviceId: string, afterSe
 export async function hasChange(db: Database, changeId: string): Promise<boolean> {
   return (await db.get('SELECT 1 AS one FROM sync_changes WHERE change_id = ?', [changeId])) !== undefined;
 }
+
+/** Why the hub asked to send a change later (it stays pending); shown with the sync status. */
+export async function notePushDeferred(db: Database, changeId: string, reason: string): Promise<void> {
+  await db.run('UPDATE sync_changes SET push_error = ? WHERE change_id = ? AND push_state IS NULL', [reason.slice(0, 500), changeId]);
+}
+
+/** The newest reason a pending change of this device was deferred, if any. */
+export async function readNewestDeferral(db: Database, deviceId: string): Promise<string | undefined> {
+  const row = (await db.get('SELECT push_error FROM sync_changes WHERE device_id = ? AND push_state IS NULL AND push_error IS NOT NULL ORDER BY seq DESC LIMIT 1', [deviceId])) as { push_error: string } | undefined;
+  return row?.push_error;
+}
+
+/** Changes after `afterSeq` that a device would pull (others' changes): its lag. */
+export async function countChangesToPull(db: Database, deviceId: string, afterSeq: number): Promise<number> {
+  const row = (await db.get('SELECT COUNT(*) AS n FROM sync_changes WHERE seq > ? AND device_id <> ?', [afterSeq, deviceId])) as { n: number | string };
+  return Number(row.n);
+}

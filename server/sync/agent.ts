@@ -5,7 +5,7 @@
  */
 import type { Services } from '#server/services.ts';
 import { getSetting } from '#server/store/settings.ts';
-import { countPendingOwnChanges } from '#server/store/sync-log.ts';
+import { countPendingOwnChanges, readNewestDeferral } from '#server/store/sync-log.ts';
 import { hello, LAST_ATTEMPT, LAST_ERROR, LAST_SUCCESS, syncOnce, type SyncReport } from '#server/sync/client.ts';
 import { readHubLink } from '#server/sync/hub-link.ts';
 
@@ -17,6 +17,8 @@ export type SyncStatus = {
   /** online: the last round reached the hub; offline: it did not; syncing: a round is running. */
   state: 'not_linked' | 'online' | 'offline' | 'syncing';
   pending: number;
+  /** Why the hub asked for some pending changes later (a file not there yet, a clock far ahead). */
+  waiting_reason: string | null;
   refused: number;
   last_sync_at: string | null;
   last_attempt_at: string | null;
@@ -52,6 +54,7 @@ export async function readSyncStatus(s: Pick<Services, 'db' | 'dataDir' | 'repli
     device_name: link?.device_name ?? null,
     state,
     pending: counts.pending,
+    waiting_reason: counts.pending > 0 ? ((await readNewestDeferral(s.db, s.replica.deviceId)) ?? null) : null,
     refused: counts.rejected,
     last_sync_at: lastSync,
     last_attempt_at: (await getSetting(s.db, LAST_ATTEMPT)) ?? null,

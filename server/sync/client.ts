@@ -22,7 +22,7 @@ import type { RefCache } from '#server/imports/ingest.ts';
 import type { Logger } from '#server/log.ts';
 import type { Database } from '#server/store/database.ts';
 import { getSetting, setSetting } from '#server/store/settings.ts';
-import { appendChanges, countPendingOwnChanges, hasChange, markPushed, readPendingOwnChanges, type ChangeRow } from '#server/store/sync-log.ts';
+import { appendChanges, countPendingOwnChanges, hasChange, markPushed, notePushDeferred, readPendingOwnChanges, type ChangeRow } from '#server/store/sync-log.ts';
 import { BUCKET_FILE_MAX, BUCKET_TYPE, blobPath, encodeBucket, hasBlob } from '#server/sync/blobs.ts';
 import { applyChange, instancePayload, prepareChanges, type RemoteChange } from '#server/sync/entities.ts';
 import { parseHlc, type HlcTimestamp } from '#server/sync/hlc.ts';
@@ -221,7 +221,10 @@ async function push(deps: SyncDeps, link: HubLink, report: SyncReport, options: 
           if (r.status === 'accepted') {
             await markPushed(tx, r.change_id, 'accepted', null);
             taken += 1;
-          } else if (r.retry) waiting.add(r.change_id);
+          } else if (r.retry) {
+            waiting.add(r.change_id);
+            await notePushDeferred(tx, r.change_id, r.reason ?? 'the hub asked to send it later');
+          }
           else {
             await markPushed(tx, r.change_id, 'rejected', r.reason ?? 'refused by the hub');
             report.refused += 1;

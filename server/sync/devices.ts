@@ -8,8 +8,10 @@ import { digestKey, displayPrefix, generateKey } from '#server/auth/key-format.t
 import { invalid, notFound } from '#server/errors.ts';
 import type { Database } from '#server/store/database.ts';
 import { findDeviceById, insertDevice, listDevices, revokeDevice, type DeviceRow } from '#server/store/devices.ts';
+import type { Page, PageRequest } from '#server/store/page.ts';
 import { newPublicId } from '#server/store/public-id.ts';
-import { readLastChangeSeq } from '#server/store/sync-log.ts';
+import { countChangesToPull } from '#server/store/sync-log.ts';
+import { mapInOrder } from '#server/in-order.ts';
 import { uuid7 } from '#server/sync/uuid7.ts';
 
 export type DeviceDeps = { db: Database; clock: Clock };
@@ -32,7 +34,7 @@ export type DeviceView = {
 
 const NAME = /^[\p{L}\p{N} ._-]{1,64}$/u;
 
-export function toDeviceView(row: DeviceRow, lastSeq: number): DeviceView {
+export function toDeviceView(row: DeviceRow, lag: number): DeviceView {
   return {
     id: row.device_id,
     name: row.name,
@@ -42,7 +44,7 @@ export function toDeviceView(row: DeviceRow, lastSeq: number): DeviceView {
     enrolled_by: row.enrolled_by,
     created_at: row.created_at,
     last_seen_at: row.last_seen_at,
-    lag: Math.max(0, lastSeq - row.pulled_seq),
+    lag,
     clock_offset_ms: row.clock_offset_ms,
     revoked_at: row.revoked_at,
   };
@@ -63,12 +65,13 @@ export async function enrollDevice(deps: DeviceDeps, name: string, enrolledBy: s
     enrolledBy,
     at: now.toISOString(),
   });
-  return { device: toDeviceView(row, await readLastChangeSeq(deps.db)), key };
+  return { device: toDeviceView(row, await countChangesToPull(deps.db, row.device_id, 0)), key };
 }
 
-export async function listDeviceViews(deps: DeviceDeps): Promise<DeviceView[]> {
-  const lastSeq = await readLastChangeSeq(deps.db);
-  return (await listDevices(deps.db)).map((row) => toDeviceView(row, lastSeq));
+export async function listDeviceViews(deps: DeviceDeps, page: PageRequest): Promise<Page<DeviceView>> {
+  const rows = await listDevices(deps.db, page);
+  const items = await mapInOrder(rows.items, async (row) => toDeviceView(row, await countChangesToPull(deps.db, row.device_id, row.pulled_seq)));
+  return { items, nextAfterId: rows.nextAfterId };
 }
 
 export async function revokeDeviceById(deps: DeviceDeps, deviceId: string): Promise<DeviceView> {
@@ -76,5 +79,5 @@ export async function revokeDeviceById(deps: DeviceDeps, deviceId: string): Prom
   if (!row) throw notFound('Device', deviceId);
   await revokeDevice(deps.db, row.id, deps.clock.now().toISOString());
   const after = (await findDeviceById(deps.db, deviceId)) ?? row;
-  return toDeviceView(after, await readLastChangeSeq(deps.db));
+  return toDeviceView(after, await countChangesToPull(deps.db, after.device_id, after.pulled_seq));
 }

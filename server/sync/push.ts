@@ -5,8 +5,8 @@
  *
  * - A change id seen before is accepted again without being applied twice (the device lost the
  *   answer and sent the batch again, perhaps under a new key).
- * - A timestamp over a day ahead of the hub's clock refuses that change alone, with the reason;
- *   over 5 minutes ahead is taken with a warning. The hub's clock moves on only once the batch
+ * - A timestamp over a day ahead of the hub's clock refuses that change alone, for now, with the
+ *   reason; over 5 minutes ahead is taken with a warning. The hub's clock moves on only once the batch
  *   has committed, so a batch that failed leaves it where it was.
  * - A change by a user the hub knows as disabled is refused: users are the hub's to manage.
  * - The same key sent with another body is refused (409): a key names one request.
@@ -85,7 +85,9 @@ export async function receivePush(
   for (const [id, t] of stamps) {
     const judged = s.replica.hlc.receive([t]);
     if (!judged.ok) {
-      outcomes.set(id, { status: 'rejected', reason: judged.reason, retry: false });
+      // Later, not never: the device keeps the change and sends it again; once its clock is right
+      // and time has caught up with the stamp, it goes in. Meanwhile the reason is shown there.
+      outcomes.set(id, { status: 'rejected', reason: judged.reason, retry: true });
       stamps.delete(id);
     } else warning ??= judged.warning;
   }

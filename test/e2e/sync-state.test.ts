@@ -21,7 +21,7 @@ let browser: Browser;
 
 beforeAll(async () => {
   ensureRendererBuilt();
-  hub = await startTestServer({ hubMode: true });
+  hub = await startTestServer({ hubMode: true, uiDir: UI_DIR });
   ws = await startTestServer({ uiDir: UI_DIR, syncIntervalMs: 0 });
   const enrolled = await enrollDevice(hub.server.services, 'reading room 1', 'test');
   proxy = await startFaultProxy({ host: '127.0.0.1', port: Number(new URL(hub.url).port) });
@@ -63,5 +63,32 @@ describe('sync state in the header', () => {
     await ui.screenshot('sync-online');
     // The hub has the instance.
     expect((await hub.request('GET', '/v1/scans')).json.data.items).toHaveLength(1);
+  }, 120_000);
+
+  it('lists the workstation on the hub with its last contact and clock, enrolls another, and revokes one at once', async () => {
+    const ui = await openUi(browser, hub.url);
+    await ui.signIn(hub.adminKey);
+    await ui.openAdmin();
+    const panel = ui.page.getByTestId('devices');
+    await panel.waitFor(WAIT);
+    const row = panel.locator('tr', { hasText: 'reading room 1' });
+    await row.waitFor(WAIT);
+    // It synced in the test before: seen, nothing left to pull, its clock (the same manual one) in step.
+    expect(await row.getByTestId('device-lag').textContent()).toBe('0');
+    expect(await row.getByTestId('device-clock').textContent()).toMatch(/in step|ms (ahead|behind)/);
+
+    await ui.page.getByTestId('device-name').fill('reading room 2');
+    await ui.page.getByTestId('enroll-device').click();
+    await ui.page.getByTestId('new-key').waitFor(WAIT);
+    expect(await ui.page.getByTestId('new-key').textContent()).toMatch(/^mia_/);
+    await panel.locator('tr', { hasText: 'reading room 2' }).waitFor(WAIT);
+
+    ui.page.once('dialog', (dialog) => void dialog.accept());
+    await row.getByTestId('revoke-device').click();
+    await row.getByText(/^revoked/).waitFor(WAIT);
+    await ui.screenshot('hub-devices');
+    // The workstation's next round is refused at once.
+    const status = (await ws.request('POST', '/v1/sync/run', { key: (await ws.keyFor('radiologist')).key })).json.data;
+    expect(status.last_error).toMatch(/401 .*device was revoked/);
   }, 120_000);
 });

@@ -12,9 +12,15 @@ export const BIN = join(import.meta.dirname, '../../bin/mia.js');
 
 export type Run = { status: number | null; stdout: string; stderr: string };
 
-/** One `mia` command as a process; `input` goes to its standard input. */
-export async function mia(args: readonly string[], options: { input?: string; timeoutMs?: number } = {}): Promise<Run> {
-  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+/**
+ * One `mia` command as a process; `input` goes to its standard input. `clockOffset` runs it under
+ * Debian's faketime (e.g. '+10m', '+2d'): its wall clock is off, as a workstation's can be; the
+ * monotonic clock its timers use is left alone.
+ */
+export async function mia(args: readonly string[], options: { input?: string; timeoutMs?: number; clockOffset?: string } = {}): Promise<Run> {
+  const child = options.clockOffset
+    ? spawn('faketime', ['-f', options.clockOffset, process.execPath, BIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, FAKETIME_DONT_FAKE_MONOTONIC: '1' } })
+    : spawn(process.execPath, [BIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));

@@ -232,7 +232,8 @@ describe('the hub\'s refusals', () => {
     });
     expect(reply.status).toBe(200);
     const [far, near] = reply.json.data.results;
-    expect(far).toMatchObject({ status: 'rejected', retry: false });
+    // Refused for now: the device keeps it and sends it again (once its clock is right).
+    expect(far).toMatchObject({ status: 'rejected', retry: true });
     expect(far.reason).toMatch(/h ahead of this clock \(at most 24 h\)/);
     // The near one is judged on its content (here, an incomplete analysis), with a clock warning.
     expect(near.status).toBe('rejected');
@@ -259,4 +260,45 @@ describe('the hub\'s refusals', () => {
     expect(refused.status).toBe(1);
     expect(refused.stderr).toMatch(/401 .*device was revoked/);
   });
+});
+
+describe('workstation clocks that are wrong', () => {
+  it('warns of a clock 10 minutes ahead and takes the work; the hub shows the offset', async () => {
+    const [w1] = ws;
+    await phantomDicom(work, 'ahead', { seed: 20_013_500, series: 1, modality: 'CT', slices: 2, size: 64, kinds: 'none' });
+    expect((await mia(['import', join(work, 'ahead'), '--data', w1!.data], { clockOffset: '+10m' })).status).toBe(0);
+    const synced = await mia(['sync', 'now', '--data', w1!.data], { clockOffset: '+10m' });
+    expect(synced.status, synced.stderr).toBe(0);
+    expect(synced.stdout).toMatch(/pushed 2 change\(s\) and 2 file\(s\)/);
+    expect(synced.stderr).toMatch(/warning: device .* is 10 min ahead of this clock: check its time/);
+    const devices = await request(hub.url, adminKey, 'GET', '/v1/devices');
+    const offset = devices.json.data.items.find((d: { name: string }) => d.name === 'reading room 1').clock_offset_ms as number;
+    expect(offset).toBeGreaterThan(9 * 60_000);
+    expect(offset).toBeLessThan(11 * 60_000);
+  }, 120_000);
+
+  it('keeps the work of a clock two days ahead, waiting with the reason, and never fails the local write', async () => {
+    const [w1] = ws;
+    await phantomDicom(work, 'future', { seed: 20_013_600, series: 1, modality: 'CT', slices: 2, size: 64, kinds: 'none' });
+    const before = await hubCount('SELECT COUNT(*) AS n FROM instances');
+    expect((await mia(['import', join(work, 'future'), '--data', w1!.data], { clockOffset: '+2d' })).status).toBe(0);
+    const synced = await mia(['sync', 'now', '--data', w1!.data], { clockOffset: '+2d' });
+    expect(synced.status, synced.stderr).toBe(0);
+    expect(synced.stdout).toMatch(/pushed 0 change\(s\).*refused 0; waiting 2/);
+    expect(await hubCount('SELECT COUNT(*) AS n FROM instances')).toBe(before);
+    const status = await mia(['sync', 'status', '--data', w1!.data]);
+    expect(status.stdout).toMatch(/online\s+2\s+0/);
+    expect(status.stdout).toMatch(/waiting: timestamp .* is 4[78] h ahead of this clock \(at most 24 h\)/);
+  }, 120_000);
+
+  it('keeps timestamps rising on a workstation whose clock jumps back', async () => {
+    const [w1] = ws;
+    await phantomDicom(work, 'behind', { seed: 20_013_700, series: 1, modality: 'CT', slices: 2, size: 64, kinds: 'none' });
+    expect((await mia(['import', join(work, 'behind'), '--data', w1!.data], { clockOffset: '-1d' })).status).toBe(0);
+    const own = await queryFolder<{ hlc: string }>(w1!.data, `SELECT hlc FROM sync_changes WHERE device_id = (SELECT value FROM settings WHERE key = 'sync.device_id') ORDER BY seq`);
+    const stamps = own.map((r) => r.hlc);
+    expect(stamps.length).toBeGreaterThan(4);
+    // In commit order, every timestamp is above the one before, the day-behind ones included.
+    for (let i = 1; i < stamps.length; i++) expect(stamps[i]! > stamps[i - 1]!, `${stamps[i - 1]} then ${stamps[i]}`).toBe(true);
+  }, 120_000);
 });

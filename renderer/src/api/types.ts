@@ -370,8 +370,26 @@ export type SyncStatus = {
   device_name: string | null;
   state: 'not_linked' | 'online' | 'offline' | 'syncing';
   pending: number;
+  waiting_reason: string | null;
   refused: number;
   last_sync_at: string | null;
   last_attempt_at: string | null;
   last_error: string | null;
 };
+
+/** GET /v1/devices: a workstation enrolled on this hub (docs/sync.md, Devices). */
+export type Device = {
+  id: string;
+  name: string;
+  key_id: string;
+  key_prefix: string;
+  status: 'active' | 'revoked';
+  enrolled_by: string;
+  created_at: string;
+  last_seen_at: string | null;
+  lag: number;
+  clock_offset_ms: number | null;
+  revoked_at: string | null;
+};
+
+export type EnrolledDevice = { device: Device; key: string };

@@ -48,6 +48,7 @@ export function SyncIndicator({ client }: { client: Client }) {
     `Hub: ${status.hub_url ?? '?'} (device ${status.device_name ?? status.device_id ?? '?'})`,
     `Last sync: ${status.last_sync_at ?? 'never'}`,
     status.last_error ? `Error: ${status.last_error}` : null,
+    status.waiting_reason ? `Waiting: ${status.waiting_reason}` : null,
     status.refused > 0 ? `${status.refused} change(s) refused by the hub` : null,
   ].filter(Boolean).join('\n');
 

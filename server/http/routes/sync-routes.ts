@@ -5,6 +5,8 @@
  */
 import { MiaError, invalid } from '#server/errors.ts';
 import * as sync from '#server/api/sync-schemas.ts';
+import { pageQuery } from '#server/api/schemas.ts';
+import { pageRequest } from '#server/http/pagination.ts';
 import { defineRoute, scopes, type Route } from '#server/http/route.ts';
 import { UPLOAD_LIMIT_BYTES } from '#server/imports/upload.ts';
 import { BUCKET_FILE_MAX, BUCKET_MAX_BYTES, BUCKET_TYPE, blobPath, hasBlob, missingBlobs, receiveBlob, receiveBucket } from '#server/sync/blobs.ts';
@@ -182,10 +184,14 @@ export const syncRoutes: Route[] = [
     path: '/v1/devices',
     summary: 'Enrolled workstations: last seen, lag, clock offset',
     access: admin,
+    query: pageQuery,
     response: sync.device,
     list: true,
     audit: 'devices.list',
-    handle: async ({ services }) => ({ kind: 'list', items: await listDeviceViews(services), nextAfterId: null }),
+    handle: async ({ services, query }) => {
+      const page = await listDeviceViews(services, pageRequest(query));
+      return { kind: 'list', items: page.items, nextAfterId: page.nextAfterId };
+    },
   }),
   defineRoute({
     method: 'post',
