@@ -115,7 +115,36 @@ export function encodeBucket(files: readonly { sha256: string; bytes: Uint8Array
   return Buffer.concat(parts);
 }
 
+/**
+ * A bucket is held in memory while it is checked (at most 32 MiB); at most this many are held at
+ * once per process, the rest wait their turn, so a hub's memory for buckets stays bounded however
+ * many workstations send at once.
+ */
+const BUCKETS_AT_ONCE = 4;
+let bucketsHeld = 0;
+const bucketQueue: (() => void)[] = [];
+
+async function bucketTurn(): Promise<() => void> {
+  // A released turn passes straight to the next waiter, so none is admitted twice.
+  if (bucketsHeld < BUCKETS_AT_ONCE) bucketsHeld += 1;
+  else await new Promise<void>((resolve) => bucketQueue.push(resolve));
+  return () => {
+    const next = bucketQueue.shift();
+    if (next) next();
+    else bucketsHeld -= 1;
+  };
+}
+
 export async function receiveBucket(dataDir: string, body: Readable, maxBytes: number): Promise<{ stored: number; present: number; bytes: number }> {
+  const release = await bucketTurn();
+  try {
+    return await receiveBucketNow(dataDir, body, maxBytes);
+  } finally {
+    release();
+  }
+}
+
+async function receiveBucketNow(dataDir: string, body: Readable, maxBytes: number): Promise<{ stored: number; present: number; bytes: number }> {
   const chunks: Buffer[] = [];
   let total = 0;
   for await (const chunk of body) {

@@ -73,4 +73,11 @@ describe('sync blobs', () => {
     expect(lying.json.error.details).toMatch(/4294967295 bytes; 1 to/);
     expect(stored(f.sha)).toBe(false);
   });
+
+  it('takes many buckets sent at once (held a few at a time), each whole', async () => {
+    const buckets = Array.from({ length: 10 }, () => [file(40_000), file(40_000), file(10)]);
+    const replies = await Promise.all(buckets.map((fs) => send('POST', '/v1/sync/blobs', encodeBucket(fs.map((f) => ({ sha256: f.sha, bytes: f.bytes }))), BUCKET_TYPE)));
+    expect(replies.map((r) => r.status)).toEqual(Array(10).fill(201));
+    expect(buckets.flat().every((f) => stored(f.sha))).toBe(true);
+  });
 });
