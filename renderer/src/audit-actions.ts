@@ -57,6 +57,7 @@ export const AUDIT_ACTIONS = [
   'sync.blobs',
   'sync.pull',
   'sync.push',
+  'sync.quarantine',
   'sync.run',
   'users.create',
   'users.list',

@@ -643,6 +643,25 @@ const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE findings ADD COLUMN review_disputed INTEGER NOT NULL DEFAULT 0 CHECK (review_disputed IN (0, 1));
     `,
   },
+  {
+    version: 18,
+    name: 'sync: changes quarantined for an admin',
+    sql: `
+      -- A change the hub will not merge on its own (docs/sync.md): an instance whose Patient ID
+      -- the hub already holds with other demographics. Kept whole, with its device and why, for an
+      -- admin to look at; the device is told it was refused and why.
+      CREATE TABLE sync_quarantine (
+        id INTEGER PRIMARY KEY,
+        change_id TEXT NOT NULL UNIQUE,
+        device_id TEXT NOT NULL,
+        entity TEXT NOT NULL,
+        entity_key TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        created_at TEXT NOT NULL
+      ) STRICT;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -295,7 +295,7 @@ async function pull(deps: SyncDeps, link: HubLink, report: SyncReport, options: 
     report.pulled += page.changes.length;
     const stamps = page.changes.map((c) => parseHlc(c.hlc)).filter((t): t is HlcTimestamp => t !== undefined);
     const received = deps.replica.hlc.receive(stamps);
-    const remote: RemoteChange[] = page.changes.map((c) => ({ change_id: c.change_id, entity: c.entity, key: c.key, hlc: c.hlc, user_id: c.user_id, payload: c.payload }));
+    const remote: RemoteChange[] = page.changes.map((c) => ({ change_id: c.change_id, device_id: c.device_id, entity: c.entity, key: c.key, hlc: c.hlc, user_id: c.user_id, payload: c.payload }));
     // Instances come down by assignment (not built yet): one whose file is not here is skipped.
     const prepared = await prepareChanges(deps.db, deps.dataDir, remote);
     const at = deps.clock.now().toISOString();
@@ -304,7 +304,7 @@ async function pull(deps: SyncDeps, link: HubLink, report: SyncReport, options: 
       const taken: typeof page.changes = [];
       for (const c of page.changes) {
         if (await hasChange(tx, c.change_id)) continue;
-        const outcome = await tx.transaction(async (inner) => await applyChange(inner, { change_id: c.change_id, entity: c.entity, key: c.key, hlc: c.hlc, user_id: c.user_id, payload: c.payload }, prepared, refs, at));
+        const outcome = await tx.transaction(async (inner) => await applyChange(inner, { change_id: c.change_id, device_id: c.device_id, entity: c.entity, key: c.key, hlc: c.hlc, user_id: c.user_id, payload: c.payload }, prepared, refs, at));
         if (outcome.status === 'accepted') taken.push(c);
         else if (!outcome.retry) deps.log?.error('sync.pull_refused', { entity: c.entity, change_id: c.change_id, reason: outcome.reason.slice(0, 200) });
       }

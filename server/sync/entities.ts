@@ -26,6 +26,8 @@ import { UUID7_PATTERN } from '#server/sync/uuid7.ts';
 import type { Database } from '#server/store/database.ts';
 import { findStoredDigest } from '#server/store/instances.ts';
 import { findScan } from '#server/store/scans.ts';
+import { findPatientDemographics, quarantineChange } from '#server/store/quarantine.ts';
+import type { DicomInstance } from '#server/dicom/parse.ts';
 import { adoptIfNewest, analysisExists, insertSyncedAnalysis, readAnalysisSnapshot } from '#server/store/synced-analyses.ts';
 import type { LocalChange, SyncEntity } from '#server/sync/replica.ts';
 
@@ -68,7 +70,7 @@ export const analysisPayload = z.object({
 export type ApplyOutcome = { status: 'accepted' } | { status: 'rejected'; reason: string; retry: boolean };
 
 /** A change from another replica, as pushed or pulled. */
-export type RemoteChange = { change_id: string; entity: SyncEntity; key: string; hlc: string; user_id: string | null; payload: unknown };
+export type RemoteChange = { change_id: string; device_id: string; entity: SyncEntity; key: string; hlc: string; user_id: string | null; payload: unknown };
 
 export const reviewPayload = z.object({
   finding_id: publicId('fnd'),
@@ -144,9 +146,36 @@ async function applyInstance(tx: Database, change: RemoteChange, p: Prepared | A
     return refused(`file holds SOP Instance UID ${r.sop_instance_uid}, not ${change.key}`);
   }
   if (p.instance.sopInstanceUid !== change.key) return refused(`file holds SOP Instance UID ${p.instance.sopInstanceUid}, not ${change.key}`);
+  const problem = await demographicsProblem(tx, p.instance);
+  if (problem) {
+    // Never merged silently: two people under one ID, or a typo on one side. An admin decides.
+    await quarantineChange(tx, { change_id: change.change_id, device_id: change.device_id, entity: change.entity, entity_key: change.key, reason: problem, payload: JSON.stringify(change.payload), created_at: at });
+    return refused(`quarantined for an admin: ${problem}`);
+  }
   if (await indexInstance(tx, p, refs, at)) return accepted;
   // Stored meanwhile: the same content is the same instance; other content loses to the first.
   return (await findStoredDigest(tx, change.key)) === p.sha256 ? accepted : refused(`SOP Instance UID ${change.key} is already stored with different content; kept the first`);
+}
+
+const kept = (text: string): string | null => (text.trim() === '' ? null : text.trim());
+
+/**
+ * Whether the file's patient is one this replica holds under the same Patient ID with other
+ * demographics (name, birth date, sex, where both sides have one). The reason names the fields,
+ * not their values. An empty Patient ID is not an identity and is not compared.
+ */
+async function demographicsProblem(tx: Database, i: DicomInstance): Promise<string | null> {
+  const patientId = i.patientId.trim();
+  if (patientId === '') return null;
+  const stored = await findPatientDemographics(tx, patientId);
+  if (!stored) return null;
+  const fields: [string, string | null, string | null][] = [
+    ['name', stored.name, kept(i.patientName)],
+    ['birth date', stored.birth_date, kept(i.patientBirthDate)],
+    ['sex', stored.sex, kept(i.patientSex)],
+  ];
+  const differ = fields.filter(([, a, b]) => a !== null && b !== null && a !== b).map(([name]) => name);
+  return differ.length === 0 ? null : `Patient ID ${patientId} is held here with another ${differ.join(', ')}`;
 }
 
 async function applyAnalysis(tx: Database, change: RemoteChange, at: string): Promise<ApplyOutcome> {

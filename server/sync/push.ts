@@ -94,7 +94,7 @@ export async function receivePush(
   const received = s.replica.hlc.receive([...stamps.values()]);
 
   const candidates = changes.filter((c) => !outcomes.has(c.change_id));
-  const prepared = await prepareChanges(s.db, s.dataDir, candidates.map((c) => ({ change_id: c.change_id, entity: c.entity, key: c.key, hlc: c.hlc, user_id: c.user_id, payload: c.payload })));
+  const prepared = await prepareChanges(s.db, s.dataDir, candidates.map((c) => ({ change_id: c.change_id, device_id: device.id, entity: c.entity, key: c.key, hlc: c.hlc, user_id: c.user_id, payload: c.payload })));
   const at = s.clock.now().toISOString();
 
   const response = await s.db.transaction(async (tx) => {
@@ -111,7 +111,7 @@ export async function receivePush(
         results.set(c.change_id, { status: 'rejected', reason: `user ${c.user_id ?? ''} is disabled on the hub; an admin reviews this change`, retry: false });
         continue;
       }
-      const outcome = await applyOne(tx, c, prepared, refs, at);
+      const outcome = await applyOne(tx, device.id, c, prepared, refs, at);
       results.set(c.change_id, outcome);
       if (outcome.status === 'accepted') take.push(c);
     }
@@ -148,8 +148,8 @@ export async function receivePush(
 }
 
 /** One change in its own savepoint: a row the schema refuses refuses that change, not the batch. */
-async function applyOne(tx: Database, c: PushedChange, prepared: Parameters<typeof applyChange>[2], refs: RefCache, at: string): Promise<ApplyOutcome> {
-  const remote: RemoteChange = { change_id: c.change_id, entity: c.entity, key: c.key, hlc: c.hlc, user_id: c.user_id, payload: c.payload };
+async function applyOne(tx: Database, device: string, c: PushedChange, prepared: Parameters<typeof applyChange>[2], refs: RefCache, at: string): Promise<ApplyOutcome> {
+  const remote: RemoteChange = { change_id: c.change_id, device_id: device, entity: c.entity, key: c.key, hlc: c.hlc, user_id: c.user_id, payload: c.payload };
   try {
     return await tx.transaction(async (inner) => await applyChange(inner, remote, prepared, refs, at));
   } catch (err) {

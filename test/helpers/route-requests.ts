@@ -94,6 +94,7 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
     'GET /v1/sync/status': () => ({ path: '/v1/sync/status' }),
     'POST /v1/sync/run': () => ({ path: '/v1/sync/run' }),
     'GET /v1/devices': () => ({ path: '/v1/devices' }),
+    'GET /v1/sync/quarantine': () => ({ path: '/v1/sync/quarantine' }),
     'POST /v1/devices': () => ({ path: '/v1/devices', body: { name: 'reading room 3' } }),
     'DELETE /v1/devices/{device_id}': async () => ({ path: `/v1/devices/${await revocable()}` }),
     'GET /v1/auth/me': () => ({ path: '/v1/auth/me' }),

