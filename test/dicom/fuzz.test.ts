@@ -8,18 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { parseDicom } from '#server/dicom/parse.ts';
 import { decodeFrame } from '#server/dicom/pixels.ts';
 import { corpusFiles } from './helpers/reference.ts';
+import { seededRandom } from '../helpers/random.ts';
 
-/** mulberry32: small, seeded, good enough to spread mutations. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const MAX_BYTES = 600_000; // keep big images out so the run stays short on 2 cores
 const PER_FILE_MS = 2_000;
@@ -54,7 +44,7 @@ describe('fuzz', () => {
       .map((f) => new Uint8Array(readFileSync(f)))
       .filter((b) => b.length <= MAX_BYTES && parseDicom(b).ok);
     expect(sources.length).toBeGreaterThan(40);
-    const rand = prng(20240611);
+    const rand = seededRandom(20240611);
     const stats = { accepted: 0, rejected: 0, decoded: 0, decodeErrors: 0 };
     for (let m = 0; m < MUTANTS; m++) {
       const src = sources[Math.floor(rand() * sources.length)];

@@ -14,6 +14,7 @@
  * A plan applies from the moment it is set, to connections old and new.
  */
 import { createServer, connect, type Server, type Socket } from 'node:net';
+import { seededRandom } from './random.ts';
 
 export type FaultPlan = {
   delayMs?: number;
@@ -39,21 +40,10 @@ export type FaultProxy = {
   close(): Promise<void>;
 };
 
-/** mulberry32: a small seeded generator, so a failing fault run can be run again as it was. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export async function startFaultProxy(target: { host: string; port: number }, seed = 1): Promise<FaultProxy> {
   let plan: FaultPlan = {};
-  const random = seeded(seed);
+  const random = seededRandom(seed);
   const timers = new Set<NodeJS.Timeout>();
   const sockets = new Set<Socket>();
   const stats = { connections: 0, bytesToTarget: 0, bytesToClient: 0, cut: 0, resets: 0 };

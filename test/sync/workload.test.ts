@@ -22,22 +22,12 @@ import { phantomDicom } from '../analysis/analysis-helpers.ts';
 import { startFaultProxy, type FaultPlan, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { freshPostgresDatabase } from '../helpers/postgres-cluster.ts';
 import { digestOf, hubArgs, lastLine, mia, queryFolder, request, startHub, startWorkstation, type Hub, type HubPlace } from './harness.ts';
+import { seededRandom } from '../helpers/random.ts';
 
 const ON_POSTGRES = process.env['MIA_TEST_BACKEND'] === 'postgres';
 const SEED = 13_013;
 const WORKLOAD_MS = 30_000;
 
-/** mulberry32, as the fault proxy's: the run can be repeated as it was. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type Station = { data: string; proxy: FaultProxy; server: Hub; key: string; files: string[]; uploaded: string[]; verdicts: number };
 
@@ -95,7 +85,7 @@ const PLANS: readonly FaultPlan[] = [
 
 describe('a random workload under faults, with an oracle', () => {
   it('loses no acknowledged write, and every replica converges on the same verdicts', async () => {
-    const random = seeded(SEED);
+    const random = seededRandom(SEED);
     const findings = (await queryFolder<{ public_id: string }>(stations[0]!.data, "SELECT public_id FROM findings WHERE source = 'model' ORDER BY public_id")).map((r) => r.public_id);
     expect(findings.length).toBeGreaterThan(0);
     const started = performance.now();
