@@ -27,6 +27,11 @@ export type FaultPlan = {
    * the server did the work, the client never hears of it - an acknowledgement lost in transit.
    */
   cutAnswerTo?: string;
+  /**
+   * Holds the answer to a request whose request line starts with this, until the plan changes:
+   * the server has done the work and answered, the client has not heard yet (kill it meanwhile).
+   */
+  holdAnswerTo?: string;
 };
 
 export type FaultProxy = {
@@ -66,6 +71,7 @@ export async function startFaultProxy(target: { host: string; port: number }, se
    * gives up (dropping bytes from a stream would be a fault no network makes).
    */
   const pipe = (from: Socket, to: Socket, toClient: boolean, cut: () => void, conn: { request: string }): void => {
+    const holding = (): boolean => plan.blackhole === true || (toClient && plan.holdAnswerTo !== undefined && conn.request.startsWith(plan.holdAnswerTo));
     let lastDue = 0;
     let sent = 0;
     const held: Buffer[] = [];
@@ -115,7 +121,7 @@ export async function startFaultProxy(target: { host: string; port: number }, se
     };
     const finish = (): void => enqueue(lastDue, () => to.end());
     const heal = (): void => {
-      if (plan.blackhole) return;
+      if (holding()) return;
       for (const chunk of held.splice(0)) forward(chunk);
       if (endHeld) {
         endHeld = false;
@@ -125,11 +131,11 @@ export async function startFaultProxy(target: { host: string; port: number }, se
     healers.add(heal);
     from.on('close', () => healers.delete(heal));
     from.on('data', (chunk: Buffer) => {
-      if (plan.blackhole || held.length > 0) held.push(chunk);
+      if (holding() || held.length > 0) held.push(chunk);
       else forward(chunk);
     });
     from.on('end', () => {
-      if (plan.blackhole || held.length > 0) endHeld = true;
+      if (holding() || held.length > 0) endHeld = true;
       else finish();
     });
   };

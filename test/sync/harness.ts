@@ -32,6 +32,12 @@ export async function mia(args: readonly string[], options: { input?: string; ti
   return { status, stdout, stderr };
 }
 
+/** A `mia` command left running, for a test that kills it (kill -9 mid-round). */
+export function miaProcess(args: readonly string[]): { child: ChildProcess; exited: Promise<number | string | null> } {
+  const child = spawn(process.execPath, [BIN, ...args], { stdio: ['ignore', 'ignore', 'ignore'] });
+  return { child, exited: new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal))) };
+}
+
 export type Hub = { url: string; port: number; child: ChildProcess; exited: Promise<unknown>; output(): string; stop(signal?: NodeJS.Signals): Promise<void> };
 
 /** Where a hub keeps its data: the folder, and its PostgreSQL when the suite runs on one. */

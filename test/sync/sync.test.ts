@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { phantomDicom } from '../analysis/analysis-helpers.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { freshPostgresDatabase } from '../helpers/postgres-cluster.ts';
-import { digestOf, hubArgs, lastLine, mia, queryFolder, request, startHub, startWorkstation, type Hub, type HubPlace } from './harness.ts';
+import { digestOf, hubArgs, lastLine, mia, miaProcess, queryFolder, request, startHub, startWorkstation, type Hub, type HubPlace } from './harness.ts';
 
 /** The vitest project sync-postgres runs this file again with the hub on PostgreSQL. */
 const ON_POSTGRES = process.env['MIA_TEST_BACKEND'] === 'postgres';
@@ -229,6 +229,31 @@ describe('a workstation and its hub', () => {
     expect(await hubCount('SELECT COUNT(*) AS n FROM patients')).toBe(patientsBefore);
     const status = await mia(['sync', 'status', '--data', w1!.data]);
     expect(status.stdout).toMatch(/online\s+0\s+1/);
+  }, 120_000);
+  it('loses nothing and duplicates nothing when the workstation is killed with SIGKILL after the hub committed its push', async () => {
+    const [w1] = ws;
+    await phantomDicom(work, 'killed', { seed: 20_013_800, series: 1, modality: 'CT', slices: 3, size: 64, kinds: 'none' });
+    expect((await mia(['import', join(work, 'killed'), '--data', w1!.data])).status).toBe(0);
+    const before = await hubCount('SELECT COUNT(*) AS n FROM instances');
+    const changesBefore = await hubCount('SELECT COUNT(*) AS n FROM sync_changes');
+
+    // The hub commits and answers; the answer is held on the way, and the workstation dies waiting.
+    w1!.proxy.set({ holdAnswerTo: 'POST /v1/sync/push' });
+    const round = miaProcess(['sync', 'now', '--data', w1!.data]);
+    for (let waited = 0; (await hubCount('SELECT COUNT(*) AS n FROM instances')) < before + 3; waited += 100) {
+      expect(waited, 'the hub never committed the push').toBeLessThan(60_000);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    round.child.kill('SIGKILL');
+    expect(await round.exited).toBe('SIGKILL');
+    w1!.proxy.set({});
+    const pending = await queryFolder<{ n: number }>(w1!.data, 'SELECT COUNT(*) AS n FROM sync_changes WHERE push_state IS NULL AND entity = ?', ['instance']);
+    expect(Number(pending[0]?.n)).toBeGreaterThanOrEqual(3);
+
+    const again = await mia(['sync', 'now', '--data', w1!.data]);
+    expect(again.stdout).toMatch(/pushed [3-9] change\(s\) and 0 file\(s\)/);
+    expect(await hubCount('SELECT COUNT(*) AS n FROM instances')).toBe(before + 3);
+    expect(await hubCount('SELECT COUNT(*) AS n FROM sync_changes')).toBe(changesBefore + 3);
   }, 120_000);
 });
 
