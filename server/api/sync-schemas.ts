@@ -26,6 +26,9 @@ export const pushBody = z.object({
   changes: z.array(pushedChange).min(1).max(MAX_PUSH_CHANGES, `at most ${MAX_PUSH_CHANGES} changes per push`),
 }).strict();
 
+/** A change as pushed; the hub's answer, as received. */
+export type PushedChange = z.output<typeof pushedChange>;
+
 export const pushResponse = z.object({
   results: z.array(z.object({ change_id: z.string(), status: z.enum(['accepted', 'rejected']), reason: z.string().optional(), retry: z.boolean().optional() })),
   accepted: z.number().int(),
@@ -54,6 +57,9 @@ export const pullResponse = z.object({
   has_more: z.boolean(),
   hub_time: z.string(),
 });
+
+export type PushResponse = z.output<typeof pushResponse>;
+export type PullResponse = z.output<typeof pullResponse>;
 
 export const missingBody = z.object({ sha256: z.array(sha256).min(1).max(MAX_MISSING_QUERY) }).strict();
 export const missingResponse = z.object({ missing: z.array(z.string()) });

@@ -604,8 +604,11 @@ const MIGRATIONS: readonly Migration[] = [
       -- the hub accepted them, or refused them for good with a reason the reader is shown.
       ALTER TABLE sync_changes ADD COLUMN push_state TEXT CHECK (push_state IN ('accepted', 'rejected'));
       ALTER TABLE sync_changes ADD COLUMN push_error TEXT;
-      -- A workstation pushes its own changes in order; its clock restarts after its newest.
-      CREATE INDEX sync_changes_device_seq ON sync_changes (device_id, seq);
+      -- A workstation pushes its pending changes in order, and its status (polled by the UI) counts
+      -- the pending and refused ones: partial indexes hold only those, not the whole history.
+      CREATE INDEX sync_changes_pending ON sync_changes (device_id, seq) WHERE push_state IS NULL;
+      CREATE INDEX sync_changes_refused ON sync_changes (device_id) WHERE push_state = 'rejected';
+      -- Its clock restarts after its newest timestamp.
       CREATE INDEX sync_changes_device_hlc ON sync_changes (device_id, hlc);
     `,
   },

@@ -65,12 +65,6 @@ export async function readChangesAfter(db: Database, afterSeq: number, limit: nu
   return (await db.all('SELECT * FROM sync_changes WHERE seq > ? ORDER BY seq LIMIT ?', [afterSeq, limit])) as ChangeRow[];
 }
 
-/** The newest change number, 0 for an empty log. */
-export async function readLastChangeSeq(db: Database): Promise<number> {
-  const row = (await db.get('SELECT COALESCE(MAX(seq), 0) AS seq FROM sync_changes')) as { seq: number | string };
-  return Number(row.seq);
-}
-
 /** The newest timestamp this device gave a change of its own: where its clock starts again. */
 export async function readNewestOwnHlc(db: Database, deviceId: string): Promise<string | undefined> {
   const row = (await db.get('SELECT MAX(hlc) AS hlc FROM sync_changes WHERE device_id = ?', [deviceId])) as { hlc: string | null } | undefined;
@@ -83,19 +77,14 @@ export async function readPendingOwnChanges(db: Database, deviceId: string, limi
 }
 
 export async function countPendingOwnChanges(db: Database, deviceId: string): Promise<{ pending: number; rejected: number }> {
-  const row = (await db.get(`SELECT COALESCE(SUM(CASE WHEN push_state IS NULL THEN 1 ELSE 0 END), 0) AS pending,
-       COALESCE(SUM(CASE WHEN push_state = 'rejected' THEN 1 ELSE 0 END), 0) AS rejected
-     FROM sync_changes WHERE device_id = ?`, [deviceId])) as { pending: number | string; rejected: number | string };
-  return { pending: Number(row.pending), rejected: Number(row.rejected) };
+  const pending = (await db.get('SELECT COUNT(*) AS n FROM sync_changes WHERE device_id = ? AND push_state IS NULL', [deviceId])) as { n: number | string };
+  const rejected = (await db.get("SELECT COUNT(*) AS n FROM sync_changes WHERE device_id = ? AND push_state = 'rejected'", [deviceId])) as { n: number | string };
+  return { pending: Number(pending.n), rejected: Number(rejected.n) };
 }
 
 /** The hub's answer to one pushed change: accepted, or refused for good (the reason is kept). */
 export async function markPushed(db: Database, changeId: string, state: 'accepted' | 'rejected', error: string | null): Promise<void> {
   await db.run('UPDATE sync_changes SET push_state = ?, push_error = ? WHERE change_id = ?', [state, error, changeId]);
-}
-
-export async function readRejectedOwnChanges(db: Database, deviceId: string, limit: number): Promise<ChangeRow[]> {
-  return (await db.all(`SELECT * FROM sync_changes WHERE device_id = ? AND push_state = 'rejected' ORDER BY seq DESC LIMIT ?`, [deviceId, limit])) as ChangeRow[];
 }
 
 /**

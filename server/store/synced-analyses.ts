@@ -2,34 +2,16 @@
  * SQL for analyses as sync carries them (docs/sync.md): a finished analysis is immutable, so it
  * travels whole - the row with its model findings - under the public ids it was made with.
  */
+import type { AnalysisRow, FindingRow } from '#server/store/analyses.ts';
 import type { Database } from '#server/store/database.ts';
 
-export type AnalysisSnapshotRow = {
-  public_id: string;
-  scan_id: string;
-  model_id: string;
-  model_name: string;
-  model_version: string;
-  model_sha256: string;
-  thresholds: string;
-  triage_labels: string;
-  recommendation: string | null;
-  created_at: string;
-  started_at: string | null;
-  finished_at: string | null;
-};
+/** A finished analysis as it travels: its row (without local refs) and its scan's series UID. */
+export type AnalysisSnapshotRow = Pick<
+  AnalysisRow,
+  'public_id' | 'model_id' | 'model_name' | 'model_version' | 'model_sha256' | 'thresholds' | 'triage_labels' | 'recommendation' | 'created_at' | 'started_at' | 'finished_at'
+> & { scan_id: string };
 
-export type SnapshotFindingRow = {
-  public_id: string;
-  label: string;
-  confidence: number;
-  x: number;
-  y: number;
-  width: number;
-  height: number;
-  instance_uid: string;
-  frame: number;
-};
+export type SnapshotFindingRow = Pick<FindingRow, 'public_id' | 'label' | 'confidence' | 'x' | 'y' | 'width' | 'height' | 'instance_uid' | 'frame'>;
 
 export async function readAnalysisSnapshot(db: Database, analysisRef: number): Promise<{ analysis: AnalysisSnapshotRow; findings: SnapshotFindingRow[] } | undefined> {
   const analysis = (await db.get(`SELECT a.public_id, s.scan_id, a.model_id, a.model_name, a.model_version, a.model_sha256, a.thresholds,

@@ -6,7 +6,7 @@
  * refused, before the upload is acknowledged.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { createWriteStream, existsSync, fsync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { createWriteStream, existsSync, fsync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -79,14 +79,6 @@ export async function receiveBlob(dataDir: string, sha256: string, body: Readabl
   } catch (err) {
     rmSync(temp, { force: true });
     throw err;
-  }
-}
-
-export function blobSize(dataDir: string, sha256: string): number | undefined {
-  try {
-    return statSync(blobPath(dataDir, sha256)).size;
-  } catch {
-    return undefined;
   }
 }
 

@@ -17,7 +17,7 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, readFileSync, statSync } from 'node:fs';
 import type { Clock } from '#server/clock.ts';
-import { pullResponse, SYNC_PROTOCOL } from '#server/api/sync-schemas.ts';
+import { pullResponse, SYNC_PROTOCOL, type PullResponse, type PushResponse } from '#server/api/sync-schemas.ts';
 import type { RefCache } from '#server/imports/ingest.ts';
 import type { Logger } from '#server/log.ts';
 import type { Database } from '#server/store/database.ts';
@@ -27,8 +27,6 @@ import { BUCKET_FILE_MAX, BUCKET_TYPE, blobPath, encodeBucket, hasBlob } from '#
 import { applyChange, instancePayload, prepareChanges, type RemoteChange } from '#server/sync/entities.ts';
 import { parseHlc, type HlcTimestamp } from '#server/sync/hlc.ts';
 import type { HubLink } from '#server/sync/hub-link.ts';
-import type { PullResponse } from '#server/sync/pull.ts';
-import type { PushResponse } from '#server/sync/push.ts';
 import type { Replica } from '#server/sync/replica.ts';
 
 export type SyncDeps = { db: Database; clock: Clock; dataDir: string; replica: Replica; log?: Logger | undefined };
@@ -63,13 +61,11 @@ export const LAST_ERROR = 'sync.last_error';
 export const LAST_ATTEMPT = 'sync.last_attempt_at';
 
 export class SyncError extends Error {
-  readonly status: number | null;
   /** The connection failed before an answer (not a timeout, not the hub's refusal). */
   readonly retryable: boolean;
-  constructor(message: string, status: number | null = null, retryable = false) {
+  constructor(message: string, retryable = false) {
     super(message);
     this.name = 'SyncError';
-    this.status = status;
     this.retryable = retryable;
   }
 }
@@ -119,7 +115,7 @@ async function send(link: HubLink, c: Call, signal?: AbortSignal): Promise<Respo
     // hub or the network dropped) is worth a second try; a refused or reset connect means the hub
     // is not reachable now.
     const code = cause && 'code' in cause ? String(cause.code) : '';
-    throw new SyncError(`hub unreachable: ${where} failed${cause ? `: ${cause.message}` : ''}`, null, code === 'UND_ERR_SOCKET');
+    throw new SyncError(`hub unreachable: ${where} failed${cause ? `: ${cause.message}` : ''}`, code === 'UND_ERR_SOCKET');
   } finally {
     clearTimeout(timer);
   }
@@ -150,11 +146,11 @@ async function call<T>(link: HubLink, c: Call, signal?: AbortSignal): Promise<T>
   try {
     parsed = await res.json();
   } catch {
-    throw new SyncError(`hub answered ${res.status} without JSON to ${c.method} ${c.path.split('?')[0] ?? ''}`, res.status);
+    throw new SyncError(`hub answered ${res.status} without JSON to ${c.method} ${c.path.split('?')[0] ?? ''}`);
   }
   if (!res.ok) {
     const e = (parsed as { error?: { message?: string; details?: string } }).error;
-    throw new SyncError(`hub refused ${c.method} ${c.path.split('?')[0] ?? ''}: ${res.status} ${e?.message ?? ''}${e?.details ? ` (${e.details})` : ''}`, res.status);
+    throw new SyncError(`hub refused ${c.method} ${c.path.split('?')[0] ?? ''}: ${res.status} ${e?.message ?? ''}${e?.details ? ` (${e.details})` : ''}`);
   }
   return (parsed as { data: T }).data;
 }

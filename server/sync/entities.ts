@@ -113,6 +113,12 @@ export async function prepareChanges(db: Database, dataDir: string, changes: rea
       continue;
     }
     const { sha256 } = payload.data;
+    // Already here with this content (a batch sent again, a study both sides imported): no need
+    // to read and parse the file again.
+    if ((await findStoredDigest(db, change.key)) === sha256) {
+      prepared.set(change.change_id, accepted);
+      continue;
+    }
     if (!existsSync(join(dataDir, archivePathFor(sha256)))) {
       // Blobs go before the rows naming them; the pusher uploads it and sends the change again.
       prepared.set(change.change_id, refused(`file ${sha256} is not here yet: PUT /v1/sync/blobs/${sha256} first`, true));

@@ -3,7 +3,7 @@
  * <data>/sync/hub.json, readable by the account running mia only (0600). The desktop app may
  * hand in the key decrypted from the OS keychain instead (main/), so the file then holds no key.
  */
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync, openSync, fsyncSync, closeSync } from 'node:fs';
+import { mkdirSync, readFileSync, renameSync, writeFileSync, openSync, fsyncSync, closeSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { keyShapeProblem } from '#server/auth/key-format.ts';
@@ -50,8 +50,4 @@ export function writeHubLink(dataDir: string, link: HubLink): void {
     closeSync(fd);
   }
   renameSync(temp, join(dataDir, HUB_LINK_FILE));
-}
-
-export function removeHubLink(dataDir: string): void {
-  rmSync(join(dataDir, HUB_LINK_FILE), { force: true });
 }

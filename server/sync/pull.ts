@@ -9,21 +9,10 @@ import { readChangesForPull } from '#server/store/sync-log.ts';
 import { decodeCursor, encodeCursor } from '#server/sync/cursor.ts';
 import type { Pusher } from '#server/sync/push.ts';
 import type { SyncEntity } from '#server/sync/replica.ts';
+// Types only: the schemas module imports this one's limits.
+import type { PullResponse } from '#server/api/sync-schemas.ts';
 
 export const MAX_PULL = 1000;
-
-export type PulledChange = {
-  change_id: string;
-  device_id: string;
-  entity: SyncEntity;
-  key: string;
-  op: 'put';
-  hlc: string;
-  user_id: string | null;
-  payload: unknown;
-};
-
-export type PullResponse = { changes: PulledChange[]; cursor: string; has_more: boolean; hub_time: string };
 
 export async function servePull(s: Services, device: Pusher, cursor: string | undefined, limit: number): Promise<PullResponse> {
   const after = decodeCursor(cursor);

@@ -21,36 +21,10 @@ import { appendChanges, hasChange } from '#server/store/sync-log.ts';
 import { findUserByPublicId } from '#server/store/users.ts';
 import { applyChange, prepareChanges, type ApplyOutcome, type RemoteChange } from '#server/sync/entities.ts';
 import { parseHlc, type HlcTimestamp } from '#server/sync/hlc.ts';
-import type { SyncEntity } from '#server/sync/replica.ts';
+// Types only: the schemas module imports this one's limits.
+import type { PushedChange, PushResponse } from '#server/api/sync-schemas.ts';
 
 export const MAX_PUSH_CHANGES = 500;
-
-export type PushedChange = {
-  change_id: string;
-  entity: SyncEntity;
-  key: string;
-  op: 'put';
-  hlc: string;
-  user_id: string | null;
-  payload: unknown;
-};
-
-export type PushResult = {
-  change_id: string;
-  status: 'accepted' | 'rejected';
-  /** Why it was refused; `retry` says whether sending it again later can succeed. */
-  reason?: string;
-  retry?: boolean;
-};
-
-export type PushResponse = {
-  results: PushResult[];
-  accepted: number;
-  rejected: number;
-  /** A device clock well ahead of the hub's. */
-  warning: string | null;
-  hub_time: string;
-};
 
 export type Pusher = { ref: number; id: string };
 
@@ -120,7 +94,7 @@ export async function receivePush(
       take.map((c) => ({ changeId: c.change_id, deviceId: device.id, entity: c.entity, entityKey: c.key, op: c.op, hlc: c.hlc, userId: c.user_id, payload: JSON.stringify(c.payload) })),
       at,
     );
-    const list: PushResult[] = changes.map((c) => {
+    const list: PushResponse['results'] = changes.map((c) => {
       const r = results.get(c.change_id) ?? { status: 'rejected', reason: 'not processed', retry: true };
       return r.status === 'accepted' ? { change_id: c.change_id, status: 'accepted' } : { change_id: c.change_id, status: 'rejected', reason: r.reason, retry: r.retry };
     });

@@ -187,8 +187,13 @@ describe('a workstation and its hub', () => {
 
     // A slow link keeps the round in flight; the hub dies under it.
     w1!.proxy.set({ delayMs: 400 });
+    const sentBefore = w1!.proxy.stats.bytesToTarget;
     const round = mia(['sync', 'now', '--data', w1!.data]);
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // In flight: its first request has reached the hub, and every answer is 400 ms on its way.
+    for (let waited = 0; w1!.proxy.stats.bytesToTarget === sentBefore; waited += 20) {
+      expect(waited, 'the round never reached the hub').toBeLessThan(60_000);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     await hub.stop('SIGKILL');
     const cut = await round;
     expect(cut.status).toBe(1);

@@ -9,6 +9,7 @@ import { AUDIT_ACTIONS, reviewVerdict } from '../audit-actions.ts';
 import { ErrorState, InlineError, Loading } from '../components/StateMessage.tsx';
 import { dateTime } from '../format.ts';
 import { hasScope, useSession } from '../session.ts';
+import { useAction } from '../use-action.ts';
 import { useLoad } from '../use-load.ts';
 import { DevicesPanel } from './DevicesPanel.tsx';
 import { SecretNotice, type Secret } from './SecretNotice.tsx';
@@ -34,22 +35,12 @@ function UsersAndKeys() {
     [client],
   );
   const [secret, setSecret] = useState<Secret | null>(null);
-  const [error, setError] = useState<unknown>(null);
+  const { error, act } = useAction(data.reload);
   const [email, setEmail] = useState('');
   const [role, setRole] = useState<Role>('radiologist');
   const [keyUser, setKeyUser] = useState('');
   const [keyName, setKeyName] = useState('');
   const [extra, setExtra] = useState<GrantableScope[]>([]);
-
-  const act = async (work: () => Promise<void>) => {
-    setError(null);
-    try {
-      await work();
-      data.reload();
-    } catch (caught) {
-      setError(caught);
-    }
-  };
 
   const createUser = (event: FormEvent) => {
     event.preventDefault();

@@ -8,6 +8,7 @@ import type { Device, EnrolledDevice } from '../api/types.ts';
 import { ErrorState, InlineError, Loading } from '../components/StateMessage.tsx';
 import { dateTime } from '../format.ts';
 import { useSession } from '../session.ts';
+import { useAction } from '../use-action.ts';
 import { useLoad } from '../use-load.ts';
 import { SecretNotice, type Secret } from './SecretNotice.tsx';
 
@@ -23,17 +24,7 @@ export function DevicesPanel() {
   const devices = useLoad(async (signal) => await client.all<Device>('/v1/devices', { signal }), [client]);
   const [name, setName] = useState('');
   const [secret, setSecret] = useState<Secret | null>(null);
-  const [error, setError] = useState<unknown>(null);
-
-  const act = async (work: () => Promise<void>) => {
-    setError(null);
-    try {
-      await work();
-      devices.reload();
-    } catch (caught) {
-      setError(caught);
-    }
-  };
+  const { error, act } = useAction(devices.reload);
   const enroll = (event: FormEvent) => {
     event.preventDefault();
     void act(async () => {
