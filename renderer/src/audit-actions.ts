@@ -55,6 +55,7 @@ export const AUDIT_ACTIONS = [
   'sync.blob',
   'sync.blob_read',
   'sync.blobs',
+  'sync.directory',
   'sync.pull',
   'sync.push',
   'sync.quarantine',

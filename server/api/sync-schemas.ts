@@ -71,7 +71,7 @@ const entityDigest = z.object({ count: z.number().int(), sha256: z.string() });
 export const digestQuery = z.object({
   studies: z.string().max(100_000).optional().describe('Comma-separated Study Instance UIDs: the digest of these studies only'),
 }).strict();
-export const digestResponse = z.object({ instance: entityDigest, analysis: entityDigest, review: entityDigest });
+export const digestResponse = z.object({ instance: entityDigest, analysis: entityDigest, review: entityDigest, report: entityDigest });
 
 export const helloResponse = z.object({ device_id: z.string(), device_name: z.string(), protocol: z.number().int(), hub_time: z.string() });
 

@@ -14,11 +14,13 @@ import { beforeVerdict } from '#server/reports/reports.ts';
 import { reviewChanged } from '#server/scans/lifecycle.ts';
 import { getScanRow, type ScanDeps } from '#server/scans/scans.ts';
 import { toFinding } from '#server/scans/scan-views.ts';
-import { findFindingsByAnalyses, insertReaderFinding, type ReaderFindingInput } from '#server/store/analyses.ts';
+import { findAnalysesByIds, findFindingsByAnalyses, insertReaderFinding, type ReaderFindingInput } from '#server/store/analyses.ts';
+import { recordReaderFindingWrite } from '#server/reports/report-sync.ts';
+import type { Replica } from '#server/sync/replica.ts';
 import { inDurableTransaction } from '#server/store/database.ts';
 
 export async function addReaderFinding(
-  deps: ScanDeps,
+  deps: ScanDeps & { replica: Replica },
   vocabularies: ModelVocabularies,
   glossaryLabels: ReadonlySet<string>,
   userRef: number,
@@ -35,6 +37,8 @@ export async function addReaderFinding(
     const followDrafts = await beforeVerdict({ ...deps, db: tx }, scan.latest_analysis_ref);
     const at = deps.clock.now().toISOString();
     const publicId = await insertReaderFinding(tx, scan.latest_analysis_ref, input, userRef, at);
+    const analysis = (await findAnalysesByIds(tx, [scan.latest_analysis_ref])).get(scan.latest_analysis_ref);
+    if (analysis) await recordReaderFindingWrite(tx, deps.replica, { ...input, id: publicId, analysisId: analysis.public_id, userRef, at });
     await followDrafts(vocabularies, at);
     await reviewChanged(tx, { ref: scan.id, status: scan.status }, at);
     const row = ((await findFindingsByAnalyses(tx, [scan.latest_analysis_ref])).get(scan.latest_analysis_ref) ?? []).find((f) => f.public_id === publicId);

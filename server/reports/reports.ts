@@ -33,6 +33,8 @@ import {
 import { reportFinalized } from '#server/scans/lifecycle.ts';
 import { recordVerdict } from '#server/scans/verdict-events.ts';
 import type { Replica } from '#server/sync/replica.ts';
+import { recordAddendumWrite, recordReaderFindingWrite, recordReportWrite } from '#server/reports/report-sync.ts';
+import { listReportConflicts, type ConflictRow } from '#server/store/report-sync.ts';
 import { getScanRow } from '#server/scans/scans.ts';
 import { loadLatestAnalyses, toFinding } from '#server/scans/scan-views.ts';
 import { groupLesions } from '#server/findings/lesions.ts';
@@ -59,7 +61,7 @@ function toAddendum(row: AddendumRow): Addendum {
   };
 }
 
-export function toReport(row: ReportRow, addenda: readonly AddendumRow[] = [], measurements: readonly MeasurementRow[] = []): Report {
+export function toReport(row: ReportRow, addenda: readonly AddendumRow[] = [], measurements: readonly MeasurementRow[] = [], conflicts: readonly ConflictRow[] = []): Report {
   const findings = findingsSnapshot.parse(JSON.parse(row.findings));
   return {
     id: row.public_id,
@@ -83,19 +85,20 @@ export function toReport(row: ReportRow, addenda: readonly AddendumRow[] = [], m
     addenda: addenda.map(toAddendum),
     lesions: groupLesions(findings),
     measurements: measurements.map(toMeasurement),
+    conflicts: conflicts.map((c) => ({ field: c.field, value: c.value, user_id: c.user_id, received_at: c.created_at })),
   };
 }
 
 export async function getReport(deps: ReportDeps, reportId: string): Promise<Report> {
   const row = await findReport(deps.db, reportId);
   if (!row) throw notFound('Report', reportId);
-  return toReport(row, (await findAddenda(deps.db, [row.id])).get(row.id), await reportMeasurements(deps.db, row));
+  return toReport(row, (await findAddenda(deps.db, [row.id])).get(row.id), await reportMeasurements(deps.db, row), await listReportConflicts(deps.db, row.id));
 }
 
 export async function listReports(deps: ReportDeps, filter: ReportFilter, page: PageRequest): Promise<Page<Report>> {
   const rows = await listReportRows(deps.db, filter, page);
   const addenda = await findAddenda(deps.db, rows.items.map((r) => r.id));
-  return { items: await mapInOrder(rows.items, async (r) => toReport(r, addenda.get(r.id), await reportMeasurements(deps.db, r))), nextAfterId: rows.nextAfterId };
+  return { items: await mapInOrder(rows.items, async (r) => toReport(r, addenda.get(r.id), await reportMeasurements(deps.db, r), await listReportConflicts(deps.db, r.id))), nextAfterId: rows.nextAfterId };
 }
 
 /** The findings of a report's analysis as they are now, and the recommendation they make. */
@@ -148,7 +151,7 @@ export async function beforeVerdict(deps: ReportDeps, analysisRef: number): Prom
 
 /** Rejected findings stay in the snapshot, marked, so the report shows what the AI proposed. */
 export async function draftReport(
-  deps: ReportDeps,
+  deps: ReportDeps & { replica: Replica },
   vocabularies: ModelVocabularies,
   authorRef: number,
   input: { scanId: string; impression?: string | undefined },
@@ -178,7 +181,7 @@ export async function draftReport(
       findings: rows,
       modelSuggestion: analysis.recommendation ?? '',
     });
-    return await insertReport(tx, {
+    const reportId = await insertReport(tx, {
       scanRef: scan.id,
       analysisRef: analysis.id,
       impression: input.impression ?? '',
@@ -188,12 +191,14 @@ export async function draftReport(
       authorRef,
       at: deps.clock.now().toISOString(),
     });
+    await recordReportWrite(tx, deps.replica, reportId, authorRef, { impression: true, recommendation: true, final: false });
+    return reportId;
   });
   return await getReport(deps, reportId);
 }
 
 export async function updateReport(
-  deps: ReportDeps,
+  deps: ReportDeps & { replica: Replica },
   vocabularies: ModelVocabularies,
   userRef: number,
   reportId: string,
@@ -219,6 +224,7 @@ export async function updateReport(
       at,
     });
     if (!updated) throw new MiaError('internal', 'draft report changed under its transaction');
+    await recordReportWrite(tx, deps.replica, reportId, userRef, { impression: patch.impression !== undefined, recommendation: ownText, final: patch.status === 'final' });
     if (patch.status === 'final') await reportFinalized(tx, { ref: row.scan_ref, status: row.scan_status }, reportId, at);
   });
   return await getReport(deps, reportId);
@@ -265,9 +271,11 @@ export async function addAddendum(
       if (row.analysis_ref === null) throw conflict('This report has no analysis to add a finding to', 'write the finding in the addendum text');
       await checkReaderFinding(tx, input.newFindings?.labels ?? new Set(), { id: row.scan_ref, scan_id: row.scan_id }, item);
       const id = await insertReaderFinding(tx, row.analysis_ref, item, author.ref, at);
+      if (row.analysis_public_id !== null) await recordReaderFindingWrite(tx, deps.replica, { ...item, id, analysisId: row.analysis_public_id, userRef: author.ref, at });
       changes.push({ finding_id: id, label: item.label, from: null, to: 'accepted', added: true });
     }
-    await insertAddendum(tx, { reportRef: row.id, authorRef: author.ref, text: input.text, findingChanges: JSON.stringify(changes), at });
+    const addendumId = await insertAddendum(tx, { reportRef: row.id, authorRef: author.ref, text: input.text, findingChanges: JSON.stringify(changes), at });
+    await recordAddendumWrite(tx, deps.replica, { id: addendumId, reportId, authorId: author.id, text: input.text, findingChanges: changes, at });
   });
   return await getReport(deps, reportId);
 }

@@ -176,8 +176,7 @@ export type ReaderFindingInput = { label: string; x: number; y: number; width: n
  * A finding drawn by a reader: accepted by its author as they draw it (they assert it), with
  * confidence 1 because the schema asks for one; lists put it after the model's findings.
  */
-export async function insertReaderFinding(db: Database, analysisRef: number, input: ReaderFindingInput, userRef: number, at: string): Promise<string> {
-  const publicId = newPublicId('fnd');
+export async function insertReaderFinding(db: Database, analysisRef: number, input: ReaderFindingInput, userRef: number, at: string, publicId = newPublicId('fnd')): Promise<string> {
   (await db.run(`INSERT INTO findings (public_id, analysis_ref, label, confidence, x, y, width, height, instance_uid, frame,
        review, reviewed_by, reviewed_at, source, created_by)
      VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?, ?, 'accepted', ?, ?, 'reader', ?)`, [publicId, analysisRef, input.label, input.x, input.y, input.width, input.height, input.instanceUid, input.frame, userRef, at, userRef]));

@@ -17,6 +17,8 @@ export type ApiKeyRow = {
   expires_at: string | null;
   revoked_at: string | null;
   replaced_by: number | null;
+  /** 'hub': a copy of a key the hub issued, replaced by each sync (migration 19). */
+  origin: 'local' | 'hub';
 };
 
 export type ApiKeyWithOwner = ApiKeyRow & { user_public_id: string };
@@ -31,7 +33,7 @@ export async function insertApiKey(
 
 export async function findApiKeyByDigest(db: Database, digest: string): Promise<{ key: ApiKeyRow; user: UserRow } | undefined> {
   const row = (await db.get(`SELECT k.*, u.public_id AS u_public_id, u.email AS u_email, u.name AS u_name, u.role AS u_role,
-              u.status AS u_status, u.created_at AS u_created_at, u.updated_at AS u_updated_at
+              u.status AS u_status, u.created_at AS u_created_at, u.updated_at AS u_updated_at, u.origin AS u_origin, u.disabled_at AS u_disabled_at
        FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.digest = ?`, [digest])) as (ApiKeyRow & Record<`u_${string}`, string | null>) | undefined;
   if (!row) return undefined;
   const user = {
@@ -43,6 +45,8 @@ export async function findApiKeyByDigest(db: Database, digest: string): Promise<
     status: row.u_status,
     created_at: row.u_created_at,
     updated_at: row.u_updated_at,
+    origin: row.u_origin,
+    disabled_at: row.u_disabled_at,
   } as UserRow;
   return { key: row, user };
 }
@@ -78,4 +82,22 @@ export async function revokeApiKey(db: Database, id: number, at: string): Promis
 
 export async function touchApiKey(db: Database, id: number, at: string): Promise<void> {
   (await db.run('UPDATE api_keys SET last_used_at = ? WHERE id = ?', [at, id]));
+}
+
+/** Every key with its owner's public id, for the hub's directory (digests only, as stored). */
+export async function listAllKeys(db: Database): Promise<ApiKeyWithOwner[]> {
+  return (await db.all('SELECT k.*, u.public_id AS user_public_id FROM api_keys k JOIN users u ON u.id = k.user_id ORDER BY k.id')) as ApiKeyWithOwner[];
+}
+
+export type HubKey = { public_id: string; user_ref: number; name: string | null; digest: string; prefix: string; extra_scopes: string; created_at: string; expires_at: string | null; revoked_at: string | null };
+
+/**
+ * Inserts or replaces the local copy of a hub key, by public id. A local key with the same digest
+ * cannot exist (keys are random), so a clash on the digest is a hub key re-issued under another id.
+ */
+export async function upsertHubKey(db: Database, k: HubKey): Promise<void> {
+  await db.run(`INSERT INTO api_keys (public_id, user_id, name, digest, prefix, extra_scopes, created_at, expires_at, revoked_at, origin)
+       VALUES (@public_id, @user_ref, @name, @digest, @prefix, @extra_scopes, @created_at, @expires_at, @revoked_at, 'hub')
+       ON CONFLICT (public_id) DO UPDATE SET user_id = excluded.user_id, name = excluded.name, extra_scopes = excluded.extra_scopes,
+         expires_at = excluded.expires_at, revoked_at = excluded.revoked_at, origin = 'hub'`, k);
 }

@@ -665,6 +665,63 @@ const MIGRATIONS: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    version: 19,
+    name: 'sync: users and keys come down from the hub',
+    sql: `
+      -- The hub is authoritative for people (docs/sync.md, Users): a workstation keeps the hub's
+      -- users and their keys (digests, as everywhere) so a reader signs in offline with the key
+      -- the hub gave them. origin says whose a row is: 'hub' rows are replaced by each sync and
+      -- cannot be edited here; 'local' rows are this install's own.
+      ALTER TABLE users ADD COLUMN origin TEXT NOT NULL DEFAULT 'local' CHECK (origin IN ('local', 'hub'));
+      -- When the user was disabled: a change made offline before then is still theirs to make,
+      -- one made after is quarantined for an admin.
+      ALTER TABLE users ADD COLUMN disabled_at TEXT;
+      ALTER TABLE api_keys ADD COLUMN origin TEXT NOT NULL DEFAULT 'local' CHECK (origin IN ('local', 'hub'));
+      UPDATE users SET disabled_at = updated_at WHERE status = 'disabled';
+    `,
+  },
+  {
+    version: 20,
+    name: 'sync: reports, their conflicts, and changes that wait for what they name',
+    sql: `
+      -- A report's reader-written fields are last-writer-wins by HLC (docs/sync.md, Reports): the
+      -- timestamp of the value each field holds, and of the finalization the report is signed by.
+      ALTER TABLE reports ADD COLUMN impression_hlc TEXT;
+      ALTER TABLE reports ADD COLUMN recommendation_hlc TEXT;
+      ALTER TABLE reports ADD COLUMN final_hlc TEXT;
+      ALTER TABLE reports ADD COLUMN final_change_id TEXT;
+      -- A draft edit that would have won but arrived after the report was signed: never applied,
+      -- kept and shown with the report. Named by (report, field, timestamp) so every replica that
+      -- sees it records the same row once.
+      CREATE TABLE report_conflicts (
+        id INTEGER PRIMARY KEY,
+        report_ref INTEGER NOT NULL REFERENCES reports (id),
+        field TEXT NOT NULL CHECK (field IN ('impression', 'recommendation')),
+        value TEXT NOT NULL,
+        hlc TEXT NOT NULL,
+        user_id TEXT,
+        created_at TEXT NOT NULL,
+        UNIQUE (report_ref, field, hlc)
+      ) STRICT;
+      -- Pulled changes that name what is not here yet (a report whose scan was not assigned to
+      -- this workstation, an addendum before its report's author came down): kept whole and
+      -- tried again each round, instead of skipped for good as the cursor moves on.
+      CREATE TABLE sync_inbox (
+        id INTEGER PRIMARY KEY,
+        change_id TEXT NOT NULL UNIQUE,
+        device_id TEXT NOT NULL,
+        entity TEXT NOT NULL,
+        entity_key TEXT NOT NULL,
+        op TEXT NOT NULL,
+        hlc TEXT NOT NULL,
+        user_id TEXT,
+        payload TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        received_at TEXT NOT NULL
+      ) STRICT;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -148,9 +148,9 @@ export type AddendumRow = {
 /** Appends a signed section to a report (the table refuses updates and deletes). */
 export async function insertAddendum(
   db: Database,
-  input: { reportRef: number; authorRef: number; text: string; findingChanges: string; at: string },
+  input: { reportRef: number; authorRef: number; text: string; findingChanges: string; at: string; publicId?: string | undefined },
 ): Promise<string> {
-  const publicId = newPublicId('add');
+  const publicId = input.publicId ?? newPublicId('add');
   (await db.run('INSERT INTO report_addenda (public_id, report_ref, author_ref, text, finding_changes, created_at) VALUES (?, ?, ?, ?, ?, ?)', [publicId, input.reportRef, input.authorRef, input.text, input.findingChanges, input.at]));
   return publicId;
 }
@@ -161,7 +161,7 @@ export async function findAddenda(db: Database, reportRefs: readonly number[]): 
   if (reportRefs.length === 0) return byReport;
   const rows = (await db.all(perDialect((d) => `SELECT ad.*, u.public_id AS author_public_id, u.email AS author_email
        FROM report_addenda ad JOIN users u ON u.id = ad.author_ref
-      WHERE ad.report_ref ${inJsonIds(d)} ORDER BY ad.id`), [JSON.stringify(reportRefs)])) as AddendumRow[];
+      WHERE ad.report_ref ${inJsonIds(d)} ORDER BY ad.created_at, ad.public_id`), [JSON.stringify(reportRefs)])) as AddendumRow[];
   for (const row of rows) byReport.set(row.report_ref, [...(byReport.get(row.report_ref) ?? []), row]);
   return byReport;
 }

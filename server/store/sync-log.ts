@@ -124,3 +124,33 @@ export async function countChangesToPull(db: Database, deviceId: string, afterSe
   const row = (await db.get('SELECT COUNT(*) AS n FROM sync_changes WHERE seq > ? AND device_id <> ?', [afterSeq, deviceId])) as { n: number | string };
   return Number(row.n);
 }
+
+/**
+ * A local user became the hub's user of the same email (server/sync/directory.ts): the changes
+ * they made here that have not been taken by the hub name them by the hub's id from now on.
+ */
+export async function relabelPendingUser(db: Database, deviceId: string, from: string, to: string): Promise<void> {
+  await db.run("UPDATE sync_changes SET user_id = ? WHERE device_id = ? AND user_id = ? AND push_state IS NULL", [to, deviceId, from]);
+  await db.run('UPDATE review_events SET user_id = ? WHERE user_id = ?', [to, from]);
+}
+
+export type InboxRow = { change_id: string; device_id: string; entity: string; entity_key: string; op: string; hlc: string; user_id: string | null; payload: string; reason: string };
+
+/** A pulled change that names what is not here yet: kept to be tried again (migration 20). */
+export async function keepInInbox(db: Database, c: Omit<InboxRow, 'reason'>, reason: string, at: string): Promise<void> {
+  await db.run(`INSERT INTO sync_inbox (change_id, device_id, entity, entity_key, op, hlc, user_id, payload, reason, received_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (change_id) DO UPDATE SET reason = excluded.reason`, [c.change_id, c.device_id, c.entity, c.entity_key, c.op, c.hlc, c.user_id, c.payload, reason.slice(0, 500), at]);
+}
+
+/** The inbox in the order its changes arrived (which is the hub's order). */
+export async function readInbox(db: Database, afterId: number, limit: number): Promise<(InboxRow & { id: number })[]> {
+  return (await db.all('SELECT id, change_id, device_id, entity, entity_key, op, hlc, user_id, payload, reason FROM sync_inbox WHERE id > ? ORDER BY id LIMIT ?', [afterId, limit])) as (InboxRow & { id: number })[];
+}
+
+export async function dropFromInbox(db: Database, changeId: string): Promise<void> {
+  await db.run('DELETE FROM sync_inbox WHERE change_id = ?', [changeId]);
+}
+
+export async function countInbox(db: Database): Promise<number> {
+  return Number(((await db.get('SELECT COUNT(*) AS n FROM sync_inbox')) as { n: number | string }).n);
+}

@@ -13,6 +13,9 @@ export type UserRow = {
   status: UserStatus;
   created_at: string;
   updated_at: string;
+  /** 'hub': a copy of the hub's user, replaced by each sync (migration 19). */
+  origin: 'local' | 'hub';
+  disabled_at: string | null;
 };
 
 export async function insertUser(
@@ -55,6 +58,8 @@ export async function updateUser(
          name = CASE WHEN @setName THEN @name ELSE name END,
          role = COALESCE(@role, role),
          status = COALESCE(@status, status),
+         disabled_at = CASE WHEN @status = 'disabled' AND status <> 'disabled' THEN @at
+                            WHEN @status = 'active' THEN NULL ELSE disabled_at END,
          updated_at = @at
        WHERE id = @id RETURNING *`, {
       id,
@@ -69,4 +74,35 @@ export async function updateUser(
 export async function countActiveAdmins(db: Database): Promise<number> {
   const row = (await db.get(`SELECT count(*) AS n FROM users WHERE role = 'admin' AND status = 'active'`)) as { n: number };
   return row.n;
+}
+
+/** Every user, for the hub's directory; a hospital has hundreds, not millions. */
+export async function listAllUsers(db: Database): Promise<UserRow[]> {
+  return (await db.all('SELECT * FROM users ORDER BY id')) as UserRow[];
+}
+
+export type HubUser = { public_id: string; email: string; name: string | null; role: Role; status: UserStatus; disabled_at: string | null; created_at: string; updated_at: string };
+
+/** Inserts or replaces the local copy of a hub user, by public id; returns its local id. */
+export async function upsertHubUser(db: Database, u: HubUser): Promise<number> {
+  const row = (await db.get(`INSERT INTO users (public_id, email, name, role, status, disabled_at, created_at, updated_at, origin)
+       VALUES (@public_id, @email, @name, @role, @status, @disabled_at, @created_at, @updated_at, 'hub')
+       ON CONFLICT (public_id) DO UPDATE SET email = excluded.email, name = excluded.name, role = excluded.role, status = excluded.status,
+         disabled_at = excluded.disabled_at, updated_at = excluded.updated_at, origin = 'hub'
+       RETURNING id`, u)) as { id: number };
+  return row.id;
+}
+
+/**
+ * A local user becomes the hub's user of the same email: the row keeps its local id (so its
+ * reports and keys stay theirs) and takes the hub's public id, name, role and status.
+ */
+export async function adoptHubUser(db: Database, localId: number, u: HubUser): Promise<void> {
+  await db.run(`UPDATE users SET public_id = @public_id, email = @email, name = @name, role = @role, status = @status, disabled_at = @disabled_at,
+       updated_at = @updated_at, origin = 'hub' WHERE id = @id`, { ...u, id: localId });
+}
+
+/** A hub user's old copy lets go of an email the hub has given to another of its users. */
+export async function releaseEmail(db: Database, id: number, publicId: string): Promise<void> {
+  await db.run('UPDATE users SET email = ? WHERE id = ?', [`${publicId}@moved.invalid`, id]);
 }

@@ -2,7 +2,7 @@
  * A workstation's sync with its hub, one round (docs/sync.md): push its own changes (files
  * first), then pull what others did. Each step is safe to repeat from any point it was cut off:
  *
- * - A batch's Idempotency-Key is the digest of its change ids, so a batch sent again after a
+ * - A batch's Idempotency-Key is the digest of the batch, so a batch sent again after a
  *   lost answer gets the hub's first answer; a change id the hub has is accepted again anyway.
  * - A change leaves the outbox only when the hub's answer for it arrived: accepted, or refused
  *   for good (kept with the reason, for the reader). One the hub asks to send later (its file or
@@ -22,12 +22,13 @@ import type { RefCache } from '#server/imports/ingest.ts';
 import type { Logger } from '#server/log.ts';
 import type { Database } from '#server/store/database.ts';
 import { getSetting, setSetting } from '#server/store/settings.ts';
-import { appendChanges, countPendingOwnChanges, hasChange, markPushed, notePushDeferred, readPendingOwnChanges, type ChangeRow } from '#server/store/sync-log.ts';
+import { appendChanges, countPendingOwnChanges, dropFromInbox, hasChange, keepInInbox, markPushed, notePushDeferred, readInbox, readPendingOwnChanges, type ChangeRow } from '#server/store/sync-log.ts';
 import { BUCKET_FILE_MAX, BUCKET_TYPE, blobPath, encodeBucket, hasBlob } from '#server/sync/blobs.ts';
 import { applyChange, instancePayload, prepareChanges, type RemoteChange } from '#server/sync/entities.ts';
 import { parseHlc, type HlcTimestamp } from '#server/sync/hlc.ts';
 import type { HubLink } from '#server/sync/hub-link.ts';
-import type { Replica } from '#server/sync/replica.ts';
+import { applyDirectory, directoryResponse } from '#server/sync/directory.ts';
+import type { Replica, SyncEntity } from '#server/sync/replica.ts';
 
 export type SyncDeps = { db: Database; clock: Clock; dataDir: string; replica: Replica; log?: Logger | undefined };
 
@@ -42,6 +43,8 @@ export type SyncReport = {
   fileBytes: number;
   pulled: number;
   applied: number;
+  /** Local users who became the hub's user of the same email this round. */
+  usersAdopted: number;
   warning: string | null;
 };
 
@@ -56,6 +59,8 @@ const CLIENT_BUCKET_FILES = 500;
 const fileTimeout = (bytes: number): number => REQUEST_TIMEOUT_MS + Math.ceil(bytes / 1_000_000) * 1000;
 
 const CURSOR = 'sync.cursor';
+/** Waiting changes tried per transaction. */
+const INBOX_PAGE = 500;
 export const LAST_SUCCESS = 'sync.last_success_at';
 export const LAST_ERROR = 'sync.last_error';
 export const LAST_ATTEMPT = 'sync.last_attempt_at';
@@ -161,9 +166,12 @@ export async function hello(link: Omit<HubLink, 'device_id' | 'device_name'> & P
 }
 
 export async function syncOnce(deps: SyncDeps, link: HubLink, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal } = {}): Promise<SyncReport> {
-  const report: SyncReport = { pushed: 0, refused: 0, deferred: 0, files: 0, fileBytes: 0, pulled: 0, applied: 0, warning: null };
+  const report: SyncReport = { pushed: 0, refused: 0, deferred: 0, files: 0, fileBytes: 0, pulled: 0, applied: 0, usersAdopted: 0, warning: null };
   await setSetting(deps.db, LAST_ATTEMPT, deps.clock.now().toISOString());
   try {
+    // People first: a change made by a local user who is the hub's user of the same email then
+    // leaves under the hub's id, and a pulled report finds its author here.
+    await takeDirectory(deps, link, report, options);
     await push(deps, link, report, options);
     await pull(deps, link, report, options);
     await setSetting(deps.db, LAST_SUCCESS, deps.clock.now().toISOString());
@@ -178,6 +186,13 @@ export async function syncOnce(deps: SyncDeps, link: HubLink, options: { onProgr
     }
     throw err;
   }
+}
+
+async function takeDirectory(deps: SyncDeps, link: HubLink, report: SyncReport, options: { signal?: AbortSignal }): Promise<void> {
+  const answer = directoryResponse.safeParse(await call<unknown>(link, { method: 'GET', path: '/v1/sync/directory' }, options.signal));
+  if (!answer.success) throw new SyncError(`hub sent a directory this mia cannot read (${answer.error.issues[0]?.path.join('.') ?? ''}: ${answer.error.issues[0]?.message ?? ''}); upgrade mia`);
+  const { adopted } = await deps.db.transaction(async (tx) => await applyDirectory(tx, deps.replica.deviceId, answer.data));
+  report.usersAdopted += adopted;
 }
 
 /** The next batch of the outbox: at most 500 changes and 16 MB of JSON. */
@@ -203,12 +218,14 @@ async function push(deps: SyncDeps, link: HubLink, report: SyncReport, options: 
       if (rows.length === 0) return;
       const batch = batchOf(rows.slice(0, PUSH_BATCH));
       await sendFiles(deps, link, batch, report, options);
-      const ids = batch.map((r) => r.change_id);
+      const body = { changes: batch.map((r) => ({ change_id: r.change_id, entity: r.entity, key: r.entity_key, op: r.op, hlc: r.hlc, user_id: r.user_id, payload: JSON.parse(r.payload) as unknown })) };
+      // The key names this exact batch: the same changes sent again after a lost answer get the
+      // first answer; changes re-labelled since (their user became the hub's) are a new batch.
       const answer = await call<PushResponse>(link, {
         method: 'POST',
         path: '/v1/sync/push',
-        headers: { 'idempotency-key': createHash('sha256').update(ids.join(',')).digest('hex'), 'mia-device-time': deps.clock.now().toISOString() },
-        body: { changes: batch.map((r) => ({ change_id: r.change_id, entity: r.entity, key: r.entity_key, op: r.op, hlc: r.hlc, user_id: r.user_id, payload: JSON.parse(r.payload) as unknown })) },
+        headers: { 'idempotency-key': createHash('sha256').update(JSON.stringify(body)).digest('hex'), 'mia-device-time': deps.clock.now().toISOString() },
+        body,
       }, options.signal);
       report.warning ??= answer.warning;
       let taken = 0;
@@ -296,21 +313,64 @@ async function pull(deps: SyncDeps, link: HubLink, report: SyncReport, options: 
     const prepared = await prepareChanges(deps.db, deps.dataDir, remote);
     const at = deps.clock.now().toISOString();
     const applied = await deps.db.transaction(async (tx) => {
-      const refs: RefCache = new Map();
-      const taken: typeof page.changes = [];
-      for (const c of page.changes) {
-        if (await hasChange(tx, c.change_id)) continue;
-        const outcome = await tx.transaction(async (inner) => await applyChange(inner, { change_id: c.change_id, device_id: c.device_id, entity: c.entity, key: c.key, hlc: c.hlc, user_id: c.user_id, payload: c.payload }, prepared, refs, at));
-        if (outcome.status === 'accepted') taken.push(c);
-        else if (!outcome.retry) deps.log?.error('sync.pull_refused', { entity: c.entity, change_id: c.change_id, reason: outcome.reason.slice(0, 200) });
-      }
-      await appendChanges(tx, taken.map((c) => ({ changeId: c.change_id, deviceId: c.device_id, entity: c.entity, entityKey: c.key, op: c.op, hlc: c.hlc, userId: c.user_id, payload: JSON.stringify(c.payload) })), at);
+      const taken = await applyPulled(deps, tx, remote, prepared, at);
       await setSetting(tx, CURSOR, page.cursor);
-      return taken.length;
+      return taken;
     });
     if (received.ok) deps.replica.hlc.advance(received.state);
     report.applied += applied;
     options.onProgress?.({ phase: 'pull', done: report.pulled, total: null });
-    if (!page.has_more) return;
+    if (!page.has_more) break;
   }
+  report.applied += await retryInbox(deps);
+}
+
+/**
+ * Applies pulled changes in the caller's transaction: each in its own savepoint; one that names
+ * what is not here yet waits in the inbox; one refused for good is logged (not its content).
+ */
+async function applyPulled(deps: SyncDeps, tx: Database, changes: readonly RemoteChange[], prepared: Awaited<ReturnType<typeof prepareChanges>>, at: string): Promise<number> {
+  const refs: RefCache = new Map();
+  const taken: RemoteChange[] = [];
+  for (const c of changes) {
+    if (await hasChange(tx, c.change_id)) {
+      await dropFromInbox(tx, c.change_id);
+      continue;
+    }
+    const outcome = await tx.transaction(async (inner) => await applyChange(inner, c, prepared, refs, at));
+    const row = { change_id: c.change_id, device_id: c.device_id, entity: c.entity, entity_key: c.key, op: 'put', hlc: c.hlc, user_id: c.user_id, payload: JSON.stringify(c.payload) };
+    if (outcome.status === 'accepted') {
+      taken.push(c);
+      await dropFromInbox(tx, c.change_id);
+    } else if (outcome.retry) {
+      await keepInInbox(tx, row, outcome.reason, at);
+    } else {
+      await dropFromInbox(tx, c.change_id);
+      deps.log?.error('sync.pull_refused', { entity: c.entity, change_id: c.change_id, reason: outcome.reason.slice(0, 200) });
+    }
+  }
+  await appendChanges(tx, taken.map((c) => ({ changeId: c.change_id, deviceId: c.device_id, entity: c.entity, entityKey: c.key, op: 'put', hlc: c.hlc, userId: c.user_id, payload: JSON.stringify(c.payload) })), at);
+  return taken.length;
+}
+
+/** Changes that waited for what they name: tried again, in the order they came, until none moves. */
+async function retryInbox(deps: SyncDeps): Promise<number> {
+  let total = 0;
+  // A change can wait for another waiting one (an addendum for its report): a few passes, each
+  // over the whole inbox in pages, stopping at the first pass that moves nothing.
+  for (let pass = 0; pass < 5; pass++) {
+    let appliedThisPass = 0;
+    for (let after = 0; ;) {
+      const rows = await readInbox(deps.db, after, INBOX_PAGE);
+      if (rows.length === 0) break;
+      after = rows[rows.length - 1]!.id;
+      const remote: RemoteChange[] = rows.map((r) => ({ change_id: r.change_id, device_id: r.device_id, entity: r.entity as SyncEntity, key: r.entity_key, hlc: r.hlc, user_id: r.user_id, payload: JSON.parse(r.payload) as unknown }));
+      const prepared = await prepareChanges(deps.db, deps.dataDir, remote);
+      const at = deps.clock.now().toISOString();
+      appliedThisPass += await deps.db.transaction(async (tx) => await applyPulled(deps, tx, remote, prepared, at));
+    }
+    total += appliedThisPass;
+    if (appliedThisPass === 0) break;
+  }
+  return total;
 }

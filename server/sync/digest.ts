@@ -9,7 +9,7 @@ import type { Database } from '#server/store/database.ts';
 import { readDigestRows } from '#server/store/sync-digest.ts';
 
 export type EntityDigest = { count: number; sha256: string };
-export type Digest = { instance: EntityDigest; analysis: EntityDigest; review: EntityDigest };
+export type Digest = { instance: EntityDigest; analysis: EntityDigest; review: EntityDigest; report: EntityDigest };
 
 function digestOf(lines: readonly string[]): EntityDigest {
   const hash = createHash('sha256');
@@ -19,5 +19,5 @@ function digestOf(lines: readonly string[]): EntityDigest {
 
 export async function computeDigest(db: Database, studies: readonly string[] | null): Promise<Digest> {
   const rows = await readDigestRows(db, studies);
-  return { instance: digestOf(rows.instances), analysis: digestOf(rows.analyses), review: digestOf(rows.reviews) };
+  return { instance: digestOf(rows.instances), analysis: digestOf(rows.analyses), review: digestOf(rows.reviews), report: digestOf(rows.reports) };
 }

@@ -7,6 +7,8 @@
  *   them. First seen wins: the same UID with other content is refused.
  * - analysis: finished analyses are immutable and travel whole, with their model findings, under
  *   the ids they were made with; a second arrival is a no-op.
+ * - review: verdict events (server/scans/verdict-events.ts).
+ * - report, addendum, finding (reader-drawn): server/reports/report-sync.ts.
  *
  * Taking a change in is split in two: `prepareChanges` does the file work (read, parse, hash)
  * outside any transaction; `applyChange` then runs in the push's (or pull's) transaction and
@@ -30,6 +32,7 @@ import { findPatientDemographics, quarantineChange } from '#server/store/quarant
 import type { DicomInstance } from '#server/dicom/parse.ts';
 import { adoptIfNewest, analysisExists, insertSyncedAnalysis, readAnalysisSnapshot } from '#server/store/synced-analyses.ts';
 import type { LocalChange, SyncEntity } from '#server/sync/replica.ts';
+import { applyAddendumChange, applyReaderFindingChange, applyReportChange } from '#server/reports/report-sync.ts';
 
 const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 in lower-case hex');
 const uid = z.string().min(1).max(64).regex(/^[0-9.]+$/, 'a DICOM UID');
@@ -133,8 +136,18 @@ export async function prepareChanges(db: Database, dataDir: string, changes: rea
 export async function applyChange(tx: Database, change: RemoteChange, prepared: Map<string, Prepared | ApplyOutcome>, refs: RefCache, at: string): Promise<ApplyOutcome> {
   try {
     if (change.entity === 'instance') return await applyInstance(tx, change, prepared.get(change.change_id), refs, at);
-    if (change.entity === 'review') return await applyReview(tx, change, at);
-    return await applyAnalysis(tx, change, at);
+    switch (change.entity) {
+      case 'review':
+        return await applyReview(tx, change, at);
+      case 'analysis':
+        return await applyAnalysis(tx, change, at);
+      case 'report':
+        return await applyReportChange(tx, change, at);
+      case 'addendum':
+        return await applyAddendumChange(tx, change);
+      case 'finding':
+        return await applyReaderFindingChange(tx, change, at);
+    }
   } catch (err) {
     if (err instanceof MiaError) return refused(err.message + (err.details ? ` (${err.details})` : ''));
     throw err;

@@ -19,6 +19,7 @@ import type { Database } from '#server/store/database.ts';
 import { findReceipt, insertReceipt, recordDeviceClock } from '#server/store/devices.ts';
 import { appendChanges, hasChange } from '#server/store/sync-log.ts';
 import { findUserByPublicId } from '#server/store/users.ts';
+import { quarantineChange } from '#server/store/quarantine.ts';
 import { applyChange, prepareChanges, type ApplyOutcome, type RemoteChange } from '#server/sync/entities.ts';
 import { parseHlc, type HlcTimestamp } from '#server/sync/hlc.ts';
 // Types only: the schemas module imports this one's limits.
@@ -80,9 +81,9 @@ export async function receivePush(
         results.set(c.change_id, { status: 'accepted' });
         continue;
       }
-      const user = c.user_id === null ? undefined : await findUserByPublicId(tx, c.user_id);
-      if (user && user.status !== 'active') {
-        results.set(c.change_id, { status: 'rejected', reason: `user ${c.user_id ?? ''} is disabled on the hub; an admin reviews this change`, retry: false });
+      const judged = await judgeActingUser(tx, device.id, c, stamps.get(c.change_id), at);
+      if (judged) {
+        results.set(c.change_id, judged);
         continue;
       }
       const outcome = await applyOne(tx, device.id, c, prepared, refs, at);
@@ -105,7 +106,9 @@ export async function receivePush(
       warning,
       hub_time: at,
     };
-    await insertReceipt(tx, device.ref, idempotencyKey, requestSha, JSON.stringify(body), at);
+    // An answer that asks for changes again later is not kept: the same batch sent again must be
+    // judged again (its file may be here now, its user known), not given the old answer.
+    if (list.every((r) => r.status === 'accepted' || r.retry !== true)) await insertReceipt(tx, device.ref, idempotencyKey, requestSha, JSON.stringify(body), at);
     return body;
   }, { durable: true });
 
@@ -119,6 +122,31 @@ export async function receivePush(
     }
   }
   return response;
+}
+
+/** Changes whose author matters: what a person decided or wrote, not what a machine made. */
+const AUTHORED: ReadonlySet<string> = new Set(['review', 'report', 'addendum', 'finding']);
+
+/**
+ * The acting user, checked on the hub (docs/sync.md, Users). A change by a user the hub had
+ * disabled before the change was made is quarantined for an admin; one made before the user was
+ * disabled stands (the reader was entitled to it when they worked offline). An authored change
+ * by someone the hub does not know waits: an admin adds them on the hub (same email), the
+ * workstation's next round takes them in, and the change goes.
+ */
+async function judgeActingUser(tx: Database, deviceId: string, c: PushedChange, stamp: HlcTimestamp | undefined, at: string): Promise<ApplyOutcome | undefined> {
+  if (c.user_id === null) return undefined;
+  const user = await findUserByPublicId(tx, c.user_id);
+  if (!user) {
+    if (!AUTHORED.has(c.entity)) return undefined;
+    return { status: 'rejected', reason: `user ${c.user_id} is not a user of the hub; an admin adds them there (the same email), and this change goes in after the next sync`, retry: true };
+  }
+  if (user.status === 'active' || user.disabled_at === null || stamp === undefined) return user.status === 'active' ? undefined : { status: 'rejected', reason: `user ${c.user_id} is disabled on the hub`, retry: false };
+  const disabledMs = Date.parse(user.disabled_at);
+  if (stamp.wall < disabledMs) return undefined;
+  const reason = `user ${c.user_id} was disabled on the hub at ${user.disabled_at}, before this change was made (${new Date(stamp.wall).toISOString()})`;
+  await quarantineChange(tx, { change_id: c.change_id, device_id: deviceId, entity: c.entity, entity_key: c.key, reason, payload: JSON.stringify(c.payload), created_at: at });
+  return { status: 'rejected', reason: `quarantined for an admin: ${reason}`, retry: false };
 }
 
 /** One change in its own savepoint: a row the schema refuses refuses that change, not the batch. */

@@ -33,10 +33,12 @@ export type LocalChange = {
   payload: unknown;
   /** A timestamp the write already took from this replica's clock (a verdict event keeps it). */
   hlc?: string;
+  /** An id the write already gave the change (a finalization names the change that signed it). */
+  changeId?: string;
 };
 
 /** What syncs (docs/sync.md, What syncs). */
-export const SYNC_ENTITIES = ['instance', 'analysis', 'review'] as const;
+export const SYNC_ENTITIES = ['instance', 'analysis', 'review', 'report', 'addendum', 'finding'] as const;
 export type SyncEntity = (typeof SYNC_ENTITIES)[number];
 
 const DEVICE_SETTING = 'sync.device_id';
@@ -56,7 +58,7 @@ export async function recordChanges(tx: Database, replica: Replica, changes: rea
   await appendChanges(
     tx,
     changes.map((c) => ({
-      changeId: uuid7(at.getTime()),
+      changeId: c.changeId ?? uuid7(at.getTime()),
       deviceId: replica.deviceId,
       entity: c.entity,
       entityKey: c.key,

@@ -75,6 +75,9 @@ export async function updateUser(
 ): Promise<UserRow> {
   return await inTransaction(deps.db, async (tx) => {
     const row = await getUser({ ...deps, db: tx }, userId);
+    if (row.origin === 'hub') {
+      throw conflict('This user is managed by the hub', `user ${row.public_id} comes from the hospital's hub; change their role or status there, and this workstation follows at its next sync`);
+    }
     const losesAdmin =
       row.role === 'admin' && row.status === 'active' && ((patch.role && patch.role !== 'admin') || patch.status === 'disabled');
     // Without an active admin nobody could issue keys or manage users any more.

@@ -73,6 +73,7 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
 
   return {
     'GET /v1/sync/hello': () => ({ path: '/v1/sync/hello', ...sync() }),
+    'GET /v1/sync/directory': () => ({ path: '/v1/sync/directory', ...sync() }),
     'POST /v1/sync/push': () => ({
       path: '/v1/sync/push',
       ...sync({ 'Idempotency-Key': randomBytes(16).toString('hex') }),

@@ -37,6 +37,7 @@ export const EXPECTED: Readonly<Record<string, Expectation>> = {
 
   // Sync: device keys only (mia devices enroll); no person's key, an admin's included.
   'GET /v1/sync/hello': needs('sync:pull', []),
+  'GET /v1/sync/directory': needs('sync:pull', []),
   'POST /v1/sync/push': needs('sync:push', []),
   'GET /v1/sync/pull': needs('sync:pull', []),
   'POST /v1/sync/blobs/missing': needs('sync:push', []),

@@ -42,6 +42,7 @@ function report(id: string, impression: string, findings: Finding[] = []): Repor
     addenda: [],
     lesions: [],
     measurements: [],
+    conflicts: [],
   };
 }
 

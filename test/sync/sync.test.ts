@@ -133,6 +133,9 @@ describe('a workstation and its hub', () => {
     const servers = [await startWorkstation(w1!.data), await startWorkstation(w2!.data)];
     try {
       const keys = await Promise.all(ws.map(async (w) => lastLine((await mia(['keys', 'create', '--role', 'radiologist', '--email', 'reader@ws.test', '--data', w.data])).stdout)));
+      // The reader is the hub's user too: at the next round each workstation's local reader of
+      // that email becomes the hub's, so verdicts made here name one person everywhere.
+      expect((await mia(['keys', 'create', '--role', 'radiologist', '--email', 'reader@ws.test', ...hubArgs(place)])).status).toBe(0);
       const findingId = (await queryFolder<{ public_id: string }>(w1!.data, "SELECT public_id FROM findings WHERE source = 'model' ORDER BY public_id LIMIT 1"))[0]!.public_id;
       const review = async (i: number, verdict: string): Promise<void> => {
         const reply = await request(servers[i]!.url, keys[i]!, 'PATCH', `/v1/findings/${findingId}`, { body: { review: verdict } });
@@ -178,6 +181,102 @@ describe('a workstation and its hub', () => {
     }
   }, 240_000);
 
+  it('merges report drafts field by field, and keeps both signings and a late edit when a report is signed twice apart', async () => {
+    const [w1, w2] = ws;
+    const servers = [await startWorkstation(w1!.data), await startWorkstation(w2!.data)];
+    try {
+      const key = lastLine((await mia(['keys', 'create', '--role', 'radiologist', '--email', 'reader@ws.test', ...hubArgs(place)])).stdout);
+      const sync = async (w: (typeof ws)[number]): Promise<void> => {
+        const run = await mia(['sync', 'now', '--data', w.data]);
+        expect(run.status, run.stderr + run.stdout).toBe(0);
+      };
+      await sync(w1!);
+      await sync(w2!);
+      const scan = (await queryFolder<{ scan_id: string }>(w1!.data, 'SELECT scan_id FROM scans WHERE latest_analysis_ref IS NOT NULL ORDER BY scan_id LIMIT 1'))[0]!.scan_id;
+      const call = async (i: number, method: string, path: string, body?: unknown) => {
+        const reply = await request(servers[i]!.url, key, method, path, body === undefined ? {} : { body });
+        expect(reply.status, reply.text).toBeLessThan(300);
+        return reply.json.data;
+      };
+      const drafted = await call(0, 'POST', '/v1/reports', { scan_id: scan, impression: 'first words' });
+      const id = drafted.id as string;
+      await sync(w1!);
+      await sync(w2!);
+      expect((await call(1, 'GET', `/v1/reports/${id}`)).impression).toBe('first words');
+
+      // Apart: ws2 rewrites the impression, ws1 writes its own recommendation; both stand.
+      await call(1, 'PATCH', `/v1/reports/${id}`, { impression: 'impression from ws2' });
+      await call(0, 'PATCH', `/v1/reports/${id}`, { recommendation: 'recommendation from ws1' });
+      for (const w of [w1!, w2!, w1!]) await sync(w);
+      for (const i of [0, 1]) expect(await call(i, 'GET', `/v1/reports/${id}`)).toMatchObject({ status: 'draft', impression: 'impression from ws2', recommendation: 'recommendation from ws1', recommendation_basis: 'reader' });
+
+      // Apart again: ws1 signs; then ws2 (not knowing) edits and signs too.
+      await call(0, 'PATCH', `/v1/reports/${id}`, { status: 'final' });
+      await call(1, 'PATCH', `/v1/reports/${id}`, { impression: 'a late thought on ws2' });
+      await call(1, 'PATCH', `/v1/reports/${id}`, { status: 'final' });
+      for (const w of [w1!, w2!, w1!]) await sync(w);
+      const seen = [await call(0, 'GET', `/v1/reports/${id}`), await call(1, 'GET', `/v1/reports/${id}`), (await request(hub.url, adminKey, 'GET', `/v1/reports/${id}`)).json.data];
+      for (const r of seen) {
+        // The earlier signing is the report; the later one is an addendum; the late edit is shown.
+        expect(r).toMatchObject({ status: 'final', impression: 'impression from ws2', recommendation: 'recommendation from ws1' });
+        expect(r.addenda).toHaveLength(1);
+        expect(r.addenda[0].text).toMatch(/^Signed separately at .*Impression:\na late thought on ws2/s);
+        expect(r.conflicts.map((c: { field: string; value: string }) => [c.field, c.value])).toEqual([['impression', 'a late thought on ws2']]);
+      }
+      const reports = async (dir: string, url: string | null = null) => (await digestOf(dir, studies, url)).report;
+      expect(await reports(w2!.data)).toEqual(await reports(w1!.data));
+      expect(await reports(hubData, place.databaseUrl)).toEqual(await reports(w1!.data));
+    } finally {
+      await Promise.all(servers.map((s) => s.stop()));
+    }
+  }, 240_000);
+
+  it('signs in the hub\'s users on a workstation, offline too, and quarantines what a user did after the hub disabled them', async () => {
+    const [w1] = ws;
+    const server = await startWorkstation(w1!.data);
+    try {
+      const created = await mia(['keys', 'create', '--role', 'radiologist', '--email', 'dr.b@hub.test', ...hubArgs(place)]);
+      expect(created.status, created.stderr).toBe(0);
+      const key = lastLine(created.stdout);
+      expect((await request(server.url, key, 'GET', '/v1/scans')).status).toBe(401);
+      expect((await mia(['sync', 'now', '--data', w1!.data])).status).toBe(0);
+      // The hub's key works here now, with the hub's role; the user is the hub's to change.
+      expect((await request(server.url, key, 'GET', '/v1/scans')).status).toBe(200);
+      const users = await request(hub.url, adminKey, 'GET', '/v1/users?limit=100');
+      const drB = users.json.data.items.find((u: { email: string }) => u.email === 'dr.b@hub.test');
+      const local = await queryFolder<{ public_id: string; role: string; origin: string }>(w1!.data, "SELECT public_id, role, origin FROM users WHERE email = 'dr.b@hub.test'");
+      expect(local).toEqual([{ public_id: drB.id, role: 'radiologist', origin: 'hub' }]);
+
+      // Offline (no round in between), dr.b records a verdict; the hub disables dr.b; dr.b,
+      // still signed in here, records another.
+      const finding = (await queryFolder<{ public_id: string }>(w1!.data, "SELECT public_id FROM findings WHERE source = 'model' ORDER BY public_id LIMIT 1"))[0]!.public_id;
+      const [f1, f2] = [finding, finding];
+      expect((await request(server.url, key, 'PATCH', `/v1/findings/${f1}`, { body: { review: 'accepted' } })).status).toBe(200);
+      const disabled = await request(hub.url, adminKey, 'PATCH', `/v1/users/${drB.id}`, { body: { status: 'disabled' } });
+      expect(disabled.status, disabled.text).toBe(200);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect((await request(server.url, key, 'PATCH', `/v1/findings/${f2}`, { body: { review: 'rejected' } })).status).toBe(200);
+
+      const synced = await mia(['sync', 'now', '--data', w1!.data]);
+      expect(synced.stdout).toMatch(/refused 1;/);
+      // The verdict made before the hub disabled dr.b stands; the one after is kept for an admin.
+      const onHub = async (id: string): Promise<string | null> => (await queryFolder<{ review: string | null }>(hubData, 'SELECT review FROM findings WHERE public_id = ?', [id], place.databaseUrl))[0]!.review;
+      expect(await onHub(f1!)).toBe('accepted');
+      const events = await queryFolder<{ verdict: string; user_id: string }>(hubData, 'SELECT e.verdict, e.user_id FROM review_events e JOIN findings f ON f.id = e.finding_ref WHERE f.public_id = ? AND e.user_id = ?', [f1, drB.id], place.databaseUrl);
+      expect(events).toEqual([{ verdict: 'accepted', user_id: drB.id }]);
+      const quarantined = await request(hub.url, adminKey, 'GET', '/v1/sync/quarantine?limit=100');
+      const item = quarantined.json.data.items.find((q: { entity: string }) => q.entity === 'review');
+      expect(item.reason).toMatch(new RegExp(`^user ${drB.id} was disabled on the hub at .*, before this change was made`));
+      // And dr.b is signed out here too.
+      expect((await request(server.url, key, 'GET', '/v1/scans')).status).toBe(401);
+      const edit = await request(server.url, lastLine((await mia(['keys', 'create', '--role', 'admin', '--email', 'local-admin@ws.test', '--data', w1!.data])).stdout), 'PATCH', `/v1/users/${drB.id}`, { body: { status: 'active' } });
+      expect(edit.status).toBe(409);
+      expect(edit.json.error.message).toMatch(/managed by the hub/);
+    } finally {
+      await server.stop();
+    }
+  }, 240_000);
+
   it('converges after the hub is killed with SIGKILL mid-push and restarted', async () => {
     const [w1] = ws;
     await phantomDicom(work, 'more', { seed: 20_013_200, series: 1, modality: 'CT', slices: SLICES, size: 128 });
@@ -205,7 +304,9 @@ describe('a workstation and its hub', () => {
     expect(ok.status, ok.stderr + ok.stdout).toBe(0);
     expect(await hubCount('SELECT COUNT(*) AS n FROM instances')).toBe(before + SLICES);
     const all = (await queryFolder<{ study_uid: string }>(w1!.data, 'SELECT study_uid FROM studies')).map((r) => r.study_uid);
-    expect(await digestOf(hubData, all, place.databaseUrl)).toEqual(await digestOf(w1!.data, all));
+    // (Verdicts differ on purpose: the hub quarantined one of dr.b's, made after being disabled.)
+    const [onHub, onWs] = [await digestOf(hubData, all, place.databaseUrl), await digestOf(w1!.data, all)];
+    expect({ instance: onHub.instance, analysis: onHub.analysis }).toEqual({ instance: onWs.instance, analysis: onWs.analysis });
     // What the killed hub was writing is gone with it (cleared when it started again). A hub on
     // PostgreSQL shares its folder with other nodes and clears such files by age only.
     const staging = join(hubData, 'archive', '.staging');
@@ -233,7 +334,8 @@ describe('a workstation and its hub', () => {
     expect(await hubCount(`SELECT COUNT(*) AS n FROM instances WHERE sop_instance_uid = '${sop}'`)).toBe(0);
     expect(await hubCount('SELECT COUNT(*) AS n FROM patients')).toBe(patientsBefore);
     const status = await mia(['sync', 'status', '--data', w1!.data]);
-    expect(status.stdout).toMatch(/online\s+0\s+1/);
+    // Refused for good: this instance, and dr.b's verdict made after being disabled.
+    expect(status.stdout).toMatch(/online\s+0\s+2/);
   }, 120_000);
   it('loses nothing and duplicates nothing when the workstation is killed with SIGKILL after the hub committed its push', async () => {
     const [w1] = ws;
@@ -296,10 +398,15 @@ describe('the hub\'s refusals', () => {
     expect(near.reason).toMatch(/^analysis payload/);
     expect(reply.json.data.warning).toMatch(/min ahead of this clock/);
 
-    // The same key with another body is refused; with the same body, the same answer.
-    const same = await request(hub.url, ws[0]!.key, 'POST', '/v1/sync/push', { headers: headers({ 'idempotency-key': 'future-batch-1' }), body: { changes: [change(now + 2 * 86_400_000, 1), change(now + 10 * 60_000, 2)] } });
-    expect(same.json.data.results).toEqual(reply.json.data.results);
-    const other = await request(hub.url, ws[0]!.key, 'POST', '/v1/sync/push', { headers: headers({ 'idempotency-key': 'future-batch-1' }), body: { changes: [change(now, 3)] } });
+    // An answer that asks for a change later is not kept: the batch sent again is judged again.
+    const again = await request(hub.url, ws[0]!.key, 'POST', '/v1/sync/push', { headers: headers({ 'idempotency-key': 'future-batch-1' }), body: { changes: [change(now + 2 * 86_400_000, 1), change(now + 10 * 60_000, 2), change(now, 4)] } });
+    expect(again.status).toBe(200);
+    // A final answer is kept: the same key with the same body gets it, with another body 409.
+    const settled = { changes: [change(now + 10 * 60_000, 2)] };
+    const first = await request(hub.url, ws[0]!.key, 'POST', '/v1/sync/push', { headers: headers({ 'idempotency-key': 'settled-batch-1' }), body: settled });
+    const same = await request(hub.url, ws[0]!.key, 'POST', '/v1/sync/push', { headers: headers({ 'idempotency-key': 'settled-batch-1' }), body: settled });
+    expect(same.json.data).toEqual(first.json.data);
+    const other = await request(hub.url, ws[0]!.key, 'POST', '/v1/sync/push', { headers: headers({ 'idempotency-key': 'settled-batch-1' }), body: { changes: [change(now, 3)] } });
     expect(other.status).toBe(409);
   });
 

@@ -55,11 +55,14 @@ beforeAll(async () => {
     expect((await mia(['import', join(work, 'shared'), '--data', data])).status).toBe(0);
     stations.push({ data, proxy, server: undefined as unknown as Hub, key: '', files: files(join(work, 'extra', extra[i]!)), uploaded: [], verdicts: 0 });
   }
+  // The reader is the hub's user; the key the hub gave them works on every workstation once
+  // it has synced (the hub's users and keys come down with each round).
+  const readerKey = lastLine((await mia(['keys', 'create', '--role', 'radiologist', '--email', 'reader@hub.test', '--scopes', 'write:scans', ...hubArgs(place)])).stdout);
   // One workstation analyses; all three then hold the same findings.
   expect((await mia(['analyze', '--all', '--data', stations[0]!.data], { timeoutMs: 300_000 })).status).toBe(0);
   for (const s of [stations[0]!, stations[1]!, stations[2]!]) expect((await mia(['sync', 'now', '--data', s.data])).status).toBe(0);
   for (const s of stations) {
-    s.key = lastLine((await mia(['keys', 'create', '--role', 'radiologist', '--email', 'reader@ws.test', '--scopes', 'write:scans', '--data', s.data])).stdout);
+    s.key = readerKey;
     s.server = await startWorkstation(s.data, 1);
   }
   shared = (await queryFolder<{ study_uid: string }>(stations[0]!.data, 'SELECT study_uid FROM studies ORDER BY study_uid')).map((r) => r.study_uid);

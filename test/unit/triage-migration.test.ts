@@ -25,9 +25,11 @@ it('backfills the bundled model\'s label urgencies into analyses made before mig
   (await db.run(`UPDATE analyses SET model_id = 'someone-elses-model' WHERE scan_ref = ?`, [other.scanRef]));
   // Back to the schema of version 12.
   db.connection.exec('ALTER TABLE analyses DROP COLUMN triage_labels');
-  // And of what later versions added (migrations 14 to 18).
+  // And of what later versions added (migrations 14 and later).
   db.connection.exec('DROP TABLE nodes; DROP TABLE rate_limits; ALTER TABLE analyses DROP COLUMN owner_node; ALTER TABLE import_jobs DROP COLUMN owner_node');
+  db.connection.exec('ALTER TABLE users DROP COLUMN origin; ALTER TABLE users DROP COLUMN disabled_at; ALTER TABLE api_keys DROP COLUMN origin');
   db.connection.exec('DROP TABLE sync_quarantine; DROP TABLE review_supersedes; DROP TABLE review_events; ALTER TABLE findings DROP COLUMN review_disputed');
+  db.connection.exec('DROP TABLE sync_inbox; DROP TABLE report_conflicts; ALTER TABLE reports DROP COLUMN impression_hlc; ALTER TABLE reports DROP COLUMN recommendation_hlc; ALTER TABLE reports DROP COLUMN final_hlc; ALTER TABLE reports DROP COLUMN final_change_id');
   db.connection.exec('DROP TABLE sync_receipts; DROP TABLE devices; DROP TABLE sync_changes');
   db.connection.pragma('user_version = 12');
   await db.close();

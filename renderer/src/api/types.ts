@@ -168,7 +168,11 @@ export type Report = {
   lesions: Lesion[];
   /** The author's measurements on the scan (a final report: those made until it was signed). */
   measurements: Measurement[];
+  /** Draft edits from another workstation that reached the report after it was signed: never applied. */
+  conflicts: ReportConflict[];
 };
+
+export type ReportConflict = { field: 'impression' | 'recommendation'; value: string; user_id: string | null; received_at: string };
 
 /** A reader's measurement on one frame: points in image pixels (column, row); mm from the frame's pixel spacing. */
 export type Measurement = {

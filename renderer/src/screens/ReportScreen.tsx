@@ -273,6 +273,27 @@ function Addenda(props: {
   };
   return (
     <div className="panel addenda" data-testid="addenda">
+      {report.conflicts.length > 0 ? (
+        <div className="conflicts" data-testid="report-conflicts">
+          <h3>Edits that arrived after signing ({report.conflicts.length})</h3>
+          <p className="muted">Written on another workstation while this report was being signed; not part of the signed text. If one should stand, make it an addendum.</p>
+          {report.conflicts.map((c) => (
+            <div className="conflict" key={`${c.field}:${c.received_at}:${c.value.length}`} data-testid="report-conflict">
+              <div className="report-meta">
+                <b>{c.field === 'impression' ? 'Impression' : 'Recommendation'}</b>
+                <span>{c.user_id ?? 'unknown reader'}</span>
+                <span>{dateTime(c.received_at)}</span>
+              </div>
+              <p className="addendum-text">{c.value}</p>
+              {props.canWrite ? (
+                <button type="button" onClick={() => setText(`${c.field === 'impression' ? 'Impression' : 'Recommendation'} (edit made while the report was being signed):\n${c.value}`)} data-testid="conflict-to-addendum">
+                  Use as addendum text
+                </button>
+              ) : null}
+            </div>
+          ))}
+        </div>
+      ) : null}
       <h3>Addenda ({report.addenda.length})</h3>
       {report.addenda.length === 0 ? <p className="muted">None. The signed report above is unchanged; later findings or changed verdicts go here.</p> : null}
       {report.addenda.map((addendum: Addendum, i) => (

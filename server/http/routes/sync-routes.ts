@@ -12,6 +12,7 @@ import { UPLOAD_LIMIT_BYTES } from '#server/imports/upload.ts';
 import { BUCKET_FILE_MAX, BUCKET_MAX_BYTES, BUCKET_TYPE, blobPath, hasBlob, missingBlobs, receiveBlob, receiveBucket } from '#server/sync/blobs.ts';
 import { enrollDevice, listDeviceViews, revokeDeviceById } from '#server/sync/devices.ts';
 import { computeDigest } from '#server/sync/digest.ts';
+import { directoryResponse, readDirectory } from '#server/sync/directory.ts';
 import { servePull } from '#server/sync/pull.ts';
 import { receivePush, requireDevice } from '#server/sync/push.ts';
 import { notFound } from '#server/errors.ts';
@@ -78,6 +79,21 @@ export const syncRoutes: Route[] = [
       const device = requireDevice(auth.device);
       audit({ target: `device:${device.id}` });
       return { kind: 'data', data: await servePull(services, device, query.cursor, query.limit) };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/sync/directory',
+    summary: 'The hub\'s users and their keys (digests only), for workstations to sign them in',
+    description: 'The hub is authoritative for people: a workstation replaces its copies of hub users and keys with this each round.',
+    access: scopes('sync:pull'),
+    response: directoryResponse,
+    audit: 'sync.directory',
+    handle: async ({ services, auth, headers, audit }) => {
+      checkProtocol(headers);
+      const device = requireDevice(auth.device);
+      audit({ target: `device:${device.id}` });
+      return { kind: 'data', data: await readDirectory(services.db) };
     },
   }),
   defineRoute({
