@@ -52,6 +52,7 @@ export const AUDIT_ACTIONS = [
   'scans.status',
   'scans.thumbnail',
   'studies.list',
+  'sync.audit',
   'sync.blob',
   'sync.blob_read',
   'sync.blobs',

@@ -87,6 +87,7 @@ export const device = z.object({
   lag: z.number().int(),
   clock_offset_ms: z.number().int().nullable(),
   revoked_at: z.string().nullable(),
+  audit_gap_events: z.number().int().describe('Audit event numbers of this device that never reached the hub'),
 });
 export const enrollBody = z.object({ name: z.string().min(1).max(64) }).strict();
 export const enrolled = z.object({ device, key: z.string().describe('The device key: shown once, stored as a digest only') });

@@ -10,6 +10,8 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { ARCHIVE_FOLDER_ENTRY, AUDIT_ARCHIVE_DIR, parseArchive, sidecarName, writeAuditArchive } from '#server/audit/archive.ts';
 import type { Clock } from '#server/clock.ts';
 import type { Logger } from '#server/log.ts';
+import { auditArchivableUpTo } from '#server/sync/audit-sync.ts';
+import { readHubLink } from '#server/sync/hub-link.ts';
 import {
   auditArchiveRecorded,
   deleteAuditEvents,
@@ -39,7 +41,9 @@ export async function archiveAuditBatch(deps: RetentionDeps, cutoff: string): Pr
   const dir = join(deps.dataDir, AUDIT_ARCHIVE_DIR);
   // IMMEDIATE: no event of the batch can change (a counted refusal) between read and delete.
   return await inTransaction(deps.db, async (tx) => {
-    const rows = await expiredAuditEvents(tx, cutoff, ARCHIVE_BATCH_EVENTS);
+    // A workstation keeps what has not reached its hub yet: archived here, it would be a gap there.
+    const upTo = await auditArchivableUpTo(tx, readHubLink(deps.dataDir) !== null);
+    const rows = await expiredAuditEvents(tx, cutoff, ARCHIVE_BATCH_EVENTS, upTo);
     if (rows.length === 0) return null;
     const record = writeAuditArchive(dir, rows, deps.clock.now().toISOString());
     await insertAuditArchive(tx, record);

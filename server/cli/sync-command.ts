@@ -42,7 +42,7 @@ export async function devicesCommand(sub: string | undefined, args: readonly str
     }
     case 'list': {
       const rows = await withDb(place, async (db) => (await listDeviceViews(deps(db), { afterId: 0, limit: 100_000 })).items);
-      io.out(formatTable(['ID', 'NAME', 'STATUS', 'LAST SEEN', 'LAG', 'CLOCK OFFSET', 'ENROLLED'], rows.map((d) => [d.id, d.name, d.status, d.last_seen_at ?? '-', String(d.lag), d.clock_offset_ms === null ? '-' : `${d.clock_offset_ms} ms`, d.created_at])));
+      io.out(formatTable(['ID', 'NAME', 'STATUS', 'LAST SEEN', 'LAG', 'CLOCK OFFSET', 'AUDIT GAPS', 'ENROLLED'], rows.map((d) => [d.id, d.name, d.status, d.last_seen_at ?? '-', String(d.lag), d.clock_offset_ms === null ? '-' : `${d.clock_offset_ms} ms`, String(d.audit_gap_events), d.created_at])));
       return 0;
     }
     case 'revoke': {
@@ -96,6 +96,7 @@ export async function syncCommand(sub: string | undefined, args: readonly string
         });
         if (io.stderrIsTty) io.writeErr('\n');
         io.out(`pushed ${report.pushed} change(s) and ${report.files} file(s) (${(report.fileBytes / 1e6).toFixed(1)} MB); refused ${report.refused}; waiting ${report.deferred}; pulled ${report.pulled}, applied ${report.applied}`);
+        if (report.auditEvents > 0) io.out(`sent ${report.auditEvents} audit event(s)`);
         if (report.warning) io.err(`warning: ${report.warning}`);
         return report.refused > 0 ? 1 : 0;
       } catch (err) {

@@ -6,8 +6,9 @@
  *   verdicts) is derived again where it is read, so it does not travel.
  * - Finalizing is a one-way latch and carries the signed body whole (texts, findings snapshot,
  *   and the timestamps of the field values it signed).
- * - A draft edit that would have won but reaches a signed report is never applied: it is kept as
- *   a conflict shown with the report, on every replica (the one that made it too).
+ * - A draft edit that would have won but reaches a signed report is never applied: it is shown as
+ *   a conflict with the report, on every replica (the one that made it too). Conflicts are derived
+ *   from the report's whole history of writes, so the order things arrived in does not matter.
  * - Two finalizations made apart: the earlier (by HLC, the same everywhere) is the report, the
  *   other becomes an addendum by its signer, so no signed text is lost.
  * - Addenda and reader-drawn findings are append-only and travel under the ids they were made with.
@@ -23,11 +24,13 @@ import {
   addendumExists,
   findAnalysisRef,
   findAnalysisScan,
-  findChangeUser,
+  deleteReportConflicts,
   findingExists,
   findReportForSync,
   insertReportConflict,
+  insertReportWrite,
   insertSyncedReport,
+  listReportWrites,
   setDraftFieldIfNewer,
   setSignedBody,
   stampReportFields,
@@ -36,7 +39,7 @@ import {
 } from '#server/store/report-sync.ts';
 import { findUserById, findUserByPublicId } from '#server/store/users.ts';
 import { recordChanges, type Replica } from '#server/sync/replica.ts';
-import { formatHlc } from '#server/sync/hlc.ts';
+import { formatHlc, parseHlc } from '#server/sync/hlc.ts';
 import { uuid7 } from '#server/sync/uuid7.ts';
 
 type Outcome = { status: 'accepted' } | { status: 'rejected'; reason: string; retry: boolean };
@@ -129,7 +132,9 @@ export async function recordReportWrite(
         }
       : null,
   };
-  await recordChanges(tx, replica, [{ entity: 'report', key: reportId, op: 'put', userId: await publicIdOfUser(tx, userRef), payload, hlc, changeId }]);
+  const userId = await publicIdOfUser(tx, userRef);
+  await insertReportWrite(tx, { change_id: changeId, report_ref: row.id, hlc, user_id: userId, fields: JSON.stringify(fields) });
+  await recordChanges(tx, replica, [{ entity: 'report', key: reportId, op: 'put', userId, payload, hlc, changeId }]);
 }
 
 export async function recordAddendumWrite(tx: Database, replica: Replica, addendum: { id: string; reportId: string; authorId: string; text: string; findingChanges: unknown[]; at: string }): Promise<void> {
@@ -174,6 +179,7 @@ export async function applyReportChange(tx: Database, change: IncomingChange, at
     row = await findReportForSync(tx, change.key);
     if (!row) throw new Error('inserted report vanished');
   }
+  await insertReportWrite(tx, { change_id: change.change_id, report_ref: row.id, hlc: change.hlc, user_id: change.user_id, fields: JSON.stringify(p.fields) });
   if (p.final) {
     const outcome = await applyFinal(tx, row, change, p.final, at);
     if (outcome.status !== 'accepted') return outcome;
@@ -182,19 +188,40 @@ export async function applyReportChange(tx: Database, change: IncomingChange, at
   const edits: ['impression' | 'recommendation', string, string | null][] = [];
   if (p.fields.impression !== undefined) edits.push(['impression', p.fields.impression, null]);
   if (p.fields.recommendation !== undefined) edits.push(['recommendation', p.fields.recommendation.text, p.fields.recommendation.basis]);
-  for (const [field, value, fieldBasis] of edits) {
-    if (row.status === 'draft') {
-      await setDraftFieldIfNewer(tx, row.id, field, value, fieldBasis, change.hlc, at);
-      continue;
-    }
-    // Signed already: an edit newer than the value signed is shown, never applied.
-    const signedHlc = field === 'impression' ? row.impression_hlc : row.recommendation_hlc;
-    const signed = field === 'impression' ? row.impression : row.recommendation;
-    if ((signedHlc === null || change.hlc > signedHlc) && value !== signed && change.hlc !== row.final_hlc) {
-      await insertReportConflict(tx, row.id, { field, value, hlc: change.hlc, user_id: change.user_id, created_at: at });
-    }
+  // Signed already: an edit is shown (as a conflict), never applied.
+  if (row.status === 'draft') {
+    for (const [field, value, fieldBasis] of edits) await setDraftFieldIfNewer(tx, row.id, field, value, fieldBasis, change.hlc, at);
+  } else {
+    await deriveConflicts(tx, row.public_id);
   }
   return accepted;
+}
+
+/**
+ * A signed report's conflicts, derived from every write to it this replica holds: each edit of a
+ * field newer than the value the report's body signed, with other words. Derived from the whole
+ * history rather than kept as edits arrive, so every replica - whatever order the edits and the
+ * signings reached it in - shows the same ones.
+ */
+async function deriveConflicts(tx: Database, reportId: string): Promise<void> {
+  const row = await findReportForSync(tx, reportId);
+  if (!row) return;
+  await deleteReportConflicts(tx, row.id);
+  if (row.status !== 'final') return;
+  for (const w of await listReportWrites(tx, row.id)) {
+    const parsed = reportPayload.shape.fields.safeParse(JSON.parse(w.fields));
+    if (!parsed.success) continue;
+    const written: ['impression' | 'recommendation', string | undefined][] = [['impression', parsed.data.impression], ['recommendation', parsed.data.recommendation?.text]];
+    for (const [field, value] of written) {
+      if (value === undefined) continue;
+      const signedHlc = field === 'impression' ? row.impression_hlc : row.recommendation_hlc;
+      const signed = field === 'impression' ? row.impression : row.recommendation;
+      if ((signedHlc === null || w.hlc > signedHlc) && value !== signed) {
+        const stamp = parseHlc(w.hlc);
+        await insertReportConflict(tx, row.id, { field, value, hlc: w.hlc, user_id: w.user_id, created_at: stamp ? new Date(stamp.wall).toISOString() : '' });
+      }
+    }
+  }
 }
 
 type SignedBody = z.output<typeof reportPayload>['final'] & object;
@@ -222,21 +249,10 @@ async function applyFinal(tx: Database, row: ReportSyncRow, change: IncomingChan
     impression_hlc: body.field_hlcs.impression,
     recommendation_hlc: body.field_hlcs.recommendation,
   };
-  // What this replica held that is newer than what the incoming signing saw: shown, not lost
-  // (the same rows every replica records when that edit reaches it).
-  const keepNewerLocalFields = async (): Promise<void> => {
-    for (const field of ['impression', 'recommendation'] as const) {
-      const local = field === 'impression' ? row.impression_hlc : row.recommendation_hlc;
-      const signedHlc = body.field_hlcs[field];
-      const value = field === 'impression' ? row.impression : row.recommendation;
-      if (local !== null && (signedHlc === null || local > signedHlc) && value !== body[field]) {
-        await insertReportConflict(tx, row.id, { field, value, hlc: local, user_id: await findChangeUser(tx, row.public_id, local), created_at: at });
-      }
-    }
-  };
   if (row.status === 'draft') {
-    await keepNewerLocalFields();
     await setSignedBody(tx, row.id, incoming);
+    // What this replica's draft held that is newer than what was signed: shown, not lost.
+    await deriveConflicts(tx, row.public_id);
     const full = await findReport(tx, row.public_id);
     if (full) await reportFinalized(tx, { ref: full.scan_ref, status: full.scan_status }, row.public_id, at);
     return accepted;
@@ -250,8 +266,8 @@ async function applyFinal(tx: Database, row: ReportSyncRow, change: IncomingChan
   if (row.final_change_id !== null && row.finalized_by !== null && row.finalized_at !== null) {
     await addSigningAsAddendum(tx, row.id, row.final_change_id, row.finalized_by, { impression: row.impression, recommendation: row.recommendation, finalized_at: row.finalized_at });
   }
-  await keepNewerLocalFields();
   await setSignedBody(tx, row.id, incoming);
+  await deriveConflicts(tx, row.public_id);
   return accepted;
 }
 

@@ -116,8 +116,27 @@ export function cursorId(filter: AuditFilter, page: PageRequest): number {
 }
 
 /** The oldest rows recorded before `cutoff`, in id order: one batch for the archive. */
-export async function expiredAuditEvents(db: Database, cutoff: string, limit: number): Promise<AuditRow[]> {
-  return (await db.all(`SELECT ${COLUMNS} FROM audit_events WHERE at < ? ORDER BY id LIMIT ?`, [cutoff, limit])) as AuditRow[];
+export async function expiredAuditEvents(db: Database, cutoff: string, limit: number, maxId = Number.MAX_SAFE_INTEGER): Promise<AuditRow[]> {
+  return (await db.all(`SELECT ${COLUMNS} FROM audit_events WHERE at < ? AND id <= ? ORDER BY id LIMIT ?`, [cutoff, maxId, limit])) as AuditRow[];
+}
+
+/** A workstation's own events after `afterId`, in order, with whether each is a counted row. */
+export async function readOwnAuditAfter(db: Database, afterId: number, limit: number): Promise<(AuditRow & { counted: number })[]> {
+  return (await db.all(`SELECT ${COLUMNS}, CASE WHEN bucket IS NULL THEN 0 ELSE 1 END AS counted FROM audit_events
+     WHERE id > ? AND device_id IS NULL ORDER BY id LIMIT ?`, [afterId, limit])) as (AuditRow & { counted: number })[];
+}
+
+export type DeviceAuditEvent = Omit<AuditRow, 'id' | 'patient_ids'> & { seq: number; patient_ids: string | null };
+
+/** A workstation's events on the hub, each under its device and number; one seen before is skipped. */
+export async function insertDeviceAuditEvents(db: Database, deviceId: string, events: readonly DeviceAuditEvent[]): Promise<number> {
+  let stored = 0;
+  for (const e of events) {
+    stored += await db.run(`INSERT INTO audit_events (at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code, patient_ids, address, count, device_id, device_seq)
+       VALUES (@at, @request_id, @key_id, @user_id, @action, @target, @patient_id, @outcome, @status_code, @patient_ids, @address, @count, @device_id, @seq)
+       ON CONFLICT (device_id, device_seq) WHERE device_id IS NOT NULL DO NOTHING`, { ...e, device_id: deviceId });
+  }
+  return stored;
 }
 
 /** Which of `ids` are still in the table (an archive run interrupted before its delete). */

@@ -15,6 +15,8 @@ export type DeviceRow = {
   pulled_seq: number;
   clock_offset_ms: number | null;
   revoked_at: string | null;
+  /** The audit event number the hub expects next from this device (migration 21). */
+  audit_next_seq: number | null;
 };
 
 export async function insertDevice(
@@ -64,4 +66,18 @@ export async function findReceipt(db: Database, deviceRef: number, key: string):
 export async function insertReceipt(db: Database, deviceRef: number, key: string, requestSha256: string, response: string, at: string): Promise<void> {
   await db.run(`INSERT INTO sync_receipts (device_ref, idempotency_key, request_sha256, response, created_at) VALUES (?, ?, ?, ?, ?)
      ON CONFLICT (device_ref, idempotency_key) DO NOTHING`, [deviceRef, key, requestSha256, response, at]);
+}
+
+export async function setAuditNextSeq(db: Database, ref: number, next: number): Promise<void> {
+  await db.run('UPDATE devices SET audit_next_seq = ? WHERE id = ?', [next, ref]);
+}
+
+export async function insertAuditGap(db: Database, ref: number, fromSeq: number, toSeq: number, at: string): Promise<void> {
+  await db.run('INSERT INTO audit_gaps (device_ref, from_seq, to_seq, found_at) VALUES (?, ?, ?, ?)', [ref, fromSeq, toSeq, at]);
+}
+
+/** How many of a device's audit event numbers never reached the hub. */
+export async function countAuditGapEvents(db: Database, ref: number): Promise<number> {
+  const row = (await db.get('SELECT COALESCE(SUM(to_seq - from_seq + 1), 0) AS n FROM audit_gaps WHERE device_ref = ?', [ref])) as { n: number | string };
+  return Number(row.n);
 }

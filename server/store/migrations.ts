@@ -722,6 +722,37 @@ const MIGRATIONS: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    version: 21,
+    name: 'sync: workstations\' audit trails on the hub with gaps visible, and the writes to reports',
+    sql: `
+      -- On the hub, an event a workstation recorded keeps its device and its number there (the
+      -- workstation's own event id, which only ever grows), so a missing number is a visible gap.
+      ALTER TABLE audit_events ADD COLUMN device_id TEXT;
+      ALTER TABLE audit_events ADD COLUMN device_seq INTEGER;
+      CREATE UNIQUE INDEX audit_events_device_seq ON audit_events (device_id, device_seq) WHERE device_id IS NOT NULL;
+      -- The number the hub expects next from each device, and the numbers it never got.
+      ALTER TABLE devices ADD COLUMN audit_next_seq INTEGER;
+      CREATE TABLE audit_gaps (
+        id INTEGER PRIMARY KEY,
+        device_ref INTEGER NOT NULL REFERENCES devices (id),
+        from_seq INTEGER NOT NULL,
+        to_seq INTEGER NOT NULL,
+        found_at TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX audit_gaps_device ON audit_gaps (device_ref);
+      -- Every write to a report this replica took in (its own and others'), with the fields it
+      -- wrote: a signed report's conflicts are derived from these, whatever order they came in.
+      CREATE TABLE report_writes (
+        change_id TEXT PRIMARY KEY,
+        report_ref INTEGER NOT NULL REFERENCES reports (id),
+        hlc TEXT NOT NULL,
+        user_id TEXT,
+        fields TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX report_writes_report ON report_writes (report_ref);
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

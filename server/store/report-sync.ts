@@ -79,10 +79,22 @@ export async function listReportConflicts(db: Database, reportRef: number): Prom
   return (await db.all('SELECT field, value, hlc, user_id, created_at FROM report_conflicts WHERE report_ref = ? ORDER BY hlc, field', [reportRef])) as ConflictRow[];
 }
 
-/** Who wrote the value a field holds: the change of this report stamped with its timestamp. */
-export async function findChangeUser(db: Database, reportId: string, hlc: string): Promise<string | null> {
-  const row = (await db.get("SELECT user_id FROM sync_changes WHERE entity = 'report' AND entity_key = ? AND hlc = ?", [reportId, hlc])) as { user_id: string | null } | undefined;
-  return row?.user_id ?? null;
+/** A write to a report taken in here (migration 21); the same change twice is one write. */
+export async function insertReportWrite(db: Database, w: { change_id: string; report_ref: number; hlc: string; user_id: string | null; fields: string }): Promise<void> {
+  await db.run('INSERT INTO report_writes (change_id, report_ref, hlc, user_id, fields) VALUES (?, ?, ?, ?, ?) ON CONFLICT (change_id) DO NOTHING', [w.change_id, w.report_ref, w.hlc, w.user_id, w.fields]);
+}
+
+/**
+ * Every write to a report this replica took in, but not its own ones that the hub refused for
+ * good: the history its conflicts are derived from.
+ */
+export async function listReportWrites(db: Database, reportRef: number): Promise<{ hlc: string; user_id: string | null; fields: string }[]> {
+  return (await db.all(`SELECT w.hlc, w.user_id, w.fields FROM report_writes w LEFT JOIN sync_changes c ON c.change_id = w.change_id
+     WHERE w.report_ref = ? AND (c.push_state IS NULL OR c.push_state <> 'rejected')`, [reportRef])) as { hlc: string; user_id: string | null; fields: string }[];
+}
+
+export async function deleteReportConflicts(db: Database, reportRef: number): Promise<void> {
+  await db.run('DELETE FROM report_conflicts WHERE report_ref = ?', [reportRef]);
 }
 
 export async function addendumExists(db: Database, publicId: string): Promise<boolean> {

@@ -28,6 +28,7 @@ import { applyChange, instancePayload, prepareChanges, type RemoteChange } from 
 import { parseHlc, type HlcTimestamp } from '#server/sync/hlc.ts';
 import type { HubLink } from '#server/sync/hub-link.ts';
 import { applyDirectory, directoryResponse } from '#server/sync/directory.ts';
+import { auditPushResponse, markAuditPushed, nextAuditBatch } from '#server/sync/audit-sync.ts';
 import type { Replica, SyncEntity } from '#server/sync/replica.ts';
 
 export type SyncDeps = { db: Database; clock: Clock; dataDir: string; replica: Replica; log?: Logger | undefined };
@@ -45,6 +46,7 @@ export type SyncReport = {
   applied: number;
   /** Local users who became the hub's user of the same email this round. */
   usersAdopted: number;
+  auditEvents: number;
   warning: string | null;
 };
 
@@ -166,13 +168,14 @@ export async function hello(link: Omit<HubLink, 'device_id' | 'device_name'> & P
 }
 
 export async function syncOnce(deps: SyncDeps, link: HubLink, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal } = {}): Promise<SyncReport> {
-  const report: SyncReport = { pushed: 0, refused: 0, deferred: 0, files: 0, fileBytes: 0, pulled: 0, applied: 0, usersAdopted: 0, warning: null };
+  const report: SyncReport = { pushed: 0, refused: 0, deferred: 0, files: 0, fileBytes: 0, pulled: 0, applied: 0, usersAdopted: 0, auditEvents: 0, warning: null };
   await setSetting(deps.db, LAST_ATTEMPT, deps.clock.now().toISOString());
   try {
     // People first: a change made by a local user who is the hub's user of the same email then
     // leaves under the hub's id, and a pulled report finds its author here.
     await takeDirectory(deps, link, report, options);
     await push(deps, link, report, options);
+    await pushAudit(deps, link, report, options);
     await pull(deps, link, report, options);
     await setSetting(deps.db, LAST_SUCCESS, deps.clock.now().toISOString());
     await setSetting(deps.db, LAST_ERROR, '');
@@ -193,6 +196,16 @@ async function takeDirectory(deps: SyncDeps, link: HubLink, report: SyncReport, 
   if (!answer.success) throw new SyncError(`hub sent a directory this mia cannot read (${answer.error.issues[0]?.path.join('.') ?? ''}: ${answer.error.issues[0]?.message ?? ''}); upgrade mia`);
   const { adopted } = await deps.db.transaction(async (tx) => await applyDirectory(tx, deps.replica.deviceId, answer.data));
   report.usersAdopted += adopted;
+}
+
+/** This workstation's audit events, up to the hub (server/sync/audit-sync.ts). */
+async function pushAudit(deps: SyncDeps, link: HubLink, report: SyncReport, options: { signal?: AbortSignal }): Promise<void> {
+  for (let batch = await nextAuditBatch(deps.db, deps.clock.now()); batch; batch = await nextAuditBatch(deps.db, deps.clock.now())) {
+    const answer = auditPushResponse.safeParse(await call<unknown>(link, { method: 'POST', path: '/v1/sync/audit', body: batch }, options.signal));
+    if (!answer.success) throw new SyncError('hub sent an audit answer this mia cannot read; upgrade mia');
+    await markAuditPushed(deps.db, batch.events[batch.events.length - 1]!.seq);
+    report.auditEvents += batch.events.length;
+  }
 }
 
 /** The next batch of the outbox: at most 500 changes and 16 MB of JSON. */

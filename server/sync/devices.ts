@@ -7,7 +7,7 @@ import type { Clock } from '#server/clock.ts';
 import { digestKey, displayPrefix, generateKey } from '#server/auth/key-format.ts';
 import { invalid, notFound } from '#server/errors.ts';
 import type { Database } from '#server/store/database.ts';
-import { findDeviceById, insertDevice, listDevices, revokeDevice, type DeviceRow } from '#server/store/devices.ts';
+import { countAuditGapEvents, findDeviceById, insertDevice, listDevices, revokeDevice, type DeviceRow } from '#server/store/devices.ts';
 import type { Page, PageRequest } from '#server/store/page.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 import { countChangesToPull } from '#server/store/sync-log.ts';
@@ -30,11 +30,13 @@ export type DeviceView = {
   /** Its clock against the hub's at its last push, ms (positive: ahead). */
   clock_offset_ms: number | null;
   revoked_at: string | null;
+  /** Audit event numbers of this device that never reached the hub. */
+  audit_gap_events: number;
 };
 
 const NAME = /^[\p{L}\p{N} ._-]{1,64}$/u;
 
-export function toDeviceView(row: DeviceRow, lag: number): DeviceView {
+export function toDeviceView(row: DeviceRow, lag: number, auditGapEvents = 0): DeviceView {
   return {
     id: row.device_id,
     name: row.name,
@@ -47,6 +49,7 @@ export function toDeviceView(row: DeviceRow, lag: number): DeviceView {
     lag,
     clock_offset_ms: row.clock_offset_ms,
     revoked_at: row.revoked_at,
+    audit_gap_events: auditGapEvents,
   };
 }
 
@@ -70,7 +73,7 @@ export async function enrollDevice(deps: DeviceDeps, name: string, enrolledBy: s
 
 export async function listDeviceViews(deps: DeviceDeps, page: PageRequest): Promise<Page<DeviceView>> {
   const rows = await listDevices(deps.db, page);
-  const items = await mapInOrder(rows.items, async (row) => toDeviceView(row, await countChangesToPull(deps.db, row.device_id, row.pulled_seq)));
+  const items = await mapInOrder(rows.items, async (row) => toDeviceView(row, await countChangesToPull(deps.db, row.device_id, row.pulled_seq), await countAuditGapEvents(deps.db, row.id)));
   return { items, nextAfterId: rows.nextAfterId };
 }
 
@@ -79,5 +82,5 @@ export async function revokeDeviceById(deps: DeviceDeps, deviceId: string): Prom
   if (!row) throw notFound('Device', deviceId);
   await revokeDevice(deps.db, row.id, deps.clock.now().toISOString());
   const after = (await findDeviceById(deps.db, deviceId)) ?? row;
-  return toDeviceView(after, await countChangesToPull(deps.db, after.device_id, after.pulled_seq));
+  return toDeviceView(after, await countChangesToPull(deps.db, after.device_id, after.pulled_seq), await countAuditGapEvents(deps.db, after.id));
 }

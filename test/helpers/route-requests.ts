@@ -81,6 +81,11 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
       body: { changes: [{ change_id: uuid7(Date.now()), entity: 'analysis', key: newPublicId('ana'), op: 'put', hlc: `${String(Date.now()).padStart(15, '0')}-0000-matrix`, user_id: null, payload: { scan_id: '1.2.3' } }] },
     }),
     'GET /v1/sync/pull': () => ({ path: '/v1/sync/pull', ...sync() }),
+    'POST /v1/sync/audit': () => ({
+      path: '/v1/sync/audit',
+      ...sync(),
+      body: { after: 0, events: [{ seq: 1, at: new Date().toISOString(), request_id: null, key_id: null, user_id: null, action: 'scans.list', target: null, patient_id: null, patient_ids: null, outcome: 'success', status_code: 200, address: null, count: 1 }] },
+    }),
     'POST /v1/sync/blobs/missing': () => ({ path: '/v1/sync/blobs/missing', ...sync(), body: { sha256: [storedBlob.sha, randomBlob().sha] } }),
     'PUT /v1/sync/blobs/{sha256}': () => {
       const blob = randomBlob();

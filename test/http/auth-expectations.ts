@@ -39,6 +39,7 @@ export const EXPECTED: Readonly<Record<string, Expectation>> = {
   'GET /v1/sync/hello': needs('sync:pull', []),
   'GET /v1/sync/directory': needs('sync:pull', []),
   'POST /v1/sync/push': needs('sync:push', []),
+  'POST /v1/sync/audit': needs('sync:push', []),
   'GET /v1/sync/pull': needs('sync:pull', []),
   'POST /v1/sync/blobs/missing': needs('sync:push', []),
   'PUT /v1/sync/blobs/{sha256}': needs('sync:push', []),

@@ -6,6 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { openDataFolder } from '#server/data-folder.ts';
+import { readDigestRows } from '#server/store/sync-digest.ts';
 import { computeDigest, type Digest } from '#server/sync/digest.ts';
 
 export const BIN = join(import.meta.dirname, '../../bin/mia.js');
@@ -96,6 +97,21 @@ export async function digestOf(dataDir: string, studies: readonly string[] | nul
   } finally {
     await folder.close();
   }
+}
+
+/** The lines a digest hashes, for a failure message that names the rows that differ. */
+export async function digestDifference(a: { dir: string; url?: string | null }, b: { dir: string; url?: string | null }, studies: readonly string[] | null): Promise<string[]> {
+  const lines = async (p: { dir: string; url?: string | null }): Promise<Set<string>> => {
+    const folder = await openDataFolder(p.dir, { databaseUrl: p.url ?? null });
+    try {
+      const rows = await readDigestRows(folder.db, studies);
+      return new Set([...rows.instances, ...rows.analyses, ...rows.reviews, ...rows.reports]);
+    } finally {
+      await folder.close();
+    }
+  };
+  const [x, y] = [await lines(a), await lines(b)];
+  return [...[...x].filter((l) => !y.has(l)).map((l) => `only in ${a.dir}: ${l}`), ...[...y].filter((l) => !x.has(l)).map((l) => `only in ${b.dir}: ${l}`)];
 }
 
 export async function queryFolder<T>(dataDir: string, sql: string, params: unknown[] = [], databaseUrl: string | null = null): Promise<T[]> {

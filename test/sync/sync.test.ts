@@ -10,6 +10,7 @@ import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDataFolder } from '#server/data-folder.ts';
 import { phantomDicom } from '../analysis/analysis-helpers.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { freshPostgresDatabase } from '../helpers/postgres-cluster.ts';
@@ -276,6 +277,48 @@ describe('a workstation and its hub', () => {
       await server.stop();
     }
   }, 240_000);
+
+  it('sends each workstation\'s audit trail up whole, and shows the hub a gap in it', async () => {
+    const [w1] = ws;
+    // The hub's name for this workstation (the link's device id).
+    const deviceId = (await request(hub.url, adminKey, 'GET', '/v1/devices')).json.data.items.find((d: { name: string }) => d.name === 'reading room 1').id as string;
+    const own = async (): Promise<string[]> => {
+      const upTo = Number((await queryFolder<{ value: string }>(w1!.data, "SELECT value FROM settings WHERE key = 'sync.audit_pushed'"))[0]?.value ?? 0);
+      return (await queryFolder<{ id: number; action: string; outcome: string; at: string; count: number }>(w1!.data, 'SELECT id, action, outcome, at, count FROM audit_events WHERE device_id IS NULL AND id <= ? ORDER BY id', [upTo]))
+        .map((e) => `${e.id} ${e.action} ${e.outcome} ${e.at} ${e.count}`);
+    };
+    const onHub = async (): Promise<string[]> => (await queryFolder<{ device_seq: number; action: string; outcome: string; at: string; count: number }>(hubData, 'SELECT device_seq, action, outcome, at, count FROM audit_events WHERE device_id = ? ORDER BY device_seq', [deviceId], place.databaseUrl))
+      .map((e) => `${Number(e.device_seq)} ${e.action} ${e.outcome} ${e.at} ${Number(e.count)}`);
+    const gaps = async (): Promise<number> => (await request(hub.url, adminKey, 'GET', '/v1/devices')).json.data.items.find((d: { id: string }) => d.id === deviceId).audit_gap_events;
+
+    expect((await mia(['sync', 'now', '--data', w1!.data])).status).toBe(0);
+    const sent = await own();
+    // The earlier tests' requests on this workstation's server: all of them, once each, no gap.
+    expect(sent.length).toBeGreaterThan(10);
+    expect(await onHub()).toEqual(sent);
+    expect(await gaps()).toBe(0);
+
+    // Three more events; one is lost here before it is sent (a restored backup, a hand in the file).
+    const server = await startWorkstation(w1!.data);
+    const key = lastLine((await mia(['keys', 'create', '--role', 'radiologist', '--email', 'auditee@ws.test', '--data', w1!.data])).stdout);
+    try {
+      for (let i = 0; i < 3; i++) expect((await request(server.url, key, 'GET', '/v1/scans')).status).toBe(200);
+    } finally {
+      await server.stop();
+    }
+    const newest = await queryFolder<{ id: number }>(w1!.data, "SELECT id FROM audit_events WHERE action = 'scans.list' ORDER BY id DESC LIMIT 3");
+    expect(newest).toHaveLength(3);
+    const folder = await openDataFolder(w1!.data);
+    try {
+      await folder.db.run('DELETE FROM audit_events WHERE id = ?', [newest[1]!.id]);
+    } finally {
+      await folder.close();
+    }
+    // Two minutes on, every counted row's minute (the refused keys above) has ended: all go.
+    expect((await mia(['sync', 'now', '--data', w1!.data], { clockOffset: '+2m' })).status).toBe(0);
+    expect(await gaps()).toBe(1);
+    expect(await onHub()).toEqual(await own());
+  }, 120_000);
 
   it('converges after the hub is killed with SIGKILL mid-push and restarted', async () => {
     const [w1] = ws;

@@ -10,7 +10,12 @@
  *   every uploaded instance is on the hub, each once;
  * - every replica holds the same verdict events and shows the same verdict, which is the one the
  *   hub's own events derive (the highest HLC among the heads);
- * - repeated pushes left no duplicate change in the hub's log.
+ * - repeated pushes left no duplicate change in the hub's log;
+ * - reports (drafted, rewritten and signed on any workstation, often the same one on two) are the
+ *   same everywhere; every acknowledged impression is in the hub's log; a draft shows the one
+ *   written last by HLC; a report signed anywhere is final everywhere, and every signed text is
+ *   its body or one of its addenda;
+ * - each workstation's audit trail, as far as it has sent it, is on the hub whole with no gap.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -21,12 +26,13 @@ import type { ReviewEventRow } from '#server/store/review-events.ts';
 import { phantomDicom } from '../analysis/analysis-helpers.ts';
 import { startFaultProxy, type FaultPlan, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { freshPostgresDatabase } from '../helpers/postgres-cluster.ts';
-import { digestOf, hubArgs, lastLine, mia, queryFolder, request, startHub, startWorkstation, type Hub, type HubPlace } from './harness.ts';
+import { digestDifference, digestOf, hubArgs, lastLine, mia, queryFolder, request, startHub, startWorkstation, type Hub, type HubPlace } from './harness.ts';
 import { seededRandom } from '../helpers/random.ts';
 
 const ON_POSTGRES = process.env['MIA_TEST_BACKEND'] === 'postgres';
-const SEED = 13_013;
-const WORKLOAD_MS = 30_000;
+// .ci/run: a fixed seed for 30 s; npm run soak sets a longer run and its own seed.
+const SEED = Number(process.env['MIA_SOAK_SEED'] ?? 13_013);
+const WORKLOAD_MS = Number(process.env['MIA_SOAK_MS'] ?? 30_000);
 
 
 type Station = { data: string; proxy: FaultProxy; server: Hub; key: string; files: string[]; uploaded: string[]; verdicts: number };
@@ -89,6 +95,10 @@ const PLANS: readonly FaultPlan[] = [
 describe('a random workload under faults, with an oracle', () => {
   it('loses no acknowledged write, and every replica converges on the same verdicts', async () => {
     const random = seededRandom(SEED);
+    // The oracle of reports: every draft, impression and signing a workstation acknowledged.
+    const reports = new Map<string, { edits: string[]; signed: string[] }>();
+    let writes = 0;
+    const scans = (await queryFolder<{ scan_id: string }>(stations[0]!.data, 'SELECT scan_id FROM scans WHERE latest_analysis_ref IS NOT NULL ORDER BY scan_id')).map((r) => r.scan_id);
     const findings = (await queryFolder<{ public_id: string }>(stations[0]!.data, "SELECT public_id FROM findings WHERE source = 'model' ORDER BY public_id")).map((r) => r.public_id);
     expect(findings.length).toBeGreaterThan(0);
     const started = performance.now();
@@ -99,12 +109,35 @@ describe('a random workload under faults, with an oracle', () => {
         nextPlanAt += 2000 + random() * 2000;
       }
       const s = stations[Math.floor(random() * stations.length)]!;
-      if (random() < 0.8 || s.files.length === 0) {
+      const roll = random();
+      if (roll < 0.15) {
+        // Report work: draft one, rewrite an impression, or sign. Refusals are not acknowledged
+        // writes: 404 (this workstation has not pulled that report yet), 409 (it is final here).
+        const known = [...reports.keys()];
+        const pick = roll < 0.03 || known.length === 0 ? null : known[Math.floor(random() * known.length)]!;
+        if (pick === null) {
+          const reply = await request(s.server.url, s.key, 'POST', '/v1/reports', { body: { scan_id: scans[Math.floor(random() * scans.length)]!, impression: `draft ${reports.size}` } });
+          if (reply.status === 201 || reply.status === 200) reports.set(reply.json.data.id, { edits: [`draft ${reports.size}`], signed: [] });
+          else expect(reply.status, reply.text).toBe(409);
+        } else if (roll < 0.135) {
+          const text = `impression ${++writes} on ws${stations.indexOf(s) + 1}`;
+          const reply = await request(s.server.url, s.key, 'PATCH', `/v1/reports/${pick}`, { body: { impression: text } });
+          if (reply.status === 200) reports.get(pick)!.edits.push(text);
+          else expect([404, 409], reply.text).toContain(reply.status);
+        } else {
+          const reply = await request(s.server.url, s.key, 'PATCH', `/v1/reports/${pick}`, { body: { status: 'final' } });
+          if (reply.status === 200) reports.get(pick)!.signed.push(reply.json.data.impression as string);
+          else expect([404, 409], reply.text).toContain(reply.status);
+        }
+      } else if (roll < 0.85 || s.files.length === 0) {
         const finding = findings[Math.floor(random() * findings.length)]!;
         const reply = await request(s.server.url, s.key, 'PATCH', `/v1/findings/${finding}`, { body: { review: random() < 0.5 ? 'accepted' : 'rejected' } });
-        // A final report would lock the verdict; none is written here, so each one is taken.
-        expect(reply.status, reply.text).toBe(200);
-        s.verdicts += 1;
+        // A report signed here locks its findings' verdicts: that refusal is not a write.
+        if (reply.status === 409) expect(reply.json.error.message).toMatch(/final report/);
+        else {
+          expect(reply.status, reply.text).toBe(200);
+          s.verdicts += 1;
+        }
       } else {
         const file = s.files.shift()!;
         const reply = await fetch(`${s.server.url}/v1/instances`, { method: 'POST', headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/dicom' }, body: readFileSync(file) });
@@ -161,5 +194,45 @@ describe('a random workload under faults, with an oracle', () => {
       expect((await digestOf(place.dataDir, own, place.databaseUrl)).instance).toEqual((await digestOf(s.data, own)).instance);
     }
     expect(await count(place.dataDir, "SELECT COUNT(DISTINCT entity_key) AS n FROM sync_changes WHERE entity = 'review'", place.databaseUrl)).toBe(acknowledged);
-  }, 400_000);
+
+    // Reports: the same everywhere; nothing signed lost or unsigned; a draft shows its newest words.
+    const signings = [...reports.values()].reduce((n, r) => n + r.signed.length, 0);
+    process.stderr.write(`workload: ${reports.size} reports, ${[...reports.values()].reduce((n, r) => n + r.edits.length, 0)} impressions, ${signings} signings acknowledged\n`);
+    expect(reports.size).toBeGreaterThan(0);
+    for (const s of stations) expect(await digestDifference({ dir: s.data }, { dir: place.dataDir, url: place.databaseUrl }, shared)).toEqual([]);
+    for (const s of stations) expect((await digestOf(s.data, shared)).report).toEqual(hubDigest.report);
+    const hubReports = await queryFolder<{ public_id: string; status: string; impression: string; id: number }>(place.dataDir, 'SELECT id, public_id, status, impression FROM reports', [], place.databaseUrl);
+    expect(hubReports.map((r) => r.public_id).sort()).toEqual([...reports.keys()].sort());
+    const addenda = await queryFolder<{ report_ref: number; text: string }>(place.dataDir, 'SELECT report_ref, text FROM report_addenda', [], place.databaseUrl);
+    const changes = await queryFolder<{ entity_key: string; hlc: string; payload: string }>(place.dataDir, "SELECT entity_key, hlc, payload FROM sync_changes WHERE entity = 'report'", [], place.databaseUrl);
+    for (const r of hubReports) {
+      const oracle = reports.get(r.public_id)!;
+      // Every acknowledged impression reached the hub's log.
+      const written = changes.filter((c) => c.entity_key === r.public_id).map((c) => ({ hlc: c.hlc, payload: JSON.parse(c.payload) as { fields: { impression?: string } } }));
+      const impressions = written.filter((c) => c.payload.fields.impression !== undefined).sort((a, b) => (a.hlc < b.hlc ? -1 : 1));
+      expect(impressions.map((c) => c.payload.fields.impression).sort()).toEqual([...oracle.edits].sort());
+      if (oracle.signed.length === 0) {
+        // A draft holds the impression written last, by HLC.
+        expect(r.status).toBe('draft');
+        expect(r.impression).toBe(impressions.at(-1)!.payload.fields.impression);
+      } else {
+        // Signed stays signed, and every signed text is the report or one of its addenda.
+        expect(r.status).toBe('final');
+        const texts = [r.impression, ...addenda.filter((a) => a.report_ref === r.id).map((a) => a.text)];
+        for (const signed of oracle.signed) expect(texts.some((t) => t === signed || t.includes(`Impression:\n${signed}\n`)), `${r.public_id}: ${signed}`).toBe(true);
+      }
+    }
+
+    // Audit trails: each workstation's, as far as it has sent, is on the hub whole, with no gap.
+    const devices = (await queryFolder<{ device_id: string; name: string }>(place.dataDir, 'SELECT device_id, name FROM devices', [], place.databaseUrl));
+    expect(await count(place.dataDir, 'SELECT COUNT(*) AS n FROM audit_gaps', place.databaseUrl)).toBe(0);
+    for (const [i, s] of stations.entries()) {
+      const deviceId = devices.find((d) => d.name === `ws${i + 1}`)!.device_id;
+      const upTo = Number((await queryFolder<{ value: string }>(s.data, "SELECT value FROM settings WHERE key = 'sync.audit_pushed'"))[0]?.value ?? 0);
+      const own = (await queryFolder<{ id: number; action: string; at: string; count: number }>(s.data, 'SELECT id, action, at, count FROM audit_events WHERE device_id IS NULL AND id <= ? ORDER BY id', [upTo])).map((e) => `${e.id} ${e.action} ${e.at} ${e.count}`);
+      const there = (await queryFolder<{ device_seq: number; action: string; at: string; count: number }>(place.dataDir, 'SELECT device_seq, action, at, count FROM audit_events WHERE device_id = ? ORDER BY device_seq', [deviceId], place.databaseUrl)).map((e) => `${Number(e.device_seq)} ${e.action} ${e.at} ${Number(e.count)}`);
+      expect(own.length).toBeGreaterThan(10);
+      expect(there).toEqual(own);
+    }
+  }, WORKLOAD_MS + 370_000);
 });

@@ -172,7 +172,7 @@ export type Report = {
   conflicts: ReportConflict[];
 };
 
-export type ReportConflict = { field: 'impression' | 'recommendation'; value: string; user_id: string | null; received_at: string };
+export type ReportConflict = { field: 'impression' | 'recommendation'; value: string; user_id: string | null; written_at: string };
 
 /** A reader's measurement on one frame: points in image pixels (column, row); mm from the frame's pixel spacing. */
 export type Measurement = {
@@ -393,6 +393,8 @@ export type Device = {
   last_seen_at: string | null;
   lag: number;
   clock_offset_ms: number | null;
+  /** Audit event numbers of the workstation that never reached the hub. */
+  audit_gap_events: number;
   revoked_at: string | null;
 };
 

@@ -72,6 +72,7 @@ export function DevicesPanel() {
               <th>Last seen</th>
               <th title="Changes on the hub it has not pulled yet">Lag</th>
               <th>Clock</th>
+              <th title="Audit event numbers of the workstation that never reached the hub">Audit gaps</th>
               <th>Enrolled</th>
               <th />
             </tr>
@@ -87,6 +88,9 @@ export function DevicesPanel() {
                 <td data-testid="device-lag">{d.lag}</td>
                 <td className={d.clock_offset_ms !== null && Math.abs(d.clock_offset_ms) > 300_000 ? 'warn' : ''} data-testid="device-clock">
                   {offsetText(d.clock_offset_ms)}
+                </td>
+                <td className={d.audit_gap_events > 0 ? 'warn' : ''} data-testid="device-audit-gaps">
+                  {d.audit_gap_events}
                 </td>
                 <td>{dateTime(d.created_at)}</td>
                 <td>

@@ -278,11 +278,11 @@ function Addenda(props: {
           <h3>Edits that arrived after signing ({report.conflicts.length})</h3>
           <p className="muted">Written on another workstation while this report was being signed; not part of the signed text. If one should stand, make it an addendum.</p>
           {report.conflicts.map((c) => (
-            <div className="conflict" key={`${c.field}:${c.received_at}:${c.value.length}`} data-testid="report-conflict">
+            <div className="conflict" key={`${c.field}:${c.written_at}:${c.value.length}`} data-testid="report-conflict">
               <div className="report-meta">
                 <b>{c.field === 'impression' ? 'Impression' : 'Recommendation'}</b>
                 <span>{c.user_id ?? 'unknown reader'}</span>
-                <span>{dateTime(c.received_at)}</span>
+                <span>{dateTime(c.written_at)}</span>
               </div>
               <p className="addendum-text">{c.value}</p>
               {props.canWrite ? (

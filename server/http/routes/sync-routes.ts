@@ -12,6 +12,8 @@ import { UPLOAD_LIMIT_BYTES } from '#server/imports/upload.ts';
 import { BUCKET_FILE_MAX, BUCKET_MAX_BYTES, BUCKET_TYPE, blobPath, hasBlob, missingBlobs, receiveBlob, receiveBucket } from '#server/sync/blobs.ts';
 import { enrollDevice, listDeviceViews, revokeDeviceById } from '#server/sync/devices.ts';
 import { computeDigest } from '#server/sync/digest.ts';
+import { auditPushBody, auditPushResponse, MAX_AUDIT_PUSH, receiveAudit } from '#server/sync/audit-sync.ts';
+import { findDeviceById } from '#server/store/devices.ts';
 import { directoryResponse, readDirectory } from '#server/sync/directory.ts';
 import { servePull } from '#server/sync/pull.ts';
 import { receivePush, requireDevice } from '#server/sync/push.ts';
@@ -94,6 +96,30 @@ export const syncRoutes: Route[] = [
       const device = requireDevice(auth.device);
       audit({ target: `device:${device.id}` });
       return { kind: 'data', data: await readDirectory(services.db) };
+    },
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/v1/sync/audit',
+    summary: 'Send this device\'s audit events up (append-only, numbered; gaps are recorded)',
+    description: `At most ${MAX_AUDIT_PUSH} events, each under its number on the device; one the hub has is skipped, a number that never came is recorded as a gap and shown on the devices screen.`,
+    access: scopes('sync:push'),
+    body: auditPushBody,
+    maxJsonBytes: 16 * 1024 * 1024,
+    response: auditPushResponse,
+    audit: 'sync.audit',
+    handle: async ({ services, auth, body, headers, audit }) => {
+      checkProtocol(headers);
+      const device = requireDevice(auth.device);
+      audit({ target: `device:${device.id}` });
+      const at = services.clock.now().toISOString();
+      const result = await services.db.transaction(async (tx) => {
+        const row = await findDeviceById(tx, device.id);
+        if (!row) throw new MiaError('internal', 'device row missing');
+        return await receiveAudit(tx, row, body, at);
+      }, { durable: true });
+      if (result.gaps.length > 0) services.log.error('sync.audit_gap', { device_id: device.id, gaps: result.gaps.length, missing: result.gaps.reduce((n, g) => n + g.to - g.from + 1, 0) });
+      return { kind: 'data', data: result };
     },
   }),
   defineRoute({
