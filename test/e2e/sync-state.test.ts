@@ -9,7 +9,9 @@ import { enrollDevice } from '#server/sync/devices.ts';
 import { writeHubLink } from '#server/sync/hub-link.ts';
 import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR } from '../helpers/browser.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
-import { seedImportedInstance } from '../helpers/image-fixture.ts';
+import { PYDICOM_CORPUS, seedImportedInstance } from '../helpers/image-fixture.ts';
+import { seedAnalysis } from '../helpers/seed.ts';
+import { uuid7 } from '#server/sync/uuid7.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
 const WAIT = { timeout: 10_000 };
@@ -90,5 +92,49 @@ describe('sync state in the header', () => {
     // The workstation's next round is refused at once.
     const status = (await ws.request('POST', '/v1/sync/run', { key: (await ws.keyFor('radiologist')).key })).json.data;
     expect(status.last_error).toMatch(/401 .*device was revoked/);
+  }, 120_000);
+
+  it('shows a verdict readers disagreed on as disputed in the viewer, and the reader\'s own verdict settles it', async () => {
+    const seeded = await seedImportedInstance(hub, `${PYDICOM_CORPUS}/MR_small.dcm`);
+    const scanRow = (await hub.server.services.db.get('SELECT s.id AS scanRef, p.patient_id AS patientId, st.study_uid AS studyUid FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?', [seeded.scanId])) as { scanRef: number; patientId: string; studyUid: string };
+    await seedAnalysis(hub.server.services.db, { scanId: seeded.scanId, ...scanRow }, [{ instanceUid: seeded.instanceUid, frame: 0, confidence: 0.9, x: 10, y: 10, width: 20, height: 20 }]);
+    const resultOf = async () => (await hub.request('GET', `/v1/scans/${seeded.scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data.findings as { id: string; review: string | null; review_disputed?: boolean }[];
+    const findingId = (await resultOf())[0]!.id;
+
+    // Two readers, apart: neither had seen the other's verdict (no supersedes); they disagree.
+    const enrolled = await enrollDevice(hub.server.services, 'reading room 3', 'test');
+    const device = { id: enrolled.device.id, key: enrolled.key };
+    const reader = await hub.keyFor('radiologist', { email: 'disputing@hospital.test' });
+    const now = hub.server.services.clock.now().getTime();
+    const event = (ms: number, verdict: string) => ({
+      change_id: uuid7(ms),
+      entity: 'review',
+      key: uuid7(ms),
+      op: 'put',
+      hlc: `${String(ms).padStart(15, '0')}-0000-${device.id}`,
+      user_id: reader.userId,
+      payload: { finding_id: findingId, verdict, reason: null, supersedes: [], created_at: new Date(ms).toISOString() },
+    });
+    const pushed = await fetch(`${hub.url}/v1/sync/push`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${device.key}`, 'mia-sync-protocol': '1', 'idempotency-key': `disputed-${now}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ changes: [event(now - 2000, 'accepted'), event(now - 1000, 'rejected')] }),
+    });
+    const answer = (await pushed.json()) as { data: { accepted: number } };
+    expect(answer.data.accepted, JSON.stringify(answer)).toBe(2);
+    expect((await resultOf())[0]).toMatchObject({ review: 'rejected', review_disputed: true });
+
+    const ui = await openUi(browser, hub.url);
+    await ui.signIn(reader.key);
+    await ui.openScan(seeded.scanId);
+    const row = ui.page.locator(`[data-finding-id="${findingId}"]`);
+    await row.getByTestId('finding-disputed').waitFor(WAIT);
+    await ui.screenshot('verdict-disputed');
+    // Accepting (the verdict not shown) settles it: one verdict that has seen both.
+    await row.getByTestId('accept-finding').click();
+    await expect.poll(() => row.getByTestId('finding-disputed').count(), WAIT).toBe(0);
+    const settled = (await resultOf())[0]!;
+    expect(settled.review).toBe('accepted');
+    expect(settled.review_disputed).toBeUndefined();
   }, 120_000);
 });

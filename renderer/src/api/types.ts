@@ -104,6 +104,8 @@ export type Finding = {
   source?: 'model' | 'reader';
   /** Why the reader rejected it, when they said. */
   review_reason?: string | null;
+  /** Readers on two workstations recorded different verdicts apart; the one shown is the later. */
+  review_disputed?: boolean;
 };
 
 export type FindingPlace = {

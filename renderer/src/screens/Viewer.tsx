@@ -294,7 +294,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
       setReviewError(null);
       try {
         const updated = await client.patch<Finding>(`/v1/findings/${encodeURIComponent(finding.id)}`, { body: { review: verdict } });
-        setFindings((list) => list.map((f) => (f.id === finding.id ? { ...f, review: updated.review, review_reason: updated.review_reason } : f)));
+        setFindings((list) => list.map((f) => (f.id === finding.id ? { ...f, review: updated.review, review_reason: updated.review_reason, review_disputed: updated.review_disputed } : f)));
         void refreshLesions();
       } catch (error) {
         setReviewError(error);
@@ -356,7 +356,15 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
         } else {
           const { finding } = target;
           const verdict: FindingReview | null =
-            event.key === 'u' ? null : event.key === 'a' ? (finding.review === 'accepted' ? null : 'accepted') : finding.review === 'rejected' ? null : 'rejected';
+            event.key === 'u'
+              ? null
+              : event.key === 'a'
+                ? finding.review === 'accepted' && !finding.review_disputed
+                  ? null
+                  : 'accepted'
+                : finding.review === 'rejected' && !finding.review_disputed
+                  ? null
+                  : 'rejected';
           setKeyNote(null);
           setCurrentId(finding.id);
           void review(finding, verdict);
@@ -702,6 +710,11 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
                     </span>
                     {finding.review ? <span className={`review-${finding.review}`}>{finding.review}</span> : <span>not reviewed</span>}
                   </div>
+                  {finding.review_disputed ? (
+                    <div className="review-disputed" data-testid="finding-disputed" title="Readers on two workstations recorded different verdicts while apart; the later one is shown. Record yours to settle it.">
+                      Disputed: readers disagree. Record your verdict to settle it.
+                    </div>
+                  ) : null}
                   {canReview && scan.status !== 'reported' ? (
                     // The row's title carries the reason too: a disabled button may not show its own.
                     <div className="row" title={blocked ?? undefined}>
@@ -709,7 +722,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
                         type="button"
                         onClick={(e) => {
                           e.stopPropagation();
-                          void review(finding, finding.review === 'accepted' ? null : 'accepted');
+                          void review(finding, finding.review === 'accepted' && !finding.review_disputed ? null : 'accepted');
                         }}
                         disabled={blocked !== null}
                         data-testid="accept-finding"
@@ -722,7 +735,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
                         type="button"
                         onClick={(e) => {
                           e.stopPropagation();
-                          void review(finding, finding.review === 'rejected' ? null : 'rejected');
+                          void review(finding, finding.review === 'rejected' && !finding.review_disputed ? null : 'rejected');
                         }}
                         disabled={blocked !== null}
                         data-testid="reject-finding"
