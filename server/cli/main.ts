@@ -69,6 +69,10 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
                                printed alone on the last line, once
   devices list                 (hub) enrolled workstations: last seen, lag
   devices revoke DEVICE_ID     (hub) its key is refused at once
+  devices assign DEVICE STUDY_UID
+                               (hub) give a study to a workstation (id or name):
+                               it fetches the study's files to read it offline
+  devices assignments          (hub) the studies given to workstations
   sync join HUB_URL [--key-file FILE]
                                link this workstation to its hub with the key
                                from enroll (from FILE or standard input)

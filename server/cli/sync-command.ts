@@ -1,5 +1,5 @@
 /**
- * `mia devices enroll|list|revoke` (on the hub) and `mia sync join|now|status` (on a
+ * `mia devices enroll|list|revoke|assign|assignments` (on the hub) and `mia sync join|now|status` (on a
  * workstation). The device key is read from a file or standard input, never from the command
  * line, where other users of the machine could see it in the process list.
  */
@@ -12,6 +12,8 @@ import { openDataFolder } from '#server/data-folder.ts';
 import { readSyncStatus } from '#server/sync/agent.ts';
 import { hello, syncOnce, SyncError, type SyncProgress } from '#server/sync/client.ts';
 import { enrollDevice, listDeviceViews, revokeDeviceById } from '#server/sync/devices.ts';
+import { assign, toAssignment } from '#server/sync/assignments.ts';
+import { listAssignments } from '#server/store/assignments.ts';
 import { readHubLink, writeHubLink } from '#server/sync/hub-link.ts';
 
 export type SyncIo = { out(line: string): void; err(line: string): void; stderrIsTty: boolean; writeErr(text: string): void; readStdin(): string };
@@ -51,8 +53,25 @@ export async function devicesCommand(sub: string | undefined, args: readonly str
       io.out(`revoked ${device.id} (${device.name}) at ${device.revoked_at ?? ''}`);
       return 0;
     }
+    case 'assign': {
+      const [which, studyUid] = args;
+      if (!which || !studyUid) return usage('devices assign needs a DEVICE (id or name) and a STUDY_UID, e.g. mia devices assign "reading room 2" 1.2.840...');
+      const made = await withDb(place, async (db) => {
+        const devices = (await listDeviceViews(deps(db), { afterId: 0, limit: 100_000 })).items;
+        const device = devices.find((d) => d.id === which) ?? devices.find((d) => d.name === which && d.status === 'active');
+        if (!device) return usage(`devices assign: no device ${which} (see mia devices list)`);
+        return await assign(deps(db), { study_uid: studyUid, device_id: device.id }, 'cli');
+      });
+      io.out(`assigned study ${made.study_uid} to ${made.device_name} (${made.id}); it fetches the study at its next sync`);
+      return 0;
+    }
+    case 'assignments': {
+      const rows = await withDb(place, async (db) => (await listAssignments(db, { afterId: 0, limit: 100_000 })).items.map(toAssignment));
+      io.out(formatTable(['ID', 'STUDY', 'DEVICE', 'READER', 'ASSIGNED'], rows.map((a) => [a.id, a.study_uid, a.device_name, a.reader_id ?? '-', a.created_at])));
+      return 0;
+    }
     default:
-      return usage('devices: expected enroll, list or revoke');
+      return usage('devices: expected enroll, list, revoke, assign or assignments');
   }
 }
 
@@ -97,6 +116,7 @@ export async function syncCommand(sub: string | undefined, args: readonly string
         if (io.stderrIsTty) io.writeErr('\n');
         io.out(`pushed ${report.pushed} change(s) and ${report.files} file(s) (${(report.fileBytes / 1e6).toFixed(1)} MB); refused ${report.refused}; waiting ${report.deferred}; pulled ${report.pulled}, applied ${report.applied}`);
         if (report.auditEvents > 0) io.out(`sent ${report.auditEvents} audit event(s)`);
+        if (report.filesFetched > 0) io.out(`fetched ${report.filesFetched} file(s) of assigned studies`);
         if (report.warning) io.err(`warning: ${report.warning}`);
         return report.refused > 0 ? 1 : 0;
       } catch (err) {

@@ -753,6 +753,27 @@ const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX report_writes_report ON report_writes (report_ref);
     `,
   },
+  {
+    version: 22,
+    name: 'sync: studies assigned to workstations',
+    sql: `
+      -- Taking work offline (docs/sync.md, Assignment): the hub gives a study to a workstation
+      -- (and, for the worklist there, to a reader); the workstation pulls its files so the study
+      -- can be read without the network. Removing an assignment keeps the row (removed_at).
+      CREATE TABLE study_assignments (
+        id INTEGER PRIMARY KEY,
+        public_id TEXT NOT NULL UNIQUE,
+        study_uid TEXT NOT NULL,
+        device_ref INTEGER NOT NULL REFERENCES devices (id),
+        reader_id TEXT,
+        assigned_by TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        removed_at TEXT
+      ) STRICT;
+      CREATE UNIQUE INDEX study_assignments_live ON study_assignments (study_uid, device_ref) WHERE removed_at IS NULL;
+      CREATE INDEX study_assignments_device ON study_assignments (device_ref);
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

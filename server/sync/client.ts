@@ -29,6 +29,7 @@ import { parseHlc, type HlcTimestamp } from '#server/sync/hlc.ts';
 import type { HubLink } from '#server/sync/hub-link.ts';
 import { applyDirectory, directoryResponse } from '#server/sync/directory.ts';
 import { auditPushResponse, markAuditPushed, nextAuditBatch } from '#server/sync/audit-sync.ts';
+import { assignedResponse, fetchAssignedFiles } from '#server/sync/assignments.ts';
 import type { Replica, SyncEntity } from '#server/sync/replica.ts';
 
 export type SyncDeps = { db: Database; clock: Clock; dataDir: string; replica: Replica; log?: Logger | undefined };
@@ -47,6 +48,8 @@ export type SyncReport = {
   /** Local users who became the hub's user of the same email this round. */
   usersAdopted: number;
   auditEvents: number;
+  /** Files of assigned studies fetched from the hub. */
+  filesFetched: number;
   warning: string | null;
 };
 
@@ -168,7 +171,7 @@ export async function hello(link: Omit<HubLink, 'device_id' | 'device_name'> & P
 }
 
 export async function syncOnce(deps: SyncDeps, link: HubLink, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal } = {}): Promise<SyncReport> {
-  const report: SyncReport = { pushed: 0, refused: 0, deferred: 0, files: 0, fileBytes: 0, pulled: 0, applied: 0, usersAdopted: 0, auditEvents: 0, warning: null };
+  const report: SyncReport = { pushed: 0, refused: 0, deferred: 0, files: 0, fileBytes: 0, pulled: 0, applied: 0, usersAdopted: 0, auditEvents: 0, filesFetched: 0, warning: null };
   await setSetting(deps.db, LAST_ATTEMPT, deps.clock.now().toISOString());
   try {
     // People first: a change made by a local user who is the hub's user of the same email then
@@ -177,6 +180,7 @@ export async function syncOnce(deps: SyncDeps, link: HubLink, options: { onProgr
     await push(deps, link, report, options);
     await pushAudit(deps, link, report, options);
     await pull(deps, link, report, options);
+    await fetchAssigned(deps, link, report, options);
     await setSetting(deps.db, LAST_SUCCESS, deps.clock.now().toISOString());
     await setSetting(deps.db, LAST_ERROR, '');
     return report;
@@ -206,6 +210,27 @@ async function pushAudit(deps: SyncDeps, link: HubLink, report: SyncReport, opti
     await markAuditPushed(deps.db, batch.events[batch.events.length - 1]!.seq);
     report.auditEvents += batch.events.length;
   }
+}
+
+/**
+ * The studies assigned to this workstation: their files, fetched when missing; then the changes
+ * that waited for those files (instances, and the analyses, verdicts and reports on them) go in.
+ */
+async function fetchAssigned(deps: SyncDeps, link: HubLink, report: SyncReport, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal }): Promise<void> {
+  const answer = assignedResponse.safeParse(await call<unknown>(link, { method: 'GET', path: '/v1/sync/assigned' }, options.signal));
+  if (!answer.success) throw new SyncError('hub sent a list of assigned studies this mia cannot read; upgrade mia');
+  let done = 0;
+  const fetched = await fetchAssignedFiles(
+    deps.dataDir,
+    answer.data,
+    async (sha256, bytes) => await send(link, { method: 'GET', path: `/v1/sync/blobs/${sha256}`, timeoutMs: fileTimeout(bytes), headers: { accept: 'application/dicom' } }, options.signal),
+    (bytes) => {
+      report.filesFetched += 1;
+      report.fileBytes += bytes;
+      options.onProgress?.({ phase: 'files', done: ++done, total: null });
+    },
+  );
+  if (fetched > 0) report.applied += await retryInbox(deps);
 }
 
 /** The next batch of the outbox: at most 500 changes and 16 MB of JSON. */

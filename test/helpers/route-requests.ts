@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { Readable } from 'node:stream';
 import { BUCKET_TYPE, encodeBucket, receiveBlob } from '#server/sync/blobs.ts';
 import { enrollDevice } from '#server/sync/devices.ts';
+import { assign } from '#server/sync/assignments.ts';
 import { uuid7 } from '#server/sync/uuid7.ts';
 import { CT_SMALL, fixtureFolder, seedImportedInstance } from './image-fixture.ts';
 import type { TestServer } from './server.ts';
@@ -69,6 +70,8 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
   };
   const storedBlob = randomBlob();
   await receiveBlob(t.server.services.dataDir, storedBlob.sha, Readable.from([storedBlob.bytes]), 1024);
+  // A study of its own for each assignment, so one taken back does not touch another's.
+  const studyUid = async (): Promise<string> => (await seedScan(t.server.services.db)).studyUid;
   const revocable = async (): Promise<string> => (await enrollDevice(t.server.services, 'to revoke', 'test')).device.id;
 
   return {
@@ -100,6 +103,10 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
     'GET /v1/sync/status': () => ({ path: '/v1/sync/status' }),
     'POST /v1/sync/run': () => ({ path: '/v1/sync/run' }),
     'GET /v1/devices': () => ({ path: '/v1/devices' }),
+    'GET /v1/sync/assigned': () => ({ path: '/v1/sync/assigned', ...sync() }),
+    'GET /v1/sync/assignments': () => ({ path: '/v1/sync/assignments' }),
+    'POST /v1/sync/assignments': async () => ({ path: '/v1/sync/assignments', body: { study_uid: await studyUid(), device_id: device.device.id } }),
+    'DELETE /v1/sync/assignments/{id}': async () => ({ path: `/v1/sync/assignments/${(await assign(t.server.services, { study_uid: await studyUid(), device_id: device.device.id }, 'test')).id}` }),
     'GET /v1/sync/quarantine': () => ({ path: '/v1/sync/quarantine' }),
     'POST /v1/devices': () => ({ path: '/v1/devices', body: { name: 'reading room 3' } }),
     'DELETE /v1/devices/{device_id}': async () => ({ path: `/v1/devices/${await revocable()}` }),

@@ -51,6 +51,10 @@ export const EXPECTED: Readonly<Record<string, Expectation>> = {
   'POST /v1/sync/run': needs('read:scans', [R, D, A]),
   // Enrolling and revoking workstations: the admin's, with the current key (it mints a key).
   'GET /v1/devices': needs('manage:users', [A]),
+  'GET /v1/sync/assigned': needs('sync:pull', []),
+  'GET /v1/sync/assignments': needs('manage:users', [A]),
+  'POST /v1/sync/assignments': needs('manage:users', [A]),
+  'DELETE /v1/sync/assignments/{id}': needs('manage:users', [A]),
   'GET /v1/sync/quarantine': needs('manage:users', [A]),
   'POST /v1/devices': needs('manage:users', [A], true),
   'DELETE /v1/devices/{device_id}': needs('manage:users', [A], true),

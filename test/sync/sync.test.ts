@@ -14,7 +14,7 @@ import { openDataFolder } from '#server/data-folder.ts';
 import { phantomDicom } from '../analysis/analysis-helpers.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { freshPostgresDatabase } from '../helpers/postgres-cluster.ts';
-import { digestOf, hubArgs, lastLine, mia, miaProcess, queryFolder, request, startHub, startWorkstation, type Hub, type HubPlace } from './harness.ts';
+import { digestDifference, digestOf, hubArgs, lastLine, mia, miaProcess, queryFolder, request, startHub, startWorkstation, type Hub, type HubPlace } from './harness.ts';
 
 /** The vitest project sync-postgres runs this file again with the hub on PostgreSQL. */
 const ON_POSTGRES = process.env['MIA_TEST_BACKEND'] === 'postgres';
@@ -229,6 +229,52 @@ describe('a workstation and its hub', () => {
       expect(await reports(hubData, place.databaseUrl)).toEqual(await reports(w1!.data));
     } finally {
       await Promise.all(servers.map((s) => s.stop()));
+    }
+  }, 240_000);
+
+  it('takes an assigned study offline: a new workstation fetches its files, and its analyses, verdicts and report follow', async () => {
+    const data = join(work, 'ws3');
+    const enrolled = await mia(['devices', 'enroll', 'reading room 3', ...hubArgs(place)]);
+    const proxy = await startFaultProxy({ host: '127.0.0.1', port: hub.port }, 103);
+    try {
+      expect((await mia(['sync', 'join', proxy.url, '--data', data], { input: lastLine(enrolled.stdout) + '\n' })).status).toBe(0);
+      // Not assigned yet: everything is pulled, but no study can be read here without its files.
+      const first = await mia(['sync', 'now', '--data', data]);
+      expect(first.status, first.stderr).toBe(0);
+      expect(Number((await queryFolder<{ n: number }>(data, 'SELECT COUNT(*) AS n FROM instances'))[0]?.n)).toBe(0);
+      const waiting = Number((await queryFolder<{ n: number }>(data, 'SELECT COUNT(*) AS n FROM sync_inbox'))[0]?.n);
+      expect(waiting).toBeGreaterThan(0);
+
+      const study = studies[0]!;
+      const assigned = await mia(['devices', 'assign', 'reading room 3', study, ...hubArgs(place)]);
+      expect(assigned.status, assigned.stderr).toBe(0);
+      const fetched = await mia(['sync', 'now', '--data', data]);
+      expect(fetched.status, fetched.stderr + fetched.stdout).toBe(0);
+      const files = Number((await queryFolder<{ n: number }>(hubData, 'SELECT COUNT(*) AS n FROM instances i JOIN scans s ON s.id = i.scan_ref JOIN studies st ON st.id = s.study_ref WHERE st.study_uid = ?', [study], place.databaseUrl))[0]?.n);
+      expect(fetched.stdout).toMatch(new RegExp(`fetched ${files} file\\(s\\) of assigned studies`));
+      // The study here is the hub's: instances with their files, analyses, verdicts, report.
+      expect(await digestDifference({ dir: data }, { dir: hubData, url: place.databaseUrl }, [study])).toEqual([]);
+      expect((await digestOf(data, [study])).analysis.count).toBeGreaterThan(0);
+
+      // And it reads with the hub away.
+      proxy.set({ reset: true });
+      const server = await startWorkstation(data);
+      try {
+        const key = lastLine((await mia(['keys', 'create', '--role', 'radiologist', '--email', 'offline@ws.test', '--data', data])).stdout);
+        const scan = (await queryFolder<{ scan_id: string }>(data, 'SELECT s.scan_id FROM scans s JOIN studies st ON st.id = s.study_ref WHERE st.study_uid = ? AND s.latest_analysis_ref IS NOT NULL LIMIT 1', [study]))[0]!.scan_id;
+        const result = await request(server.url, key, 'GET', `/v1/scans/${scan}/results`);
+        expect(result.status, result.text).toBe(200);
+        const instance = (await request(server.url, key, 'GET', `/v1/scans/${scan}/instances?limit=1`)).json.data.items[0].instance_uid as string;
+        const image = await fetch(`${server.url}/v1/instances/${instance}/frames/0/rendered`, { headers: { authorization: `Bearer ${key}` } });
+        expect(image.status).toBe(200);
+        expect((await image.arrayBuffer()).byteLength).toBeGreaterThan(100);
+      } finally {
+        await server.stop();
+      }
+      const assignments = await request(hub.url, adminKey, 'GET', '/v1/sync/assignments');
+      expect(assignments.json.data.items).toEqual([expect.objectContaining({ study_uid: study, device_name: 'reading room 3' })]);
+    } finally {
+      await proxy.close();
     }
   }, 240_000);
 

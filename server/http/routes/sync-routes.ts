@@ -12,6 +12,8 @@ import { UPLOAD_LIMIT_BYTES } from '#server/imports/upload.ts';
 import { BUCKET_FILE_MAX, BUCKET_MAX_BYTES, BUCKET_TYPE, blobPath, hasBlob, missingBlobs, receiveBlob, receiveBucket } from '#server/sync/blobs.ts';
 import { enrollDevice, listDeviceViews, revokeDeviceById } from '#server/sync/devices.ts';
 import { computeDigest } from '#server/sync/digest.ts';
+import { assign, assignBody, assignedResponse, assignedTo, assignment, assignmentParams, toAssignment, unassign } from '#server/sync/assignments.ts';
+import { listAssignments } from '#server/store/assignments.ts';
 import { auditPushBody, auditPushResponse, MAX_AUDIT_PUSH, receiveAudit } from '#server/sync/audit-sync.ts';
 import { findDeviceById } from '#server/store/devices.ts';
 import { directoryResponse, readDirectory } from '#server/sync/directory.ts';
@@ -238,6 +240,59 @@ export const syncRoutes: Route[] = [
         items: page.items.map((q) => ({ id: q.change_id, device_id: q.device_id, entity: q.entity, key: q.entity_key, reason: q.reason, payload: JSON.parse(q.payload) as unknown, created_at: q.created_at })),
         nextAfterId: page.nextAfterId,
       };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/sync/assigned',
+    summary: 'The studies assigned to this workstation, with the files each is made of',
+    access: scopes('sync:pull'),
+    response: assignedResponse,
+    handle: async ({ services, auth, headers }) => {
+      checkProtocol(headers);
+      const device = requireDevice(auth.device);
+      return { kind: 'data', data: await assignedTo(services.db, device.ref) };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/sync/assignments',
+    summary: 'Studies assigned to workstations (to be read offline there)',
+    access: admin,
+    query: pageQuery,
+    response: assignment,
+    list: true,
+    audit: 'sync.assignments',
+    handle: async ({ services, query }) => {
+      const page = await listAssignments(services.db, pageRequest(query));
+      return { kind: 'list', items: page.items.map(toAssignment), nextAfterId: page.nextAfterId };
+    },
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/v1/sync/assignments',
+    summary: 'Assign a study to a workstation (optionally for a reader): it fetches the study to read it offline',
+    access: admin,
+    body: assignBody,
+    response: assignment,
+    successStatus: 201,
+    audit: 'sync.assign',
+    handle: async ({ services, body, auth, audit }) => {
+      audit({ target: `study:${body.study_uid} device:${body.device_id}` });
+      return { kind: 'data', status: 201, data: await assign(services, body, auth.userId) };
+    },
+  }),
+  defineRoute({
+    method: 'delete',
+    path: '/v1/sync/assignments/{id}',
+    summary: 'Take an assignment back (what the workstation fetched stays there)',
+    access: admin,
+    params: assignmentParams,
+    response: assignment,
+    audit: 'sync.unassign',
+    handle: async ({ services, params, audit }) => {
+      audit({ target: `assignment:${params.id}` });
+      return { kind: 'data', data: await unassign(services, params.id) };
     },
   }),
   defineRoute({
