@@ -62,6 +62,8 @@ export const AUDIT_ACTIONS = [
   'sync.pull',
   'sync.push',
   'sync.quarantine',
+  'sync.quarantine_discard',
+  'sync.quarantine_release',
   'sync.run',
   'sync.unassign',
   'users.create',

@@ -107,12 +107,3 @@ export const syncStatus = z.object({
   last_error: z.string().nullable(),
 });
 
-export const quarantined = z.object({
-  id: z.string().describe('The change id'),
-  device_id: z.string(),
-  entity: z.string(),
-  key: z.string(),
-  reason: z.string(),
-  payload: z.unknown(),
-  created_at: z.string(),
-});

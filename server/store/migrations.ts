@@ -774,6 +774,19 @@ const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX study_assignments_device ON study_assignments (device_ref);
     `,
   },
+  {
+    version: 23,
+    name: 'sync: an admin releases or discards a quarantined change',
+    sql: `
+      -- What releasing needs to apply the change as it was made (its timestamp and user), and the
+      -- admin's decision, kept: a quarantined change is never deleted.
+      ALTER TABLE sync_quarantine ADD COLUMN hlc TEXT;
+      ALTER TABLE sync_quarantine ADD COLUMN user_id TEXT;
+      ALTER TABLE sync_quarantine ADD COLUMN resolution TEXT CHECK (resolution IN ('released', 'discarded'));
+      ALTER TABLE sync_quarantine ADD COLUMN resolved_by TEXT;
+      ALTER TABLE sync_quarantine ADD COLUMN resolved_at TEXT;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

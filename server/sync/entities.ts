@@ -133,9 +133,17 @@ export async function prepareChanges(db: Database, dataDir: string, changes: rea
 }
 
 /** Takes one change in, inside the caller's transaction. Refusals are outcomes, not throws. */
-export async function applyChange(tx: Database, change: RemoteChange, prepared: Map<string, Prepared | ApplyOutcome>, refs: RefCache, at: string): Promise<ApplyOutcome> {
+export async function applyChange(
+  tx: Database,
+  change: RemoteChange,
+  prepared: Map<string, Prepared | ApplyOutcome>,
+  refs: RefCache,
+  at: string,
+  /** An admin released this change from quarantine: the demographics check has been made. */
+  options: { admitted?: boolean } = {},
+): Promise<ApplyOutcome> {
   try {
-    if (change.entity === 'instance') return await applyInstance(tx, change, prepared.get(change.change_id), refs, at);
+    if (change.entity === 'instance') return await applyInstance(tx, change, prepared.get(change.change_id), refs, at, options.admitted === true);
     switch (change.entity) {
       case 'review':
         return await applyReview(tx, change, at);
@@ -154,7 +162,7 @@ export async function applyChange(tx: Database, change: RemoteChange, prepared: 
   }
 }
 
-async function applyInstance(tx: Database, change: RemoteChange, p: Prepared | ApplyOutcome | undefined, refs: RefCache, at: string): Promise<ApplyOutcome> {
+async function applyInstance(tx: Database, change: RemoteChange, p: Prepared | ApplyOutcome | undefined, refs: RefCache, at: string, admitted: boolean): Promise<ApplyOutcome> {
   if (p === undefined) return refused('instance change was not prepared', true);
   if ('status' in p) return p;
   if (p.kind === 'done') {
@@ -165,10 +173,10 @@ async function applyInstance(tx: Database, change: RemoteChange, p: Prepared | A
     return refused(`file holds SOP Instance UID ${r.sop_instance_uid}, not ${change.key}`);
   }
   if (p.instance.sopInstanceUid !== change.key) return refused(`file holds SOP Instance UID ${p.instance.sopInstanceUid}, not ${change.key}`);
-  const problem = await demographicsProblem(tx, p.instance);
+  const problem = admitted ? null : await demographicsProblem(tx, p.instance);
   if (problem) {
     // Never merged silently: two people under one ID, or a typo on one side. An admin decides.
-    await quarantineChange(tx, { change_id: change.change_id, device_id: change.device_id, entity: change.entity, entity_key: change.key, reason: problem, payload: JSON.stringify(change.payload), created_at: at });
+    await quarantineChange(tx, { change_id: change.change_id, device_id: change.device_id, entity: change.entity, entity_key: change.key, reason: problem, payload: JSON.stringify(change.payload), created_at: at, hlc: change.hlc, user_id: change.user_id });
     return refused(`quarantined for an admin: ${problem}`);
   }
   if (await indexInstance(tx, p, refs, at)) return accepted;

@@ -145,7 +145,7 @@ async function judgeActingUser(tx: Database, deviceId: string, c: PushedChange, 
   const disabledMs = Date.parse(user.disabled_at);
   if (stamp.wall < disabledMs) return undefined;
   const reason = `user ${c.user_id} was disabled on the hub at ${user.disabled_at}, before this change was made (${new Date(stamp.wall).toISOString()})`;
-  await quarantineChange(tx, { change_id: c.change_id, device_id: deviceId, entity: c.entity, entity_key: c.key, reason, payload: JSON.stringify(c.payload), created_at: at });
+  await quarantineChange(tx, { change_id: c.change_id, device_id: deviceId, entity: c.entity, entity_key: c.key, reason, payload: JSON.stringify(c.payload), created_at: at, hlc: c.hlc, user_id: c.user_id });
   return { status: 'rejected', reason: `quarantined for an admin: ${reason}`, retry: false };
 }
 

@@ -137,4 +137,34 @@ describe('sync state in the header', () => {
     expect(settled.review).toBe('accepted');
     expect(settled.review_disputed).toBeUndefined();
   }, 120_000);
+
+  it('lists a change the hub kept for an admin, who discards it; it leaves the list', async () => {
+    const findingId = ((await hub.server.services.db.get("SELECT public_id FROM findings WHERE source = 'model' LIMIT 1")) as { public_id: string }).public_id;
+    const leaving = await hub.keyFor('radiologist', { email: 'leaving@hospital.test' });
+    expect((await hub.request('PATCH', `/v1/users/${leaving.userId}`, { body: { status: 'disabled' } })).status).toBe(200);
+    const enrolled = await enrollDevice(hub.server.services, 'reading room 4', 'test');
+    const ms = hub.server.services.clock.now().getTime() + 1000;
+    const pushed = await fetch(`${hub.url}/v1/sync/push`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${enrolled.key}`, 'mia-sync-protocol': '1', 'idempotency-key': `late-${ms}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ changes: [{ change_id: uuid7(ms), entity: 'review', key: uuid7(ms), op: 'put', hlc: `${String(ms).padStart(15, '0')}-0000-${enrolled.device.id}`, user_id: leaving.userId, payload: { finding_id: findingId, verdict: 'accepted', reason: null, supersedes: [], created_at: new Date(ms).toISOString() } }] }),
+    });
+    const answer = (await pushed.json()) as { data: { results: { reason?: string }[] } };
+    expect(answer.data.results[0]!.reason).toMatch(/^quarantined for an admin: user .* was disabled on the hub/);
+
+    const ui = await openUi(browser, hub.url);
+    await ui.signIn(hub.adminKey);
+    await ui.openAdmin();
+    const panel = ui.page.getByTestId('quarantine');
+    await panel.waitFor(WAIT);
+    const row = panel.locator('tr', { hasText: 'Verdict' });
+    await row.waitFor(WAIT);
+    expect(await row.getByTestId('quarantine-reason').textContent()).toMatch(/was disabled on the hub at .*, before this change was made/);
+    await ui.screenshot('quarantine');
+    ui.page.once('dialog', (dialog) => void dialog.accept());
+    await row.getByTestId('discard-change').click();
+    await panel.getByText('Nothing waits for a decision').waitFor(WAIT);
+    const decided = (await hub.request('GET', '/v1/sync/quarantine?resolved=true')).json.data.items as { resolution: string; resolved_by: string }[];
+    expect(decided).toEqual([expect.objectContaining({ resolution: 'discarded' })]);
+  }, 120_000);
 });

@@ -12,6 +12,7 @@ import { Readable } from 'node:stream';
 import { BUCKET_TYPE, encodeBucket, receiveBlob } from '#server/sync/blobs.ts';
 import { enrollDevice } from '#server/sync/devices.ts';
 import { assign } from '#server/sync/assignments.ts';
+import { quarantineChange } from '#server/store/quarantine.ts';
 import { uuid7 } from '#server/sync/uuid7.ts';
 import { CT_SMALL, fixtureFolder, seedImportedInstance } from './image-fixture.ts';
 import type { TestServer } from './server.ts';
@@ -70,6 +71,18 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
   };
   const storedBlob = randomBlob();
   await receiveBlob(t.server.services.dataDir, storedBlob.sha, Readable.from([storedBlob.bytes]), 1024);
+  // A verdict the hub kept for an admin, on a finding of its own, that releasing can apply.
+  const quarantinedVerdict = async (): Promise<string> => {
+    const findingId = await analysedFindingId();
+    const now = t.server.services.clock.now();
+    const changeId = uuid7(now.getTime());
+    await quarantineChange(t.server.services.db, {
+      change_id: changeId, device_id: device.device.id, entity: 'review', entity_key: uuid7(now.getTime()), reason: 'matrix',
+      payload: JSON.stringify({ finding_id: findingId, verdict: 'accepted', reason: null, supersedes: [], created_at: now.toISOString() }),
+      created_at: now.toISOString(), hlc: `${String(now.getTime()).padStart(15, '0')}-0000-${device.device.id}`, user_id: null,
+    });
+    return changeId;
+  };
   // A study of its own for each assignment, so one taken back does not touch another's.
   const studyUid = async (): Promise<string> => (await seedScan(t.server.services.db)).studyUid;
   const revocable = async (): Promise<string> => (await enrollDevice(t.server.services, 'to revoke', 'test')).device.id;
@@ -108,6 +121,8 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
     'POST /v1/sync/assignments': async () => ({ path: '/v1/sync/assignments', body: { study_uid: await studyUid(), device_id: device.device.id } }),
     'DELETE /v1/sync/assignments/{id}': async () => ({ path: `/v1/sync/assignments/${(await assign(t.server.services, { study_uid: await studyUid(), device_id: device.device.id }, 'test')).id}` }),
     'GET /v1/sync/quarantine': () => ({ path: '/v1/sync/quarantine' }),
+    'POST /v1/sync/quarantine/{change_id}/release': async () => ({ path: `/v1/sync/quarantine/${await quarantinedVerdict()}/release` }),
+    'POST /v1/sync/quarantine/{change_id}/discard': async () => ({ path: `/v1/sync/quarantine/${await quarantinedVerdict()}/discard` }),
     'POST /v1/devices': () => ({ path: '/v1/devices', body: { name: 'reading room 3' } }),
     'DELETE /v1/devices/{device_id}': async () => ({ path: `/v1/devices/${await revocable()}` }),
     'GET /v1/auth/me': () => ({ path: '/v1/auth/me' }),

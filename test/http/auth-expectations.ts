@@ -51,6 +51,8 @@ export const EXPECTED: Readonly<Record<string, Expectation>> = {
   'POST /v1/sync/run': needs('read:scans', [R, D, A]),
   // Enrolling and revoking workstations: the admin's, with the current key (it mints a key).
   'GET /v1/devices': needs('manage:users', [A]),
+  'POST /v1/sync/quarantine/{change_id}/release': needs('manage:users', [A]),
+  'POST /v1/sync/quarantine/{change_id}/discard': needs('manage:users', [A]),
   'GET /v1/sync/assigned': needs('sync:pull', []),
   'GET /v1/sync/assignments': needs('manage:users', [A]),
   'POST /v1/sync/assignments': needs('manage:users', [A]),

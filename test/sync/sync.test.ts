@@ -425,6 +425,20 @@ describe('a workstation and its hub', () => {
     const status = await mia(['sync', 'status', '--data', w1!.data]);
     // Refused for good: this instance, and dr.b's verdict made after being disabled.
     expect(status.stdout).toMatch(/online\s+0\s+2/);
+
+    // An admin looks: the file is the same person after all (a typo) and is let in; dr.b's late
+    // verdict is kept out. Both stay listed with the decision; the released one reaches the log.
+    const released = await request(hub.url, adminKey, 'POST', `/v1/sync/quarantine/${item.id}/release`);
+    expect(released.status, released.text).toBe(200);
+    expect(released.json.data).toMatchObject({ resolution: 'released', resolved_at: expect.any(String) });
+    expect(await hubCount(`SELECT COUNT(*) AS n FROM instances WHERE sop_instance_uid = '${sop}'`)).toBe(1);
+    expect(await hubCount(`SELECT COUNT(*) AS n FROM sync_changes WHERE entity_key = '${sop}'`)).toBe(1);
+    const late = quarantined.json.data.items.find((q: { entity: string }) => q.entity === 'review');
+    expect((await request(hub.url, adminKey, 'POST', `/v1/sync/quarantine/${late.id}/discard`)).json.data.resolution).toBe('discarded');
+    expect((await request(hub.url, adminKey, 'POST', `/v1/sync/quarantine/${late.id}/release`)).status).toBe(409);
+    expect((await request(hub.url, adminKey, 'GET', '/v1/sync/quarantine')).json.data.items).toEqual([]);
+    const decided = (await request(hub.url, adminKey, 'GET', '/v1/sync/quarantine?resolved=true')).json.data.items.map((q: { entity: string; resolution: string }) => [q.entity, q.resolution]);
+    expect(decided).toEqual([['review', 'discarded'], ['instance', 'released']]);
   }, 120_000);
   it('loses nothing and duplicates nothing when the workstation is killed with SIGKILL after the hub committed its push', async () => {
     const [w1] = ws;

@@ -401,3 +401,17 @@ export type Device = {
 };
 
 export type EnrolledDevice = { device: Device; key: string };
+
+/** A change the hub kept for an admin instead of merging (GET /v1/sync/quarantine). */
+export type QuarantinedChange = {
+  id: string;
+  device_id: string;
+  entity: string;
+  key: string;
+  reason: string;
+  payload: unknown;
+  created_at: string;
+  resolution: 'released' | 'discarded' | null;
+  resolved_by: string | null;
+  resolved_at: string | null;
+};

@@ -12,6 +12,7 @@ import { hasScope, useSession } from '../session.ts';
 import { useAction } from '../use-action.ts';
 import { useLoad } from '../use-load.ts';
 import { DevicesPanel } from './DevicesPanel.tsx';
+import { QuarantinePanel } from './QuarantinePanel.tsx';
 import { SecretNotice, type Secret } from './SecretNotice.tsx';
 
 export function AdminScreen() {
@@ -20,6 +21,7 @@ export function AdminScreen() {
     <section className="admin" data-testid="admin">
       {hasScope(me, 'manage:users') ? <UsersAndKeys /> : null}
       {hasScope(me, 'manage:users') ? <DevicesPanel /> : null}
+      {hasScope(me, 'manage:users') ? <QuarantinePanel /> : null}
       {hasScope(me, 'read:audit') ? <AuditTrail /> : null}
     </section>
   );

@@ -21,6 +21,7 @@ import { servePull } from '#server/sync/pull.ts';
 import { receivePush, requireDevice } from '#server/sync/push.ts';
 import { notFound } from '#server/errors.ts';
 import { listQuarantine } from '#server/store/quarantine.ts';
+import { discardQuarantined, quarantined, quarantineParams, quarantineQuery, releaseQuarantined, toQuarantined } from '#server/sync/quarantine.ts';
 
 const admin = scopes('manage:users');
 
@@ -229,17 +230,39 @@ export const syncRoutes: Route[] = [
     path: '/v1/sync/quarantine',
     summary: 'Changes the hub kept for an admin instead of merging (a Patient ID with other demographics)',
     access: admin,
-    query: pageQuery,
-    response: sync.quarantined,
+    query: pageQuery.extend(quarantineQuery.shape),
+    response: quarantined,
     list: true,
     audit: 'sync.quarantine',
     handle: async ({ services, query }) => {
-      const page = await listQuarantine(services.db, pageRequest(query));
-      return {
-        kind: 'list',
-        items: page.items.map((q) => ({ id: q.change_id, device_id: q.device_id, entity: q.entity, key: q.entity_key, reason: q.reason, payload: JSON.parse(q.payload) as unknown, created_at: q.created_at })),
-        nextAfterId: page.nextAfterId,
-      };
+      const page = await listQuarantine(services.db, pageRequest(query), query.resolved === 'true');
+      return { kind: 'list', items: page.items.map(toQuarantined), nextAfterId: page.nextAfterId };
+    },
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/v1/sync/quarantine/{change_id}/release',
+    summary: 'Apply a quarantined change as it was made (the admin has checked it), and send it to the other workstations',
+    access: admin,
+    params: quarantineParams,
+    response: quarantined,
+    audit: 'sync.quarantine_release',
+    handle: async ({ services, params, auth, audit }) => {
+      audit({ target: `change:${params.change_id}` });
+      return { kind: 'data', data: await releaseQuarantined(services, params.change_id, auth.userId) };
+    },
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/v1/sync/quarantine/{change_id}/discard',
+    summary: 'Keep a quarantined change out for good (it stays listed, with the decision)',
+    access: admin,
+    params: quarantineParams,
+    response: quarantined,
+    audit: 'sync.quarantine_discard',
+    handle: async ({ services, params, auth, audit }) => {
+      audit({ target: `change:${params.change_id}` });
+      return { kind: 'data', data: await discardQuarantined(services, params.change_id, auth.userId) };
     },
   }),
   defineRoute({
