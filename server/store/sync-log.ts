@@ -154,3 +154,9 @@ export async function dropFromInbox(db: Database, changeId: string): Promise<voi
 export async function countInbox(db: Database): Promise<number> {
   return Number(((await db.get('SELECT COUNT(*) AS n FROM sync_inbox')) as { n: number | string }).n);
 }
+
+/** The newest change number a device would pull (made by another device): what live sync watches. */
+export async function readNewestForDevice(db: Database, deviceId: string): Promise<number> {
+  const row = (await db.get('SELECT COALESCE(MAX(seq), 0) AS head FROM sync_changes WHERE device_id <> ?', [deviceId])) as { head: number | string };
+  return Number(row.head);
+}

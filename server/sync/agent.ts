@@ -1,12 +1,14 @@
 /**
- * A linked workstation's background sync: a round every `intervalMs` (sooner when asked), with
+ * A linked workstation's background sync: a round every `intervalMs` (sooner when asked, or when
+ * the hub's live stream says a change for it was committed), with
  * backoff after failures (up to 5 minutes) so an unreachable hub costs little, and a status the
  * UI header and `mia sync status` show: online or offline, pending changes, last sync, error.
  */
 import type { Services } from '#server/services.ts';
 import { getSetting } from '#server/store/settings.ts';
 import { countPendingOwnChanges, readNewestDeferral } from '#server/store/sync-log.ts';
-import { hello, LAST_ATTEMPT, LAST_ERROR, LAST_SUCCESS, syncOnce, type SyncReport } from '#server/sync/client.ts';
+import { hello, LAST_ATTEMPT, LAST_ERROR, LAST_SUCCESS, readPulledSeq, syncOnce, type SyncReport } from '#server/sync/client.ts';
+import { followLive } from '#server/sync/live.ts';
 import { readHubLink } from '#server/sync/hub-link.ts';
 
 export type SyncStatus = {
@@ -116,17 +118,49 @@ export function startSyncAgent(s: Services, intervalMs: number): SyncAgent {
     }
   };
 
+  // A change committed on the hub while a round runs may be past that round's pull: one more.
+  let again = false;
   const runNow = (): Promise<SyncReport | null> => {
     if (running) return running;
     if (timer) clearTimeout(timer);
     running = round().finally(() => {
       running = undefined;
-      schedule();
+      if (again && !stopped) {
+        again = false;
+        void runNow();
+      } else schedule();
+      if (failures === 0) follow();
     });
     return running;
   };
 
+  /**
+   * Live sync: with rounds on an interval, a stream from the hub says when a change for this
+   * workstation was committed, and a round runs at once. Reopened after each good round when it
+   * ended; without it, the interval still holds.
+   */
+  let following = false;
+  const follow = (): void => {
+    const link = readHubLink(s.dataDir);
+    if (following || stopped || intervalMs === 0 || !link) return;
+    following = true;
+    void followLive(link, controller.signal, (head) => {
+      void readPulledSeq(s.db).then((pulled) => {
+        if (head <= pulled || stopped) return;
+        if (running) again = true;
+        else void runNow();
+      });
+    })
+      .catch(() => {
+        // The hub is away or older: rounds on the interval go on.
+      })
+      .finally(() => {
+        following = false;
+      });
+  };
+
   schedule();
+  follow();
   return {
     runNow,
     status: async () => await readSyncStatus(s, running !== undefined),

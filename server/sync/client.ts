@@ -28,6 +28,7 @@ import { applyChange, instancePayload, prepareChanges, type RemoteChange } from 
 import { parseHlc, type HlcTimestamp } from '#server/sync/hlc.ts';
 import type { HubLink } from '#server/sync/hub-link.ts';
 import { applyDirectory, directoryResponse } from '#server/sync/directory.ts';
+import { decodeCursor } from '#server/sync/cursor.ts';
 import { auditPushResponse, markAuditPushed, nextAuditBatch } from '#server/sync/audit-sync.ts';
 import { assignedResponse, fetchAssignedFiles } from '#server/sync/assignments.ts';
 import type { Replica, SyncEntity } from '#server/sync/replica.ts';
@@ -69,6 +70,15 @@ const INBOX_PAGE = 500;
 export const LAST_SUCCESS = 'sync.last_success_at';
 export const LAST_ERROR = 'sync.last_error';
 export const LAST_ATTEMPT = 'sync.last_attempt_at';
+
+/** The newest hub change number this workstation has pulled. */
+export async function readPulledSeq(db: Database): Promise<number> {
+  try {
+    return decodeCursor((await getSetting(db, CURSOR)) ?? '');
+  } catch {
+    return 0;
+  }
+}
 
 export class SyncError extends Error {
   /** The connection failed before an answer (not a timeout, not the hub's refusal). */

@@ -97,6 +97,7 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
       body: { changes: [{ change_id: uuid7(Date.now()), entity: 'analysis', key: newPublicId('ana'), op: 'put', hlc: `${String(Date.now()).padStart(15, '0')}-0000-matrix`, user_id: null, payload: { scan_id: '1.2.3' } }] },
     }),
     'GET /v1/sync/pull': () => ({ path: '/v1/sync/pull', ...sync() }),
+    'GET /v1/sync/pull/live': () => ({ path: '/v1/sync/pull/live?wait=0', ...sync() }),
     'POST /v1/sync/audit': () => ({
       path: '/v1/sync/audit',
       ...sync(),

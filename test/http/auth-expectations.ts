@@ -41,6 +41,7 @@ export const EXPECTED: Readonly<Record<string, Expectation>> = {
   'POST /v1/sync/push': needs('sync:push', []),
   'POST /v1/sync/audit': needs('sync:push', []),
   'GET /v1/sync/pull': needs('sync:pull', []),
+  'GET /v1/sync/pull/live': needs('sync:pull', []),
   'POST /v1/sync/blobs/missing': needs('sync:push', []),
   'PUT /v1/sync/blobs/{sha256}': needs('sync:push', []),
   'POST /v1/sync/blobs': needs('sync:push', []),

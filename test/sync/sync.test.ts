@@ -182,6 +182,31 @@ describe('a workstation and its hub', () => {
     }
   }, 240_000);
 
+  it('brings a verdict to another workstation within seconds through the hub\'s live stream, long before its interval', async () => {
+    const [w1, w2] = ws;
+    // ws2 syncs every 2 minutes on its own; only the live stream can bring the verdict sooner.
+    const listening = await startWorkstation(w2!.data, 120);
+    const writer = await startWorkstation(w1!.data);
+    try {
+      const key = lastLine((await mia(['keys', 'create', '--role', 'radiologist', '--email', 'reader@ws.test', ...hubArgs(place)])).stdout);
+      expect((await mia(['sync', 'now', '--data', w1!.data])).status).toBe(0);
+      const events = async (): Promise<number> => Number((await queryFolder<{ n: number }>(w2!.data, 'SELECT COUNT(*) AS n FROM review_events'))[0]?.n);
+      const before = await events();
+      const findingId = (await queryFolder<{ public_id: string }>(w1!.data, "SELECT public_id FROM findings WHERE source = 'model' ORDER BY public_id DESC LIMIT 1"))[0]!.public_id;
+      expect((await request(writer.url, key, 'PATCH', `/v1/findings/${findingId}`, { body: { review: 'accepted' } })).status).toBe(200);
+      const started = Date.now();
+      expect((await mia(['sync', 'now', '--data', w1!.data])).status).toBe(0);
+      for (let waited = 0; (await events()) === before; waited += 100) {
+        expect(waited, 'the verdict did not reach ws2 through the live stream').toBeLessThan(20_000);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      process.stderr.write(`live sync: the verdict reached the other workstation ${Date.now() - started} ms after the push began\n`);
+    } finally {
+      await writer.stop();
+      await listening.stop();
+    }
+  }, 120_000);
+
   it('merges report drafts field by field, and keeps both signings and a late edit when a report is signed twice apart', async () => {
     const [w1, w2] = ws;
     const servers = [await startWorkstation(w1!.data), await startWorkstation(w2!.data)];

@@ -12,6 +12,7 @@ import { UPLOAD_LIMIT_BYTES } from '#server/imports/upload.ts';
 import { BUCKET_FILE_MAX, BUCKET_MAX_BYTES, BUCKET_TYPE, blobPath, hasBlob, missingBlobs, receiveBlob, receiveBucket } from '#server/sync/blobs.ts';
 import { enrollDevice, listDeviceViews, revokeDeviceById } from '#server/sync/devices.ts';
 import { computeDigest } from '#server/sync/digest.ts';
+import { liveHead, liveQuery } from '#server/sync/live.ts';
 import { assign, assignBody, assignedResponse, assignedTo, assignment, assignmentParams, toAssignment, unassign } from '#server/sync/assignments.ts';
 import { listAssignments } from '#server/store/assignments.ts';
 import { auditPushBody, auditPushResponse, MAX_AUDIT_PUSH, receiveAudit } from '#server/sync/audit-sync.ts';
@@ -123,6 +124,20 @@ export const syncRoutes: Route[] = [
       }, { durable: true });
       if (result.gaps.length > 0) services.log.error('sync.audit_gap', { device_id: device.id, gaps: result.gaps.length, missing: result.gaps.reduce((n, g) => n + g.to - g.from + 1, 0) });
       return { kind: 'data', data: result };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/sync/pull/live',
+    summary: 'Server-Sent Events: head (the newest change number this device would pull) now and whenever it moves',
+    description: 'Tells a workstation when to pull; the pull itself is GET /v1/sync/pull. The stream ends after 10 minutes; open another.',
+    access: scopes('sync:pull'),
+    query: liveQuery,
+    produces: 'text/event-stream',
+    handle: ({ services, auth, headers, query }) => {
+      checkProtocol(headers);
+      const device = requireDevice(auth.device);
+      return { kind: 'events', run: liveHead(services.db, device.id, query.wait * 1000) };
     },
   }),
   defineRoute({
