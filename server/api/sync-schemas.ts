@@ -65,7 +65,14 @@ export const missingBody = z.object({ sha256: z.array(sha256).min(1).max(MAX_MIS
 export const missingResponse = z.object({ missing: z.array(z.string()) });
 export const blobParams = z.object({ sha256 });
 export const bucketStored = z.object({ stored: z.number().int(), present: z.number().int(), bytes: z.number().int() });
-export const blobStored = z.object({ sha256: z.string(), bytes: z.number().int(), stored: z.boolean() });
+export const blobStored = z.object({
+  sha256: z.string(),
+  bytes: z.number().int(),
+  stored: z.boolean(),
+  received: z.number().int().describe('Bytes of the file the hub holds now'),
+  complete: z.boolean().describe('Whether the file is whole on the hub (false: send the next range)'),
+});
+export const uploadState = z.object({ sha256: z.string(), received: z.number().int(), complete: z.boolean() });
 
 const entityDigest = z.object({ count: z.number().int(), sha256: z.string() });
 export const digestQuery = z.object({

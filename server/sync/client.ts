@@ -61,6 +61,8 @@ const REQUEST_TIMEOUT_MS = 30_000;
 /** Half the hub's bucket limit: a bucket of small files, sent as one request. */
 const CLIENT_BUCKET_BYTES = 16 * 1024 * 1024;
 const CLIENT_BUCKET_FILES = 500;
+/** A large file's range: what one cut-off request can cost to send again. */
+const RANGE_BYTES = 8 * 1024 * 1024;
 /** A file's upload may take longer than a request: at least 1 MB/s is expected of the link. */
 const fileTimeout = (bytes: number): number => REQUEST_TIMEOUT_MS + Math.ceil(bytes / 1_000_000) * 1000;
 
@@ -96,7 +98,8 @@ async function send(link: HubLink, c: Call, signal?: AbortSignal): Promise<Respo
   if (c.stream) {
     headers['content-type'] = 'application/octet-stream';
     headers['content-length'] = String(c.stream.bytes);
-    body = createReadStream(c.stream.file) as unknown as RequestInit['body'];
+    const start = c.stream.start ?? 0;
+    body = createReadStream(c.stream.file, { start, end: start + c.stream.bytes - 1 }) as unknown as RequestInit['body'];
   } else if (c.raw) {
     headers['content-type'] = c.raw.contentType;
     body = c.raw.body;
@@ -147,7 +150,8 @@ type Call = {
   body?: unknown;
   headers?: Record<string, string>;
   timeoutMs?: number;
-  stream?: { file: string; bytes: number };
+  /** A file, or `bytes` of it from `start`, streamed as the body. */
+  stream?: { file: string; bytes: number; start?: number };
   raw?: { body: Buffer; contentType: string };
 };
 
@@ -335,7 +339,7 @@ async function sendFiles(deps: SyncDeps, link: HubLink, batch: readonly ChangeRo
     const file = blobPath(deps.dataDir, sha);
     const bytes = statSync(file).size;
     if (bytes > BUCKET_FILE_MAX) {
-      await call(link, { method: 'PUT', path: `/v1/sync/blobs/${sha}`, stream: { file, bytes }, timeoutMs: fileTimeout(bytes) }, options.signal);
+      await sendInRanges(link, sha, file, bytes, options.signal);
       progress(1, bytes);
       continue;
     }
@@ -344,6 +348,28 @@ async function sendFiles(deps: SyncDeps, link: HubLink, batch: readonly ChangeRo
     bucketBytes += bytes;
   }
   await flushBucket();
+}
+
+/**
+ * A large file goes in ranges, each durable on the hub before the next (server/sync/resumable.ts):
+ * a round cut off mid-file starts the next one where the hub's copy ends, not from byte 0.
+ */
+async function sendInRanges(link: HubLink, sha256: string, file: string, bytes: number, signal?: AbortSignal): Promise<void> {
+  const state = await call<{ received: number; complete: boolean }>(link, { method: 'GET', path: `/v1/sync/blobs/${sha256}/upload` }, signal);
+  let offset = state.complete ? bytes : Math.min(state.received, bytes);
+  while (offset < bytes) {
+    const length = Math.min(RANGE_BYTES, bytes - offset);
+    const answer = await call<{ received: number; complete: boolean }>(link, {
+      method: 'PUT',
+      path: `/v1/sync/blobs/${sha256}`,
+      stream: { file, bytes: length, start: offset },
+      headers: { 'content-range': `bytes ${offset}-${offset + length - 1}/${bytes}` },
+      timeoutMs: fileTimeout(length),
+    }, signal);
+    if (answer.complete) return;
+    if (answer.received <= offset) throw new SyncError(`hub took no bytes of file ${sha256} at byte ${offset}`);
+    offset = answer.received;
+  }
 }
 
 async function pull(deps: SyncDeps, link: HubLink, report: SyncReport, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal }): Promise<void> {

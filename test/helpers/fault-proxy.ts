@@ -5,7 +5,7 @@
  *
  * - delay with jitter: every chunk waits `delayMs` plus up to `jitterMs` (seeded), in order;
  * - drop after N bytes: a connection's answer is cut after `dropAfterBytes` bytes from the target,
- *   both sides closed, as a network that dies mid-response;
+ *   both sides closed, as a network that dies mid-response (`dropUploadAfterBytes`: mid-upload);
  * - reset: new connections are answered with a TCP reset;
  * - blackhole: nothing is forwarded either way and nothing is closed (a partition: packets vanish);
  * - cut the answer to one kind of request (`cutAnswerTo`): the lost acknowledgement;
@@ -20,6 +20,8 @@ export type FaultPlan = {
   delayMs?: number;
   jitterMs?: number;
   dropAfterBytes?: number;
+  /** A connection is cut after this many bytes towards the target: an upload the network kills. */
+  dropUploadAfterBytes?: number;
   reset?: boolean;
   blackhole?: boolean;
   /**
@@ -89,7 +91,7 @@ export async function startFaultProxy(target: { host: string; port: number }, se
         cut();
         return;
       }
-      const limit = toClient ? plan.dropAfterBytes : undefined;
+      const limit = toClient ? plan.dropAfterBytes : plan.dropUploadAfterBytes;
       if (limit !== undefined && sent + part.length > limit) part = part.subarray(0, Math.max(0, limit - sent));
       sent += part.length;
       if (toClient) stats.bytesToClient += part.length;

@@ -113,6 +113,7 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
       return { path: '/v1/sync/blobs', ...sync({ 'Content-Type': BUCKET_TYPE }), rawBody: encodeBucket([{ sha256: blob.sha, bytes: blob.bytes }]) };
     },
     'GET /v1/sync/blobs/{sha256}': () => ({ path: `/v1/sync/blobs/${storedBlob.sha}`, ...sync() }),
+    'GET /v1/sync/blobs/{sha256}/upload': () => ({ path: `/v1/sync/blobs/${randomBlob().sha}/upload`, ...sync() }),
     'GET /v1/sync/digest': () => ({ path: '/v1/sync/digest', ...sync() }),
     'GET /v1/sync/status': () => ({ path: '/v1/sync/status' }),
     'POST /v1/sync/run': () => ({ path: '/v1/sync/run' }),

@@ -46,6 +46,7 @@ export const EXPECTED: Readonly<Record<string, Expectation>> = {
   'PUT /v1/sync/blobs/{sha256}': needs('sync:push', []),
   'POST /v1/sync/blobs': needs('sync:push', []),
   'GET /v1/sync/blobs/{sha256}': needs('sync:pull', []),
+  'GET /v1/sync/blobs/{sha256}/upload': needs('sync:push', []),
   'GET /v1/sync/digest': needs('sync:pull', []),
   // A workstation's own sync state and a round on demand: anyone who reads the worklist.
   'GET /v1/sync/status': needs('read:scans', [R, D, A]),

@@ -80,4 +80,42 @@ describe('sync blobs', () => {
     expect(replies.map((r) => r.status)).toEqual(Array(10).fill(201));
     expect(buckets.flat().every((f) => stored(f.sha))).toBe(true);
   });
+
+  it('takes a large file in ranges, each kept durable, refuses a range that does not continue the copy, and says where to go on from', async () => {
+    const big = file(3 * 1024 * 1024 + 17);
+    const put = async (start: number, end: number, body = big.bytes.subarray(start, end + 1), total = big.bytes.length) =>
+      await t.request('PUT', `/v1/sync/blobs/${big.sha}`, { key, rawBody: body, headers: { 'Content-Type': 'application/octet-stream', 'Mia-Sync-Protocol': '1', 'Content-Range': `bytes ${start}-${end}/${total}` } });
+    const offset = async () => (await t.request('GET', `/v1/sync/blobs/${big.sha}/upload`, { key, headers: { 'Mia-Sync-Protocol': '1' } })).json.data;
+    expect(await offset()).toMatchObject({ received: 0, complete: false });
+
+    const first = await put(0, 1024 * 1024 - 1);
+    expect(first.status).toBe(200);
+    expect(first.json.data).toMatchObject({ received: 1024 * 1024, complete: false, stored: false });
+    expect(stored(big.sha)).toBe(false);
+    // Sent again from the start (a client that lost the answer): refused, naming where the copy ends.
+    const again = await put(0, 1024 * 1024 - 1);
+    expect(again.status).toBe(409);
+    expect(again.json.error.details).toMatch(/holds 1048576 bytes of this file; send from byte 1048576/);
+    expect(await offset()).toMatchObject({ received: 1024 * 1024, complete: false });
+    // A range whose header does not fit is a 400.
+    expect((await put(5, 2, Buffer.alloc(0))).status).toBe(400);
+
+    const last = await put(1024 * 1024, big.bytes.length - 1);
+    expect(last.status).toBe(201);
+    expect(last.json.data).toMatchObject({ received: big.bytes.length, complete: true, stored: true });
+    expect(stored(big.sha)).toBe(true);
+    expect(await offset()).toMatchObject({ complete: true });
+
+    // Ranges that add up to other bytes: nothing kept, the copy starts over.
+    const other = file(2 * 1024 * 1024);
+    const wrong = randomBytes(other.bytes.length);
+    const range = async (start: number, end: number) =>
+      await t.request('PUT', `/v1/sync/blobs/${other.sha}`, { key, rawBody: wrong.subarray(start, end + 1), headers: { 'Content-Type': 'application/octet-stream', 'Mia-Sync-Protocol': '1', 'Content-Range': `bytes ${start}-${end}/${wrong.length}` } });
+    expect((await range(0, 1024 * 1024 - 1)).status).toBe(200);
+    const bad = await range(1024 * 1024, wrong.length - 1);
+    expect(bad.status).toBe(422);
+    expect(bad.json.error.details).toMatch(/send the file again from byte 0/);
+    expect(stored(other.sha)).toBe(false);
+    expect((await t.request('GET', `/v1/sync/blobs/${other.sha}/upload`, { key, headers: { 'Mia-Sync-Protocol': '1' } })).json.data.received).toBe(0);
+  });
 });

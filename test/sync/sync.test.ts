@@ -426,6 +426,29 @@ describe('a workstation and its hub', () => {
     const staging = join(hubData, 'archive', '.staging');
     if (!ON_POSTGRES) expect(existsSync(staging) ? readdirSync(staging) : []).toEqual([]);
   }, 240_000);
+  it('resumes a large file cut off mid-upload from where the hub\'s copy ends, not from its start', async () => {
+    const [w1] = ws;
+    await phantomDicom(work, 'large', { seed: 20_013_900, series: 1, modality: 'CT', slices: 1, size: 2600, kinds: 'none' });
+    expect((await mia(['import', join(work, 'large'), '--data', w1!.data])).status).toBe(0);
+    const size = (await queryFolder<{ file_size: number }>(w1!.data, 'SELECT file_size FROM instances ORDER BY id DESC LIMIT 1'))[0]!.file_size;
+    expect(size).toBeGreaterThan(12 * 1024 * 1024);
+
+    // The connection dies 4 MB into the first range: what arrived of it is on the hub, durable.
+    w1!.proxy.set({ dropUploadAfterBytes: 4_000_000 });
+    const cut = await mia(['sync', 'now', '--data', w1!.data]);
+    expect(cut.status).toBe(1);
+    w1!.proxy.set({});
+    const sentBefore = w1!.proxy.stats.bytesToTarget;
+    const resumed = await mia(['sync', 'now', '--data', w1!.data]);
+    expect(resumed.status, resumed.stderr + resumed.stdout).toBe(0);
+    const resent = w1!.proxy.stats.bytesToTarget - sentBefore;
+    process.stderr.write(`resumable upload: a ${size}-byte file cut at 4 MB; the next round sent ${resent} bytes\n`);
+    // What was left (and the requests around it), not the whole file again.
+    expect(resent).toBeLessThan(size - 3_000_000);
+    const sop = (await queryFolder<{ sop_instance_uid: string; file_sha256: string }>(w1!.data, 'SELECT sop_instance_uid, file_sha256 FROM instances ORDER BY id DESC LIMIT 1'))[0]!;
+    expect((await queryFolder<{ file_sha256: string }>(hubData, 'SELECT file_sha256 FROM instances WHERE sop_instance_uid = ?', [sop.sop_instance_uid], place.databaseUrl))[0]?.file_sha256).toBe(sop.file_sha256);
+  }, 240_000);
+
   it('quarantines for an admin an instance whose Patient ID the hub holds with another name, merging nothing', async () => {
     const [w1] = ws;
     const source = readdirSync(join(work, 'series'), { recursive: true, withFileTypes: true }).find((e) => e.isFile() && e.name.endsWith('.dcm'))!;

@@ -12,6 +12,7 @@ import { UPLOAD_LIMIT_BYTES } from '#server/imports/upload.ts';
 import { BUCKET_FILE_MAX, BUCKET_MAX_BYTES, BUCKET_TYPE, blobPath, hasBlob, missingBlobs, receiveBlob, receiveBucket } from '#server/sync/blobs.ts';
 import { enrollDevice, listDeviceViews, revokeDeviceById } from '#server/sync/devices.ts';
 import { computeDigest } from '#server/sync/digest.ts';
+import { parseContentRange, receiveRange, uploadOffset } from '#server/sync/resumable.ts';
 import { liveHead, liveQuery } from '#server/sync/live.ts';
 import { assign, assignBody, assignedResponse, assignedTo, assignment, assignmentParams, toAssignment, unassign } from '#server/sync/assignments.ts';
 import { listAssignments } from '#server/store/assignments.ts';
@@ -174,8 +175,8 @@ export const syncRoutes: Route[] = [
   defineRoute({
     method: 'put',
     path: '/v1/sync/blobs/{sha256}',
-    summary: 'Upload one instance file under its SHA-256',
-    description: 'Streamed; the hub hashes what it receives and keeps it only if it matches, before it answers.',
+    summary: 'Upload one instance file under its SHA-256, whole or in ranges',
+    description: 'Streamed; the hub hashes what it receives and keeps it only if it matches, before it answers. With Content-Range: bytes START-END/TOTAL the file goes in ranges, each made durable before the answer; a range must start where the hub\'s copy ends (GET .../upload), and the last one completes the file.',
     access: scopes('sync:push'),
     params: sync.blobParams,
     upload: { contentTypes: ['application/octet-stream', 'application/dicom'], maxBytes: UPLOAD_LIMIT_BYTES },
@@ -187,8 +188,26 @@ export const syncRoutes: Route[] = [
       const device = requireDevice(auth.device);
       if (!upload) throw new MiaError('internal', 'upload route without a body');
       audit({ target: `device:${device.id}` });
+      const range = parseContentRange(headers['content-range'], upload.maxBytes);
+      if (range) {
+        const part = await receiveRange(services.dataDir, device.id, params.sha256, upload.stream, range);
+        return { kind: 'data', status: part.stored ? 201 : 200, data: { sha256: params.sha256, bytes: range.total, stored: part.stored, received: part.received, complete: part.complete } };
+      }
       const result = await receiveBlob(services.dataDir, params.sha256, upload.stream, upload.maxBytes);
-      return { kind: 'data', status: result.stored ? 201 : 200, data: { sha256: params.sha256, ...result } };
+      return { kind: 'data', status: result.stored ? 201 : 200, data: { sha256: params.sha256, ...result, received: result.bytes, complete: true } };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/sync/blobs/{sha256}/upload',
+    summary: 'How much of a file the hub holds from this device: where a cut-off upload goes on from',
+    access: scopes('sync:push'),
+    params: sync.blobParams,
+    response: sync.uploadState,
+    handle: ({ services, auth, params, headers }) => {
+      checkProtocol(headers);
+      const device = requireDevice(auth.device);
+      return { kind: 'data', data: { sha256: params.sha256, ...uploadOffset(services.dataDir, device.id, params.sha256) } };
     },
   }),
   defineRoute({
