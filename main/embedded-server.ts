@@ -19,6 +19,7 @@ import { systemClock, type Clock } from '#server/clock.ts';
 import { createServer, type MiaServer } from '#server/create-server.ts';
 import { openDatabase } from '#server/store/sqlite.ts';
 import { findOrCreateUser } from '#server/users/users.ts';
+import type { SecretBox } from '#server/sync/hub-link.ts';
 
 export const LOCAL_ADMIN_EMAIL = 'admin@workstation.local';
 
@@ -47,6 +48,8 @@ export type EmbeddedServerOptions = {
   clock?: Clock;
   /** How long quit waits for the server to close before revoking the key anyway. */
   closeTimeoutMs?: number;
+  /** The OS keychain (main/keychain.ts), which seals the device key; null: a 0600 file. */
+  secretBox?: SecretBox | null;
 };
 
 /** The main process acting for the person at the workstation, who is its local admin. */
@@ -64,7 +67,7 @@ const DESKTOP_CALLER: AuthContext = {
 
 export async function startEmbeddedServer(options: EmbeddedServerOptions): Promise<EmbeddedServer> {
   const clock = options.clock ?? systemClock;
-  const server = await createServer({ dataDir: options.dataDir, uiDir: options.uiDir, modelsDirs: options.modelsDirs ?? null, clock, logToStderr: false });
+  const server = await createServer({ dataDir: options.dataDir, uiDir: options.uiDir, modelsDirs: options.modelsDirs ?? null, clock, logToStderr: false, secretBox: options.secretBox ?? null });
   const deps = { db: server.services.db, clock };
   // First launch creates the workstation's local admin; later launches find it.
   const { user, created } = await findOrCreateUser(deps, { email: LOCAL_ADMIN_EMAIL, role: 'admin' });

@@ -7,10 +7,11 @@
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { app, BrowserWindow, dialog, ipcMain, session, type IpcMainInvokeEvent } from 'electron';
+import { app, BrowserWindow, dialog, ipcMain, safeStorage, session, type IpcMainInvokeEvent } from 'electron';
 import { IPC_CHANNELS, type DesktopSession } from '../common/desktop-bridge.ts';
 import { bundledModelsDirs } from './desktop-paths.ts';
 import { startEmbeddedServer, type EmbeddedServer } from './embedded-server.ts';
+import { keychainBox } from './keychain.ts';
 import { createQuitSequence } from './quit.ts';
 import { buildWindowOptions, contentSecurityPolicy, isAllowedNavigation, permissionDecision } from './window-options.ts';
 
@@ -48,7 +49,7 @@ async function start(): Promise<void> {
   try {
     const dataDir = process.env['MIA_DATA'] ?? app.getPath('userData');
     const modelsDirs = bundledModelsDirs({ packaged: app.isPackaged, resourcesPath: process.resourcesPath, bundleDir: here });
-    embedded = await startEmbeddedServer({ dataDir, uiDir: existsSync(UI_DIR) ? UI_DIR : null, modelsDirs });
+    embedded = await startEmbeddedServer({ dataDir, uiDir: existsSync(UI_DIR) ? UI_DIR : null, modelsDirs, secretBox: keychainBox(safeStorage) });
   } catch (error) {
     fail(error);
     return;

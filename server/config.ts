@@ -6,6 +6,7 @@ import { availableParallelism } from 'node:os';
 import { z } from 'zod';
 import type { Clock } from '#server/clock.ts';
 import { systemClock } from '#server/clock.ts';
+import type { SecretBox } from '#server/sync/hub-link.ts';
 import { DEFAULT_LOG_ROTATION, logRotationSchema, type LogRotation } from '#server/log.ts';
 
 const rateLimitSchema = z.object({
@@ -59,6 +60,11 @@ export type ServerConfig = {
   rateLimit: RateLimitConfig;
   httpLimits: HttpLimits;
   clock: Clock;
+  /**
+   * Seals secrets kept on disk with the OS keychain (the desktop app passes Electron's
+   * safeStorage); null headless, where the device key is a 0600 file (server/sync/hub-link.ts).
+   */
+  secretBox: SecretBox | null;
   /** Where log lines go besides the data folder's log file; tests pass a silent sink. */
   logToStderr: boolean;
   /** Where mia.log goes; null: <data>/logs. Each node of a hub needs its own. */
@@ -128,6 +134,7 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
       input.httpLimits ?? { ...DEFAULT_HTTP_LIMITS, maxConnections: input.hubMode ? HUB_MAX_CONNECTIONS : DEFAULT_HTTP_LIMITS.maxConnections },
     ),
     clock: input.clock ?? systemClock,
+    secretBox: input.secretBox ?? null,
     logToStderr: input.logToStderr ?? false,
     logDir: input.logDir ?? null,
     logRotation: logRotationSchema.parse(input.logRotation ?? DEFAULT_LOG_ROTATION),

@@ -25,6 +25,7 @@ import { createImportService, type ImportService } from '#server/imports/import-
 import { createFileLogger } from '#server/log.ts';
 import type { Services } from '#server/services.ts';
 import { readSyncStatus, startSyncAgent, type SyncAgent, type SyncStatus } from '#server/sync/agent.ts';
+import { sealHubLink } from '#server/sync/hub-link.ts';
 import type { SyncReport } from '#server/sync/client.ts';
 
 /** Sync as the routes see it: the status, and a round on demand (null: not linked or it failed). */
@@ -80,7 +81,7 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
   let auditRetention: AuditRetention | undefined;
   let syncAgent: SyncAgent | undefined;
   const sync: SyncControl = {
-    status: async () => (syncAgent ? await syncAgent.status() : await readSyncStatus(services, false)),
+    status: async () => (syncAgent ? await syncAgent.status() : await readSyncStatus(services, false, config.secretBox)),
     runNow: async () => (syncAgent ? await syncAgent.runNow() : null),
   };
   let closeListener: (() => Promise<void>) | undefined;
@@ -120,7 +121,11 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
         auditRetention = startAuditRetention({ db, clock: config.clock, dataDir: config.dataDir, retentionDays: config.auditRetentionDays, log });
         // A hub is what workstations sync with; it runs no rounds of its own. An interval of 0
         // leaves rounds to "Sync now" and mia sync now.
-        if (!config.hubMode) syncAgent = startSyncAgent(services, config.syncIntervalMs);
+        if (!config.hubMode) {
+          // A key `mia sync join` wrote in the clear is sealed once the desktop's keychain is here.
+          if (config.secretBox && sealHubLink(config.dataDir, config.secretBox)) log.info('sync.key_sealed', {});
+          syncAgent = startSyncAgent(services, config.syncIntervalMs);
+        }
       }
     },
     stop() {

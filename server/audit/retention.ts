@@ -11,7 +11,7 @@ import { ARCHIVE_FOLDER_ENTRY, AUDIT_ARCHIVE_DIR, parseArchive, sidecarName, wri
 import type { Clock } from '#server/clock.ts';
 import type { Logger } from '#server/log.ts';
 import { auditArchivableUpTo } from '#server/sync/audit-sync.ts';
-import { readHubLink } from '#server/sync/hub-link.ts';
+import { isLinked } from '#server/sync/hub-link.ts';
 import {
   auditArchiveRecorded,
   deleteAuditEvents,
@@ -42,7 +42,7 @@ export async function archiveAuditBatch(deps: RetentionDeps, cutoff: string): Pr
   // IMMEDIATE: no event of the batch can change (a counted refusal) between read and delete.
   return await inTransaction(deps.db, async (tx) => {
     // A workstation keeps what has not reached its hub yet: archived here, it would be a gap there.
-    const upTo = await auditArchivableUpTo(tx, readHubLink(deps.dataDir) !== null);
+    const upTo = await auditArchivableUpTo(tx, isLinked(deps.dataDir));
     const rows = await expiredAuditEvents(tx, cutoff, ARCHIVE_BATCH_EVENTS, upTo);
     if (rows.length === 0) return null;
     const record = writeAuditArchive(dir, rows, deps.clock.now().toISOString());

@@ -14,7 +14,7 @@ import { hello, syncOnce, SyncError, type SyncProgress } from '#server/sync/clie
 import { enrollDevice, listDeviceViews, revokeDeviceById } from '#server/sync/devices.ts';
 import { assign, toAssignment } from '#server/sync/assignments.ts';
 import { listAssignments } from '#server/store/assignments.ts';
-import { readHubLink, writeHubLink } from '#server/sync/hub-link.ts';
+import { openHubLink, writeHubLink } from '#server/sync/hub-link.ts';
 
 export type SyncIo = { out(line: string): void; err(line: string): void; stderrIsTty: boolean; writeErr(text: string): void; readStdin(): string };
 type Place = { dataDir: string; databaseUrl: string | null };
@@ -101,7 +101,8 @@ export async function syncCommand(sub: string | undefined, args: readonly string
       return 0;
     }
     case 'now': {
-      const link = readHubLink(place.dataDir) ?? usage('not linked to a hub: run mia sync join HUB_URL first');
+      const opened = openHubLink(place.dataDir);
+      const link = opened.link ?? usage(opened.reason);
       const folder = await openDataFolder(place.dataDir, { databaseUrl: place.databaseUrl });
       try {
         let last = '';

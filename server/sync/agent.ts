@@ -9,7 +9,7 @@ import { getSetting } from '#server/store/settings.ts';
 import { countPendingOwnChanges, readNewestDeferral } from '#server/store/sync-log.ts';
 import { hello, LAST_ATTEMPT, LAST_ERROR, LAST_SUCCESS, readPulledSeq, syncOnce, type SyncReport } from '#server/sync/client.ts';
 import { followLive } from '#server/sync/live.ts';
-import { readHubLink } from '#server/sync/hub-link.ts';
+import { openHubLink, readHubLink, readLinkInfo, type SecretBox } from '#server/sync/hub-link.ts';
 
 export type SyncStatus = {
   linked: boolean;
@@ -43,10 +43,12 @@ const MAX_BACKOFF_MS = 5 * 60_000;
 const PROBE_MS = 5_000;
 const PROBE_TIMEOUT_MS = 3_000;
 
-export async function readSyncStatus(s: Pick<Services, 'db' | 'dataDir' | 'replica'>, running: boolean): Promise<SyncStatus> {
-  const link = readHubLink(s.dataDir);
+export async function readSyncStatus(s: Pick<Services, 'db' | 'dataDir' | 'replica'>, running: boolean, box: SecretBox | null = null): Promise<SyncStatus> {
+  const link = readLinkInfo(s.dataDir);
+  const opened = openHubLink(s.dataDir, box);
   const counts = await countPendingOwnChanges(s.db, s.replica.deviceId);
-  const lastError = (await getSetting(s.db, LAST_ERROR)) || null;
+  // A key this process cannot open (sealed by the desktop's keychain, read by the CLI) is the error.
+  const lastError = (opened.link === null && link !== null ? opened.reason : (await getSetting(s.db, LAST_ERROR)) || null);
   const lastSync = (await getSetting(s.db, LAST_SUCCESS)) ?? null;
   const state: SyncStatus['state'] = !link ? 'not_linked' : running ? 'syncing' : lastError ? 'offline' : lastSync ? 'online' : 'offline';
   return {
@@ -72,7 +74,7 @@ export function startSyncAgent(s: Services, intervalMs: number): SyncAgent {
   let stopped = false;
 
   const round = async (): Promise<SyncReport | null> => {
-    const link = readHubLink(s.dataDir);
+    const link = readHubLink(s.dataDir, s.config.secretBox);
     if (!link) return null;
     try {
       const report = await syncOnce(s, link, { signal: controller.signal });
@@ -100,7 +102,7 @@ export function startSyncAgent(s: Services, intervalMs: number): SyncAgent {
       void runNow();
       return;
     }
-    const link = readHubLink(s.dataDir);
+    const link = readHubLink(s.dataDir, s.config.secretBox);
     let reachable = false;
     if (link) {
       try {
@@ -141,7 +143,7 @@ export function startSyncAgent(s: Services, intervalMs: number): SyncAgent {
    */
   let following = false;
   const follow = (): void => {
-    const link = readHubLink(s.dataDir);
+    const link = readHubLink(s.dataDir, s.config.secretBox);
     if (following || stopped || intervalMs === 0 || !link) return;
     following = true;
     void followLive(link, controller.signal, (head) => {
@@ -163,7 +165,7 @@ export function startSyncAgent(s: Services, intervalMs: number): SyncAgent {
   follow();
   return {
     runNow,
-    status: async () => await readSyncStatus(s, running !== undefined),
+    status: async () => await readSyncStatus(s, running !== undefined, s.config.secretBox),
     async stop() {
       stopped = true;
       if (timer) clearTimeout(timer);
