@@ -54,13 +54,18 @@ export async function startHub(place: HubPlace, port = 0): Promise<Hub> {
   return await startServe(['--hub', '--port', String(port), ...hubArgs(place)]);
 }
 
-/** A workstation's `mia serve`, its background rounds off: the test says when to sync. */
-export async function startWorkstation(dataDir: string, syncIntervalSeconds = 0): Promise<Hub> {
-  return await startServe(['--port', '0', '--sync-interval', String(syncIntervalSeconds), '--data', dataDir]);
+/**
+ * A workstation's `mia serve`; with an interval of 0 its background rounds are off and the test
+ * says when to sync. `clockOffset` runs it under faketime, its wall clock that far off.
+ */
+export async function startWorkstation(dataDir: string, syncIntervalSeconds = 0, clockOffset?: string): Promise<Hub> {
+  return await startServe(['--port', '0', '--sync-interval', String(syncIntervalSeconds), '--data', dataDir], clockOffset);
 }
 
-async function startServe(args: readonly string[]): Promise<Hub> {
-  const child = spawn(process.execPath, [BIN, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+async function startServe(args: readonly string[], clockOffset?: string): Promise<Hub> {
+  const child = clockOffset
+    ? spawn('faketime', ['-f', clockOffset, process.execPath, BIN, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FAKETIME_DONT_FAKE_MONOTONIC: '1' } })
+    : spawn(process.execPath, [BIN, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr.on('data', (c: Buffer) => (output += c.toString()));

@@ -15,7 +15,9 @@
  *   same everywhere; every acknowledged impression is in the hub's log; a draft shows the one
  *   written last by HLC; a report signed anywhere is final everywhere, and every signed text is
  *   its body or one of its addenda;
- * - each workstation's audit trail, as far as it has sent it, is on the hub whole with no gap.
+ * - each workstation's audit trail, as far as it has sent it, is on the hub whole with no gap;
+ * - sampled all along, no reader saw a value go back in time (watchWhatReadersSee).
+ * One workstation's clock is 10 minutes ahead and one 10 minutes behind (faketime).
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,11 +30,71 @@ import { startFaultProxy, type FaultPlan, type FaultProxy } from '../helpers/fau
 import { freshPostgresDatabase } from '../helpers/postgres-cluster.ts';
 import { digestDifference, digestOf, hubArgs, lastLine, mia, queryFolder, request, startHub, startWorkstation, type Hub, type HubPlace } from './harness.ts';
 import { seededRandom } from '../helpers/random.ts';
+import Database from 'better-sqlite3';
+import { DATABASE_FILE } from '#server/store/sqlite.ts';
+
+/**
+ * What a reader at each workstation could see, sampled while the workload runs, read-only from
+ * its database: a signed report never shows as a draft again, a draft's impression never goes
+ * back to an older write, a finding's verdict never to an older event, and no verdict event
+ * disappears. (A draft that gets signed may change words: the signing chose them.)
+ */
+function watchWhatReadersSee(dirs: readonly string[]): { stop(): string[] } {
+  const violations: string[] = [];
+  const dbs = dirs.map((d) => {
+    const db = new Database(join(d, DATABASE_FILE), { readonly: true, fileMustExist: true });
+    db.pragma('busy_timeout = 2000');
+    return db;
+  });
+  const seen = dirs.map(() => ({ finals: new Set<string>(), drafts: new Map<string, string>(), verdicts: new Map<string, string>(), events: 0 }));
+  const sample = (): void => {
+    for (const [i, db] of dbs.entries()) {
+      const was = seen[i]!;
+      const where = `ws${i + 1}`;
+      for (const r of db.prepare('SELECT public_id, status, impression_hlc FROM reports').all() as { public_id: string; status: string; impression_hlc: string | null }[]) {
+        if (r.status === 'final') {
+          was.finals.add(r.public_id);
+          was.drafts.delete(r.public_id);
+          continue;
+        }
+        if (was.finals.has(r.public_id)) violations.push(`${where}: report ${r.public_id} was final and shows as a draft`);
+        const before = was.drafts.get(r.public_id);
+        if (before !== undefined && (r.impression_hlc === null || r.impression_hlc < before)) violations.push(`${where}: draft ${r.public_id} went back from ${before} to ${r.impression_hlc ?? 'nothing'}`);
+        if (r.impression_hlc !== null) was.drafts.set(r.public_id, r.impression_hlc);
+      }
+      for (const f of db.prepare('SELECT f.public_id AS id, MAX(e.hlc) AS hlc FROM review_events e JOIN findings f ON f.id = e.finding_ref GROUP BY f.public_id').all() as { id: string; hlc: string }[]) {
+        const before = was.verdicts.get(f.id);
+        if (before !== undefined && f.hlc < before) violations.push(`${where}: finding ${f.id} went back from ${before} to ${f.hlc}`);
+        was.verdicts.set(f.id, f.hlc);
+      }
+      const events = (db.prepare('SELECT COUNT(*) AS n FROM review_events').get() as { n: number }).n;
+      if (events < was.events) violations.push(`${where}: verdict events went from ${was.events} to ${events}`);
+      was.events = events;
+    }
+  };
+  const timer = setInterval(() => {
+    try {
+      sample();
+    } catch (err) {
+      violations.push(`sampling failed: ${String(err)}`);
+    }
+  }, 250);
+  return {
+    stop() {
+      clearInterval(timer);
+      sample();
+      for (const db of dbs) db.close();
+      return violations;
+    },
+  };
+}
 
 const ON_POSTGRES = process.env['MIA_TEST_BACKEND'] === 'postgres';
 // .ci/run: a fixed seed for 30 s; npm run soak sets a longer run and its own seed.
 const SEED = Number(process.env['MIA_SOAK_SEED'] ?? 13_013);
-const WORKLOAD_MS = Number(process.env['MIA_SOAK_MS'] ?? 30_000);
+const WORKLOAD_MS = Number(process.env['MIA_SOAK_MS'] ?? 120_000);
+/** Clocks as workstations have them: one right, one 10 minutes ahead, one 10 minutes behind. */
+const CLOCKS = [undefined, '+10m', '-10m'] as const;
 
 
 type Station = { data: string; proxy: FaultProxy; server: Hub; key: string; files: string[]; uploaded: string[]; verdicts: number };
@@ -50,7 +112,7 @@ beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'mia-sync-workload-'));
   place = { dataDir: join(work, 'hub'), databaseUrl: ON_POSTGRES ? await freshPostgresDatabase() : null };
   hub = await startHub(place);
-  await phantomDicom(work, 'shared', { seed: 20_013_300, series: 2, modality: 'CT', slices: 10, size: 128, kinds: 'hemorrhage,tumor' });
+  await phantomDicom(work, 'shared', { seed: 20_013_300, series: 4, modality: 'CT', slices: 10, size: 128, kinds: 'hemorrhage,tumor' });
   await phantomDicom(work, 'extra', { seed: 20_013_400, series: 3, modality: 'CT', slices: 6, size: 64 });
   const extra = readdirSync(join(work, 'extra')).sort();
   for (let i = 0; i < 3; i++) {
@@ -69,7 +131,7 @@ beforeAll(async () => {
   for (const s of [stations[0]!, stations[1]!, stations[2]!]) expect((await mia(['sync', 'now', '--data', s.data])).status).toBe(0);
   for (const s of stations) {
     s.key = readerKey;
-    s.server = await startWorkstation(s.data, 1);
+    s.server = await startWorkstation(s.data, 1, CLOCKS[stations.indexOf(s)]);
   }
   shared = (await queryFolder<{ study_uid: string }>(stations[0]!.data, 'SELECT study_uid FROM studies ORDER BY study_uid')).map((r) => r.study_uid);
 }, 400_000);
@@ -101,6 +163,7 @@ describe('a random workload under faults, with an oracle', () => {
     const scans = (await queryFolder<{ scan_id: string }>(stations[0]!.data, 'SELECT scan_id FROM scans WHERE latest_analysis_ref IS NOT NULL ORDER BY scan_id')).map((r) => r.scan_id);
     const findings = (await queryFolder<{ public_id: string }>(stations[0]!.data, "SELECT public_id FROM findings WHERE source = 'model' ORDER BY public_id")).map((r) => r.public_id);
     expect(findings.length).toBeGreaterThan(0);
+    const readers = watchWhatReadersSee(stations.map((s) => s.data));
     const started = performance.now();
     let nextPlanAt = 0;
     while (performance.now() - started < WORKLOAD_MS) {
@@ -159,6 +222,9 @@ describe('a random workload under faults, with an oracle', () => {
         }
       }
     }
+
+    // No reader saw a value go back in time, during the faults or the heal.
+    expect(readers.stop()).toEqual([]);
 
     // The faults did happen: connections reset and answers cut while rounds ran.
     expect(stations.reduce((n, s) => n + s.proxy.stats.resets, 0)).toBeGreaterThan(0);
