@@ -359,7 +359,7 @@ export const report = z.object({
     .array(measurement)
     .describe("The author's measurements on the scan (length, ROI, probe), oldest first; a final report lists those made until it was signed"),
   conflicts: z
-    .array(z.object({ field: z.enum(['impression', 'recommendation']), value: z.string(), user_id: z.string().nullable(), written_at: isoTime }))
+    .array(z.object({ field: z.enum(['impression', 'recommendation']), value: z.string(), user_id: z.string().nullable(), user_email: z.string().nullable(), written_at: isoTime }))
     .describe('Draft edits made on another workstation that reached this report after it was signed: never applied, shown so nothing written is lost'),
 });
 export type Report = z.infer<typeof report>;

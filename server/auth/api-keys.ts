@@ -68,6 +68,12 @@ export async function issueKeyForUser(
   deps: KeyDeps,
   input: { userRef: number; name: string | null; extraScopes: readonly GrantableScope[] },
 ): Promise<{ row: ApiKeyWithOwner; key: string }> {
+  // A key made here for the hub's user would let this workstation act as them in changes the
+  // hub takes as theirs: only the hub issues their keys (they come down with each sync).
+  const owner = await findUserById(deps.db, input.userRef);
+  if (owner?.origin === 'hub') {
+    throw conflict('This user is managed by the hub', `keys for ${owner.email} are issued on the hospital's hub and reach this workstation at its next sync`);
+  }
   const key = generateKey();
   const inserted = await insertApiKey(deps.db, {
     userId: input.userRef,
@@ -132,6 +138,7 @@ export async function rotateKey(
 ): Promise<{ apiKey: ApiKey; key: string; previous: { id: string; expiresAt: string } }> {
   return await inTransaction(deps.db, async (tx) => {
     const old = await manageableKey({ ...deps, db: tx }, caller, keyId);
+    refuseHubKey(old);
     const status = keyStatus(old, deps.clock.now());
     if (status !== 'active') {
       throw conflict(`API key is ${status}`, 'only an active key can be rotated; create a new key instead');
@@ -144,8 +151,14 @@ export async function rotateKey(
   });
 }
 
+/** A key the hub issued is the hub's to rotate or revoke; here it would come back at the next sync. */
+function refuseHubKey(row: ApiKeyWithOwner): void {
+  if (row.origin === 'hub') throw conflict('This key is managed by the hub', `key ${row.public_id} was issued on the hospital's hub; rotate or revoke it there`);
+}
+
 export async function revokeKey(deps: KeyDeps, caller: AuthContext, keyId: string): Promise<ApiKey> {
   const row = await manageableKey(deps, caller, keyId);
+  refuseHubKey(row);
   await revokeApiKey(deps.db, row.id, deps.clock.now().toISOString());
   const updated = await findApiKeyById(deps.db, row.id);
   if (!updated) throw new Error('revoked key vanished');

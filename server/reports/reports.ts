@@ -85,7 +85,7 @@ export function toReport(row: ReportRow, addenda: readonly AddendumRow[] = [], m
     addenda: addenda.map(toAddendum),
     lesions: groupLesions(findings),
     measurements: measurements.map(toMeasurement),
-    conflicts: conflicts.map((c) => ({ field: c.field, value: c.value, user_id: c.user_id, written_at: c.created_at })),
+    conflicts: conflicts.map((c) => ({ field: c.field, value: c.value, user_id: c.user_id, user_email: c.user_email ?? null, written_at: c.created_at })),
   };
 }
 

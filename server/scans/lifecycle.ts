@@ -116,3 +116,11 @@ export async function reviewChanged(db: Database, scan: ScanState, at: string): 
 export async function reportFinalized(db: Database, scan: ScanState, reportId: string, at: string): Promise<Move> {
   return canSystemMove(scan.status, 'reported') ? await move(db, scan, 'reported', `report ${reportId} finalized`, at) : stay(scan);
 }
+
+/**
+ * Another workstation archived the scan (docs/sync.md, Scan status): archived here too, from any
+ * state, as a client's request would; archived is where a scan's life ends.
+ */
+export async function archiveSynced(db: Database, scan: ScanState, at: string): Promise<Move> {
+  return scan.status === 'archived' ? stay(scan) : await move(db, scan, 'archived', 'archived on another workstation', at);
+}

@@ -6,7 +6,9 @@ import type { Database } from '#server/store/database.ts';
 import { inTransaction } from '#server/store/database.ts';
 import type { Page, PageRequest } from '#server/store/page.ts';
 import type { ResultFilter, ScanFilter, ScanRow } from '#server/store/scans.ts';
-import { findScan, listScans as listScanRows, listScansWithResults } from '#server/store/scans.ts';
+import { findScan, listScans as listScanRows, listScansWithResults, stampArchived } from '#server/store/scans.ts';
+import { recordChanges, type Replica } from '#server/sync/replica.ts';
+import { formatHlc } from '#server/sync/hlc.ts';
 import { loadSliceIndex, loadSliceIndexes, sliceIndexOf } from '#server/findings/places.ts';
 import { clientRequested } from '#server/scans/lifecycle.ts';
 import { loadLatestAnalyses, toScan, toScanResult } from '#server/scans/scan-views.ts';
@@ -52,10 +54,17 @@ export async function getScan(deps: ScanDeps, scanId: string): Promise<Scan> {
 
 /** Applies a client's status request; the check and the write share one transaction so two
  * concurrent requests cannot both pass the check. */
-export async function requestScanStatus(deps: ScanDeps, scanId: string, requested: string): Promise<{ scan: Scan; from: string }> {
+export async function requestScanStatus(deps: ScanDeps & { replica: Replica }, scanId: string, requested: string, userId: string | null): Promise<{ scan: Scan; from: string }> {
   return await inTransaction(deps.db, async (tx) => {
     const row = await getScanRow({ ...deps, db: tx }, scanId);
-    await clientRequested(tx, { ref: row.id, status: row.status }, requested, deps.clock.now().toISOString());
+    const move = await clientRequested(tx, { ref: row.id, status: row.status }, requested, deps.clock.now().toISOString());
+    // Archiving is a decision every workstation follows; the other states are derived where the
+    // facts are (docs/sync.md, Scan status).
+    if (move.to === 'archived') {
+      const hlc = formatHlc(deps.replica.hlc.tick());
+      await stampArchived(tx, row.id, hlc);
+      await recordChanges(tx, deps.replica, [{ entity: 'scan', key: scanId, op: 'put', userId, hlc, payload: { archived: true } }]);
+    }
     return { scan: await getScan({ ...deps, db: tx }, scanId), from: row.status };
   });
 }

@@ -101,3 +101,8 @@ export async function upsertHubKey(db: Database, k: HubKey): Promise<void> {
        ON CONFLICT (public_id) DO UPDATE SET user_id = excluded.user_id, name = excluded.name, extra_scopes = excluded.extra_scopes,
          expires_at = excluded.expires_at, revoked_at = excluded.revoked_at, origin = 'hub'`, k);
 }
+
+/** Revokes the keys made on this workstation for a user who became the hub's (directory sync). */
+export async function revokeLocalKeysOf(db: Database, userRef: number, at: string): Promise<number> {
+  return await db.run("UPDATE api_keys SET revoked_at = ? WHERE user_id = ? AND origin = 'local' AND revoked_at IS NULL", [at, userRef]);
+}

@@ -787,6 +787,15 @@ const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE sync_quarantine ADD COLUMN resolved_at TEXT;
     `,
   },
+  {
+    version: 24,
+    name: 'sync: archiving a scan as a last-writer-wins flag',
+    sql: `
+      -- The HLC of the newest archive or unarchive decision this replica took in for the scan
+      -- (docs/sync.md, Scan status): a decision older than it changes nothing.
+      ALTER TABLE scans ADD COLUMN archived_hlc TEXT;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -68,7 +68,7 @@ export async function setSignedBody(
   ]);
 }
 
-export type ConflictRow = { field: 'impression' | 'recommendation'; value: string; hlc: string; user_id: string | null; created_at: string };
+export type ConflictRow = { field: 'impression' | 'recommendation'; value: string; hlc: string; user_id: string | null; created_at: string; user_email?: string | null };
 
 export async function insertReportConflict(db: Database, reportRef: number, c: ConflictRow): Promise<void> {
   await db.run(`INSERT INTO report_conflicts (report_ref, field, value, hlc, user_id, created_at) VALUES (?, ?, ?, ?, ?, ?)
@@ -76,7 +76,8 @@ export async function insertReportConflict(db: Database, reportRef: number, c: C
 }
 
 export async function listReportConflicts(db: Database, reportRef: number): Promise<ConflictRow[]> {
-  return (await db.all('SELECT field, value, hlc, user_id, created_at FROM report_conflicts WHERE report_ref = ? ORDER BY hlc, field', [reportRef])) as ConflictRow[];
+  return (await db.all(`SELECT c.field, c.value, c.hlc, c.user_id, c.created_at, u.email AS user_email
+     FROM report_conflicts c LEFT JOIN users u ON u.public_id = c.user_id WHERE c.report_ref = ? ORDER BY c.hlc, c.field`, [reportRef])) as ConflictRow[];
 }
 
 /** A write to a report taken in here (migration 21); the same change twice is one write. */

@@ -100,3 +100,13 @@ export async function findScan(db: Database, scanId: string): Promise<ScanRow | 
 export async function setScanStatus(db: Database, id: number, from: ScanStatus, status: ScanStatus, reason: string | null, at: string): Promise<boolean> {
   return (await db.run('UPDATE scans SET status = ?, status_reason = ?, updated_at = ? WHERE id = ? AND status = ?', [status, reason, at, id, from])) === 1;
 }
+
+/** The HLC of the newest archive decision this replica took in for the scan (migration 24). */
+export async function readArchivedHlc(db: Database, scanRef: number): Promise<string | null> {
+  const row = (await db.get('SELECT archived_hlc FROM scans WHERE id = ?', [scanRef])) as { archived_hlc: string | null } | undefined;
+  return row?.archived_hlc ?? null;
+}
+
+export async function stampArchived(db: Database, scanRef: number, hlc: string): Promise<void> {
+  await db.run('UPDATE scans SET archived_hlc = ? WHERE id = ?', [hlc, scanRef]);
+}

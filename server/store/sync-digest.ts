@@ -21,7 +21,7 @@ const REVIEWS = perDialect((d) => `SELECT e.event_id AS k, f.public_id || ' ' ||
   WHERE ${STUDY_FILTER(d)} ORDER BY e.event_id${d === 'postgres' ? ' COLLATE "C"' : ''}`);
 
 // Reports with what a reader wrote and signed (a draft's derived snapshot is not compared), their
-// addenda, their conflicts, and the findings readers drew.
+// addenda, their conflicts, the scans archived, and the findings readers drew.
 const C = (d: 'sqlite' | 'postgres'): string => (d === 'postgres' ? ' COLLATE "C"' : '');
 const REPORTS = perDialect((d) => `SELECT k, v FROM (
     SELECT r.public_id AS k, 'report ' || r.status || ' ' || au.public_id || ' ' || COALESCE(r.final_hlc, '') || ' ' || COALESCE(fu.public_id, '') || ' ' ||
@@ -37,6 +37,9 @@ const REPORTS = perDialect((d) => `SELECT k, v FROM (
     FROM report_conflicts c JOIN reports r ON r.id = c.report_ref
     JOIN scans s ON s.id = r.scan_ref JOIN studies st ON st.id = s.study_ref WHERE ${STUDY_FILTER(d)}
     UNION ALL
+    SELECT s.scan_id AS k, 'scan archived' AS v
+    FROM scans s JOIN studies st ON st.id = s.study_ref WHERE s.status = 'archived' AND ${STUDY_FILTER(d)}
+    UNION ALL
     SELECT f.public_id AS k, 'finding ' || a.public_id || ' ' || f.label || ' ' || f.instance_uid || ' ' || f.frame AS v
     FROM findings f JOIN analyses a ON a.id = f.analysis_ref JOIN scans s ON s.id = a.scan_ref JOIN studies st ON st.id = s.study_ref
     WHERE f.source = 'reader' AND ${STUDY_FILTER(d)}
@@ -46,5 +49,5 @@ export async function readDigestRows(db: Database, studies: readonly string[] | 
   const list = studies === null ? null : JSON.stringify(studies);
   const params = [list, list];
   const lines = async (statement: typeof INSTANCES, p: unknown[] = params): Promise<string[]> => ((await db.all(statement, p)) as { k: string; v: string }[]).map((r) => `${r.k} ${r.v}`);
-  return { instances: await lines(INSTANCES), analyses: await lines(ANALYSES), reviews: await lines(REVIEWS), reports: await lines(REPORTS, [list, list, list, list, list, list, list, list]) };
+  return { instances: await lines(INSTANCES), analyses: await lines(ANALYSES), reviews: await lines(REVIEWS), reports: await lines(REPORTS, [list, list, list, list, list, list, list, list, list, list]) };
 }

@@ -212,7 +212,8 @@ export async function syncOnce(deps: SyncDeps, link: HubLink, options: { onProgr
 async function takeDirectory(deps: SyncDeps, link: HubLink, report: SyncReport, options: { signal?: AbortSignal }): Promise<void> {
   const answer = directoryResponse.safeParse(await call<unknown>(link, { method: 'GET', path: '/v1/sync/directory' }, options.signal));
   if (!answer.success) throw new SyncError(`hub sent a directory this mia cannot read (${answer.error.issues[0]?.path.join('.') ?? ''}: ${answer.error.issues[0]?.message ?? ''}); upgrade mia`);
-  const { adopted } = await deps.db.transaction(async (tx) => await applyDirectory(tx, deps.replica.deviceId, answer.data));
+  const at = deps.clock.now().toISOString();
+  const { adopted } = await deps.db.transaction(async (tx) => await applyDirectory(tx, deps.replica.deviceId, answer.data, at));
   report.usersAdopted += adopted;
 }
 

@@ -5,8 +5,11 @@
  *
  * - A hub user is kept under the hub's public id, so a change made here names the same person
  *   everywhere. A local user with the same email becomes that hub user: the row keeps its local
- *   id (its reports and keys stay theirs), takes the hub's id, name, role and status, and the
- *   changes it made that have not left yet are re-labelled with the hub's id.
+ *   id (its reports stay theirs), takes the hub's id, name, role and status, and the changes it
+ *   made that have not left yet are re-labelled with the hub's id. Keys made here for them are
+ *   revoked: the hub's own keys for them come down in the same directory.
+ * - Only the hub issues, rotates and revokes its users' keys (server/auth/api-keys.ts): a key made
+ *   on a workstation for a hub user would let that workstation act as them.
  * - Keys come as digests (never the keys), so a reader signs in here, offline too, with the key
  *   the hub gave them; a key revoked or a user disabled on the hub stops working here at the
  *   next round.
@@ -16,7 +19,7 @@
 import { z } from 'zod';
 import { ROLES, USER_STATUSES } from '#common/vocabulary.ts';
 import type { Database } from '#server/store/database.ts';
-import { listAllKeys, upsertHubKey } from '#server/store/api-keys.ts';
+import { listAllKeys, revokeLocalKeysOf, upsertHubKey } from '#server/store/api-keys.ts';
 import { adoptHubUser, findUserByEmail, findUserByPublicId, listAllUsers, releaseEmail, upsertHubUser } from '#server/store/users.ts';
 import { relabelPendingUser } from '#server/store/sync-log.ts';
 
@@ -66,7 +69,7 @@ export async function readDirectory(db: Database): Promise<Directory> {
 }
 
 /** The workstation's side, in one transaction; returns how many local users became hub users. */
-export async function applyDirectory(tx: Database, deviceId: string, d: Directory): Promise<{ adopted: number }> {
+export async function applyDirectory(tx: Database, deviceId: string, d: Directory, at: string): Promise<{ adopted: number }> {
   const refs = new Map<string, number>();
   let adopted = 0;
   for (const u of d.users) {
@@ -76,6 +79,9 @@ export async function applyDirectory(tx: Database, deviceId: string, d: Director
     if (sameEmail && sameEmail.origin === 'local') {
       await adoptHubUser(tx, sameEmail.id, hubUser);
       await relabelPendingUser(tx, deviceId, sameEmail.public_id, u.id);
+      // Keys made here before are not the hub's: from now on the person signs in with the key
+      // the hub gave them (it comes down below), so no key made on this machine speaks for them.
+      await revokeLocalKeysOf(tx, sameEmail.id, at);
       refs.set(u.id, sameEmail.id);
       adopted += 1;
       continue;

@@ -20,14 +20,14 @@ import { z } from 'zod';
 import { MiaError } from '#server/errors.ts';
 import { archivePathFor } from '#server/imports/archive.ts';
 import { indexInstance, prepareArchived, type Prepared, type RefCache } from '#server/imports/ingest.ts';
-import { resultSynced, reviewChanged } from '#server/scans/lifecycle.ts';
+import { archiveSynced, resultSynced, reviewChanged } from '#server/scans/lifecycle.ts';
 import { applyDerivedVerdict } from '#server/scans/verdict-events.ts';
 import { findFindingWithScan } from '#server/store/finding-reviews.ts';
 import { insertReviewEvent, reviewEventExists } from '#server/store/review-events.ts';
 import { UUID7_PATTERN } from '#server/sync/uuid7.ts';
 import type { Database } from '#server/store/database.ts';
 import { findStoredDigest } from '#server/store/instances.ts';
-import { findScan } from '#server/store/scans.ts';
+import { findScan, readArchivedHlc, stampArchived } from '#server/store/scans.ts';
 import { findPatientDemographics, quarantineChange } from '#server/store/quarantine.ts';
 import type { DicomInstance } from '#server/dicom/parse.ts';
 import { adoptIfNewest, analysisExists, insertSyncedAnalysis, readAnalysisSnapshot } from '#server/store/synced-analyses.ts';
@@ -155,6 +155,8 @@ export async function applyChange(
         return await applyAddendumChange(tx, change);
       case 'finding':
         return await applyReaderFindingChange(tx, change, at);
+      case 'scan':
+        return await applyArchiveFlag(tx, change, at);
     }
   } catch (err) {
     if (err instanceof MiaError) return refused(err.message + (err.details ? ` (${err.details})` : ''));
@@ -261,5 +263,24 @@ async function applyReview(tx: Database, change: RemoteChange, at: string): Prom
   });
   await applyDerivedVerdict(tx, finding.id);
   if (finding.is_latest) await reviewChanged(tx, { ref: finding.scan_ref, status: finding.scan_status }, at);
+  return accepted;
+}
+
+export const scanFlagPayload = z.object({ archived: z.literal(true) });
+
+/**
+ * Archiving, from another workstation: the scan is archived here too. Archived is where a scan's
+ * life ends (the state machine lets nothing leave it), so the flag only ever goes one way; its
+ * HLC is kept, and a change older than the one held changes nothing.
+ */
+async function applyArchiveFlag(tx: Database, change: RemoteChange, at: string): Promise<ApplyOutcome> {
+  const parsed = scanFlagPayload.safeParse(change.payload);
+  if (!parsed.success) return refused(`scan payload: ${parsed.error.issues[0]?.path.join('.') ?? ''} ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  const scan = await findScan(tx, change.key);
+  if (!scan) return refused(`series ${change.key} is not here yet: its instances come first`, true);
+  const newest = await readArchivedHlc(tx, scan.id);
+  if (newest !== null && newest >= change.hlc) return accepted;
+  await archiveSynced(tx, { ref: scan.id, status: scan.status }, at);
+  await stampArchived(tx, scan.id, change.hlc);
   return accepted;
 }

@@ -38,7 +38,7 @@ export type LocalChange = {
 };
 
 /** What syncs (docs/sync.md, What syncs). */
-export const SYNC_ENTITIES = ['instance', 'analysis', 'review', 'report', 'addendum', 'finding'] as const;
+export const SYNC_ENTITIES = ['instance', 'analysis', 'review', 'report', 'addendum', 'finding', 'scan'] as const;
 export type SyncEntity = (typeof SYNC_ENTITIES)[number];
 
 const DEVICE_SETTING = 'sync.device_id';

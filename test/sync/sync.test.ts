@@ -133,10 +133,11 @@ describe('a workstation and its hub', () => {
     const [w1, w2] = ws;
     const servers = [await startWorkstation(w1!.data), await startWorkstation(w2!.data)];
     try {
-      const keys = await Promise.all(ws.map(async (w) => lastLine((await mia(['keys', 'create', '--role', 'radiologist', '--email', 'reader@ws.test', '--data', w.data])).stdout)));
+      let keys = await Promise.all(ws.map(async (w) => lastLine((await mia(['keys', 'create', '--role', 'radiologist', '--email', 'reader@ws.test', '--data', w.data])).stdout)));
       // The reader is the hub's user too: at the next round each workstation's local reader of
-      // that email becomes the hub's, so verdicts made here name one person everywhere.
-      expect((await mia(['keys', 'create', '--role', 'radiologist', '--email', 'reader@ws.test', ...hubArgs(place)])).status).toBe(0);
+      // that email becomes the hub's, so verdicts made here name one person everywhere; from then
+      // on they sign in with the hub's key, and the keys made on the workstations stop working.
+      const hubKey = lastLine((await mia(['keys', 'create', '--role', 'radiologist', '--email', 'reader@ws.test', ...hubArgs(place)])).stdout);
       const findingId = (await queryFolder<{ public_id: string }>(w1!.data, "SELECT public_id FROM findings WHERE source = 'model' ORDER BY public_id LIMIT 1"))[0]!.public_id;
       const review = async (i: number, verdict: string): Promise<void> => {
         const reply = await request(servers[i]!.url, keys[i]!, 'PATCH', `/v1/findings/${findingId}`, { body: { review: verdict } });
@@ -158,6 +159,8 @@ describe('a workstation and its hub', () => {
       await sync(w1!);
       await sync(w2!);
       await sync(w1!);
+      for (const [i, s] of servers.entries()) expect((await request(s.url, keys[i]!, 'GET', '/v1/scans')).status).toBe(401);
+      keys = [hubKey, hubKey];
       for (const [i, s] of servers.entries()) expect(await findingOn(s.url, keys[i]!)).toMatchObject({ review: 'rejected', review_disputed: true });
       expect(await findingOn(hub.url, adminKey)).toMatchObject({ review: 'rejected', review_disputed: true });
       const reviews = async (dir: string, url: string | null = null) => (await digestOf(dir, studies, url)).review;
@@ -257,6 +260,32 @@ describe('a workstation and its hub', () => {
     }
   }, 240_000);
 
+  it('archives a scan on every workstation when one archives it', async () => {
+    const [w1, w2] = ws;
+    const servers = [await startWorkstation(w1!.data), await startWorkstation(w2!.data)];
+    try {
+      const sync = async (w: (typeof ws)[number]): Promise<void> => {
+        const run = await mia(['sync', 'now', '--data', w.data]);
+        expect(run.status, run.stderr + run.stdout).toBe(0);
+      };
+      const scan = (await queryFolder<{ scan_id: string }>(w1!.data, 'SELECT scan_id FROM scans WHERE latest_analysis_ref IS NOT NULL ORDER BY scan_id DESC LIMIT 1'))[0]!.scan_id;
+      const statusOn = async (dir: string, url: string | null = null): Promise<string> => (await queryFolder<{ status: string }>(dir, 'SELECT status FROM scans WHERE scan_id = ?', [scan], url))[0]!.status;
+      // The hub's admin (their key came down with the directory) archives it on ws1.
+      const archived = await request(servers[0]!.url, adminKey, 'POST', `/v1/scans/${scan}`, { body: { status: 'archived' } });
+      expect(archived.status, archived.text).toBe(200);
+      for (const w of [w1!, w2!]) await sync(w);
+      expect(await statusOn(w2!.data)).toBe('archived');
+      expect(await statusOn(hubData, place.databaseUrl)).toBe('archived');
+
+      // Archived is where a scan's life ends (no state leaves it): ws2 cannot send it back, and a
+      // verdict synced later does not move it either.
+      expect((await request(servers[1]!.url, adminKey, 'POST', `/v1/scans/${scan}`, { body: { status: 'in_review' } })).status).toBe(409);
+      expect(await digestDifference({ dir: w1!.data }, { dir: w2!.data }, studies)).toEqual([]);
+    } finally {
+      await Promise.all(servers.map((s) => s.stop()));
+    }
+  }, 240_000);
+
   it('takes an assigned study offline: a new workstation fetches its files, and its analyses, verdicts and report follow', async () => {
     const data = join(work, 'ws3');
     const enrolled = await mia(['devices', 'enroll', 'reading room 3', ...hubArgs(place)]);
@@ -341,9 +370,15 @@ describe('a workstation and its hub', () => {
       expect(item.reason).toMatch(new RegExp(`^user ${drB.id} was disabled on the hub at .*, before this change was made`));
       // And dr.b is signed out here too.
       expect((await request(server.url, key, 'GET', '/v1/scans')).status).toBe(401);
-      const edit = await request(server.url, lastLine((await mia(['keys', 'create', '--role', 'admin', '--email', 'local-admin@ws.test', '--data', w1!.data])).stdout), 'PATCH', `/v1/users/${drB.id}`, { body: { status: 'active' } });
+      const localAdmin = lastLine((await mia(['keys', 'create', '--role', 'admin', '--email', 'local-admin@ws.test', '--data', w1!.data])).stdout);
+      const edit = await request(server.url, localAdmin, 'PATCH', `/v1/users/${drB.id}`, { body: { status: 'active' } });
       expect(edit.status).toBe(409);
       expect(edit.json.error.message).toMatch(/managed by the hub/);
+      // Nor may a workstation's admin make a key for a hub user: it would act as them at the hub.
+      const reader = users.json.data.items.find((u: { email: string }) => u.email === 'reader@ws.test');
+      const issued = await request(server.url, localAdmin, 'POST', '/v1/auth/keys', { body: { user_id: reader.id } });
+      expect(issued.status).toBe(409);
+      expect(issued.json.error.message).toMatch(/managed by the hub/);
     } finally {
       await server.stop();
     }
@@ -362,7 +397,8 @@ describe('a workstation and its hub', () => {
       .map((e) => `${Number(e.device_seq)} ${e.action} ${e.outcome} ${e.at} ${Number(e.count)}`);
     const gaps = async (): Promise<number> => (await request(hub.url, adminKey, 'GET', '/v1/devices')).json.data.items.find((d: { id: string }) => d.id === deviceId).audit_gap_events;
 
-    expect((await mia(['sync', 'now', '--data', w1!.data])).status).toBe(0);
+    // Two minutes on (faketime), the minutes of the refusals counted above have ended: all go.
+    expect((await mia(['sync', 'now', '--data', w1!.data], { clockOffset: '+2m' })).status).toBe(0);
     const sent = await own();
     // The earlier tests' requests on this workstation's server: all of them, once each, no gap.
     expect(sent.length).toBeGreaterThan(10);

@@ -7,7 +7,8 @@
  * After the network heals and every workstation has synced:
  *
  * - no acknowledged write is lost: every verdict is an event on the hub and on every workstation,
- *   every uploaded instance is on the hub, each once;
+ *   every uploaded instance is on the hub, each once, with its file and the bytes its digest
+ *   names, and every analysis a workstation ran during the faults is on the hub;
  * - every replica holds the same verdict events and shows the same verdict, which is the one the
  *   hub's own events derive (the highest HLC among the heads);
  * - repeated pushes left no duplicate change in the hub's log;
@@ -19,7 +20,9 @@
  * - sampled all along, no reader saw a value go back in time (watchWhatReadersSee).
  * One workstation's clock is 10 minutes ahead and one 10 minutes behind (faketime).
  */
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { archivePathFor } from '#server/imports/archive.ts';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -97,7 +100,7 @@ const WORKLOAD_MS = Number(process.env['MIA_SOAK_MS'] ?? 120_000);
 const CLOCKS = [undefined, '+10m', '-10m'] as const;
 
 
-type Station = { data: string; proxy: FaultProxy; server: Hub; key: string; files: string[]; uploaded: string[]; verdicts: number };
+type Station = { data: string; proxy: FaultProxy; server: Hub; key: string; files: string[]; uploaded: string[]; verdicts: number; analyses: string[] };
 
 let work: string;
 let place: HubPlace;
@@ -121,7 +124,7 @@ beforeAll(async () => {
     const proxy = await startFaultProxy({ host: '127.0.0.1', port: hub.port }, SEED + i);
     expect((await mia(['sync', 'join', proxy.url, '--data', data], { input: key })).status).toBe(0);
     expect((await mia(['import', join(work, 'shared'), '--data', data])).status).toBe(0);
-    stations.push({ data, proxy, server: undefined as unknown as Hub, key: '', files: files(join(work, 'extra', extra[i]!)), uploaded: [], verdicts: 0 });
+    stations.push({ data, proxy, server: undefined as unknown as Hub, key: '', files: files(join(work, 'extra', extra[i]!)), uploaded: [], verdicts: 0, analyses: [] });
   }
   // The reader is the hub's user; the key the hub gave them works on every workstation once
   // it has synced (the hub's users and keys come down with each round).
@@ -192,7 +195,7 @@ describe('a random workload under faults, with an oracle', () => {
           if (reply.status === 200) reports.get(pick)!.signed.push(reply.json.data.impression as string);
           else expect([404, 409], reply.text).toContain(reply.status);
         }
-      } else if (roll < 0.85 || s.files.length === 0) {
+      } else if (roll < 0.85) {
         const finding = findings[Math.floor(random() * findings.length)]!;
         const reply = await request(s.server.url, s.key, 'PATCH', `/v1/findings/${finding}`, { body: { review: random() < 0.5 ? 'accepted' : 'rejected' } });
         // A report signed here locks its findings' verdicts: that refusal is not a write.
@@ -201,6 +204,16 @@ describe('a random workload under faults, with an oracle', () => {
           expect(reply.status, reply.text).toBe(200);
           s.verdicts += 1;
         }
+      } else if (s.files.length === 0) {
+        // Its series is all here: analyse it (once), on this workstation, while the faults go on.
+        if (s.analyses.length === 0) {
+          const received = (await request(s.server.url, s.key, 'GET', '/v1/scans?status=received&limit=10')).json.data.items as { scan_id: string }[];
+          for (const scan of received) {
+            const reply = await request(s.server.url, s.key, 'POST', `/v1/scans/${scan.scan_id}/analyses`);
+            expect(reply.status, reply.text).toBe(202);
+            s.analyses.push(reply.json.data.id as string);
+          }
+        }
       } else {
         const file = s.files.shift()!;
         const reply = await fetch(`${s.server.url}/v1/instances`, { method: 'POST', headers: { authorization: `Bearer ${s.key}`, 'content-type': 'application/dicom' }, body: readFileSync(file) });
@@ -208,6 +221,19 @@ describe('a random workload under faults, with an oracle', () => {
         s.uploaded.push(file);
       }
       await new Promise((resolve) => setTimeout(resolve, random() * 150));
+    }
+
+    // The analyses asked for finish where they run (their results then wait in the outbox).
+    for (const s of stations) {
+      for (const id of s.analyses) {
+        for (let waited = 0; ; waited += 250) {
+          const job = (await request(s.server.url, s.key, 'GET', `/v1/analyses/${id}`)).json.data as { status: string };
+          if (job.status === 'succeeded') break;
+          expect(['queued', 'running'], `analysis ${id}: ${job.status}`).toContain(job.status);
+          expect(waited, `analysis ${id} did not finish`).toBeLessThan(120_000);
+          await new Promise((resolve) => setTimeout(resolve, 250));
+        }
+      }
     }
 
     // Heal; sync until nothing is pending anywhere, then once more so each pulls the others' last.
@@ -257,8 +283,19 @@ describe('a random workload under faults, with an oracle', () => {
     expect(await count(place.dataDir, 'SELECT COUNT(*) AS n FROM instances', place.databaseUrl)).toBe(sharedInstances + uploaded);
     for (const s of stations) {
       const own = (await queryFolder<{ study_uid: string }>(s.data, 'SELECT study_uid FROM studies ORDER BY study_uid')).map((r) => r.study_uid);
-      expect((await digestOf(place.dataDir, own, place.databaseUrl)).instance).toEqual((await digestOf(s.data, own)).instance);
+      const [there, here] = [await digestOf(place.dataDir, own, place.databaseUrl), await digestOf(s.data, own)];
+      // Its instances, and every analysis it ran (the shared one, its own series' during the faults).
+      expect(there.instance).toEqual(here.instance);
+      expect(there.analysis).toEqual(here.analysis);
     }
+    const analysed = stations.reduce((n, s) => n + s.analyses.length, 0);
+    process.stderr.write(`workload: ${analysed} analyses run during the faults\n`);
+    expect(analysed).toBeGreaterThan(0);
+    const onHub = new Set((await queryFolder<{ public_id: string }>(place.dataDir, "SELECT public_id FROM analyses WHERE status = 'succeeded'", [], place.databaseUrl)).map((r) => r.public_id));
+    for (const s of stations) for (const id of s.analyses) expect(onHub.has(id), `analysis ${id} is on the hub`).toBe(true);
+    // Every instance row on the hub has its file, with the bytes its digest names.
+    const rows = await queryFolder<{ file_sha256: string }>(place.dataDir, 'SELECT file_sha256 FROM instances', [], place.databaseUrl);
+    for (const r of rows) expect(createHash('sha256').update(readFileSync(join(place.dataDir, archivePathFor(r.file_sha256)))).digest('hex')).toBe(r.file_sha256);
     expect(await count(place.dataDir, "SELECT COUNT(DISTINCT entity_key) AS n FROM sync_changes WHERE entity = 'review'", place.databaseUrl)).toBe(acknowledged);
 
     // Reports: the same everywhere; nothing signed lost or unsigned; a draft shows its newest words.

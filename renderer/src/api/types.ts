@@ -174,7 +174,7 @@ export type Report = {
   conflicts: ReportConflict[];
 };
 
-export type ReportConflict = { field: 'impression' | 'recommendation'; value: string; user_id: string | null; written_at: string };
+export type ReportConflict = { field: 'impression' | 'recommendation'; value: string; user_id: string | null; user_email: string | null; written_at: string };
 
 /** A reader's measurement on one frame: points in image pixels (column, row); mm from the frame's pixel spacing. */
 export type Measurement = {

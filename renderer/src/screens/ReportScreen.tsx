@@ -281,7 +281,7 @@ function Addenda(props: {
             <div className="conflict" key={`${c.field}:${c.written_at}:${c.value.length}`} data-testid="report-conflict">
               <div className="report-meta">
                 <b>{c.field === 'impression' ? 'Impression' : 'Recommendation'}</b>
-                <span>{c.user_id ?? 'unknown reader'}</span>
+                <span>{c.user_email ?? c.user_id ?? 'unknown reader'}</span>
                 <span>{dateTime(c.written_at)}</span>
               </div>
               <p className="addendum-text">{c.value}</p>

@@ -101,7 +101,7 @@ export const scanRoutes: Route[] = [
     audit: 'scans.status',
     handle: async ({ services, params, body, auth, audit }) => {
       audit({ target: `scan:${params.scan_id}` });
-      let { scan } = await requestScanStatus(services, params.scan_id, body.status);
+      let { scan } = await requestScanStatus(services, params.scan_id, body.status, auth.userId);
       audit({ patientId: scan.patient_id });
       if (scan.status === 'queued') {
         // Queued means "analyse again": the job that runs it is created here.
