@@ -165,8 +165,10 @@ async function convergence(work: string, sizes: readonly number[], runs: number)
     mia(['import', join(work, 'lesion'), '--data', ws]);
     mia(['analyze', '--all', '--data', ws]);
     await miaAsync(['sync', 'join', proxy.url, '--data', ws], hub.key);
+    // The reader is the hub's user (verdicts name a person the hub knows); the key the hub gave
+    // them comes down to the workstation with the round.
+    const key = mia(['keys', 'create', '--role', 'radiologist', '--email', 'reader@ws.bench', '--data', hub.dir]).trim().split('\n').at(-1) ?? '';
     await miaAsync(['sync', 'now', '--data', ws]);
-    const key = mia(['keys', 'create', '--role', 'radiologist', '--email', 'reader@ws.bench', '--data', ws]).trim().split('\n').at(-1) ?? '';
     server = await serve(['--data', ws, '--sync-interval', '1']);
     const call = async (method: string, path: string, body?: unknown): Promise<any> => {
       const res = await fetch(server!.url + path, { method, headers: { authorization: `Bearer ${key}`, 'api-version': '1.1', ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
