@@ -15,6 +15,7 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { accepted, findingPlace, isoTime, payloadProblem, publicId, refused, uid, type ApplyOutcome } from '#server/sync/change-fields.ts';
 import { reportFinalized, reviewChanged } from '#server/scans/lifecycle.ts';
 import type { Database } from '#server/store/database.ts';
 import { findScan } from '#server/store/scans.ts';
@@ -42,13 +43,7 @@ import { recordChanges, type Replica } from '#server/sync/replica.ts';
 import { formatHlc, parseHlc } from '#server/sync/hlc.ts';
 import { uuid7 } from '#server/sync/uuid7.ts';
 
-type Outcome = { status: 'accepted' } | { status: 'rejected'; reason: string; retry: boolean };
-const accepted: Outcome = { status: 'accepted' };
-const refused = (reason: string, retry = false): Outcome => ({ status: 'rejected', reason, retry });
 
-const uid = z.string().min(1).max(64).regex(/^[0-9.]+$/, 'a DICOM UID');
-const publicId = (prefix: string): z.ZodString => z.string().regex(new RegExp(`^${prefix}_[0-9a-f]{24}$`), `a ${prefix}_ id`);
-const isoTime = z.string().max(40);
 const text = z.string().max(100_000);
 const hlcText = z.string().min(1).max(100);
 const basis = z.enum(['model', 'verdicts', 'reader']);
@@ -76,17 +71,7 @@ export const addendumPayload = z.object({
   created_at: isoTime,
 });
 
-export const readerFindingPayload = z.object({
-  analysis_id: publicId('ana'),
-  label: z.string().min(1).max(200),
-  x: z.number().finite(),
-  y: z.number().finite(),
-  width: z.number().finite().min(0),
-  height: z.number().finite().min(0),
-  instance_uid: uid,
-  frame: z.number().int().min(0).max(100_000),
-  created_at: isoTime,
-});
+export const readerFindingPayload = z.object({ analysis_id: publicId('ana'), ...findingPlace, created_at: isoTime });
 
 async function publicIdOfUser(tx: Database, ref: number): Promise<string> {
   const user = await findUserById(tx, ref);
@@ -153,12 +138,10 @@ export async function recordReaderFindingWrite(
 
 export type IncomingChange = { change_id: string; key: string; hlc: string; user_id: string | null; payload: unknown };
 
-const firstIssue = (what: string, error: z.ZodError): string => `${what} payload: ${error.issues[0]?.path.join('.') ?? ''} ${error.issues[0]?.message ?? 'invalid'}`;
-
 /** A report change from another replica, in the caller's transaction. */
-export async function applyReportChange(tx: Database, change: IncomingChange, at: string): Promise<Outcome> {
+export async function applyReportChange(tx: Database, change: IncomingChange, at: string): Promise<ApplyOutcome> {
   const parsed = reportPayload.safeParse(change.payload);
-  if (!parsed.success) return refused(firstIssue('report', parsed.error));
+  if (!parsed.success) return payloadProblem('report', parsed.error);
   if (!/^rpt_[0-9a-f]{24}$/.test(change.key)) return refused('report key: a rpt_ id');
   const p = parsed.data;
   // Everything the change names is checked before anything is written: a change that must wait
@@ -232,7 +215,7 @@ const finalizationAddendumId = (changeId: string): string => `add_${createHash('
 const signedText = (b: { impression: string; recommendation: string; finalized_at: string }): string =>
   `Signed separately at ${b.finalized_at}, on another workstation while offline; the earlier signing is the report.\n\nImpression:\n${b.impression}\n\nRecommendation:\n${b.recommendation}`;
 
-async function applyFinal(tx: Database, row: ReportSyncRow, change: IncomingChange, body: SignedBody, at: string): Promise<Outcome> {
+async function applyFinal(tx: Database, row: ReportSyncRow, change: IncomingChange, body: SignedBody, at: string): Promise<ApplyOutcome> {
   if (change.user_id === null) return refused('a finalization names its signer');
   const signer = await findUserByPublicId(tx, change.user_id);
   if (!signer) return refused(`the signer ${change.user_id} is not known here yet`, true);
@@ -277,9 +260,9 @@ async function addSigningAsAddendum(tx: Database, reportRef: number, changeId: s
   await insertAddendum(tx, { reportRef, authorRef, text: signedText(body), findingChanges: '[]', at: body.finalized_at, publicId: id });
 }
 
-export async function applyAddendumChange(tx: Database, change: IncomingChange): Promise<Outcome> {
+export async function applyAddendumChange(tx: Database, change: IncomingChange): Promise<ApplyOutcome> {
   const parsed = addendumPayload.safeParse(change.payload);
-  if (!parsed.success) return refused(firstIssue('addendum', parsed.error));
+  if (!parsed.success) return payloadProblem('addendum', parsed.error);
   if (!/^add_[0-9a-f]{24}$/.test(change.key)) return refused('addendum key: an add_ id');
   if (await addendumExists(tx, change.key)) return accepted;
   const p = parsed.data;
@@ -292,9 +275,9 @@ export async function applyAddendumChange(tx: Database, change: IncomingChange):
   return accepted;
 }
 
-export async function applyReaderFindingChange(tx: Database, change: IncomingChange, at: string): Promise<Outcome> {
+export async function applyReaderFindingChange(tx: Database, change: IncomingChange, at: string): Promise<ApplyOutcome> {
   const parsed = readerFindingPayload.safeParse(change.payload);
-  if (!parsed.success) return refused(firstIssue('finding', parsed.error));
+  if (!parsed.success) return payloadProblem('finding', parsed.error);
   if (!/^fnd_[0-9a-f]{24}$/.test(change.key)) return refused('finding key: a fnd_ id');
   if (await findingExists(tx, change.key)) return accepted;
   const p = parsed.data;

@@ -17,6 +17,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { accepted, findingPlace, isoTime, payloadProblem, publicId, refused, uid, type ApplyOutcome } from '#server/sync/change-fields.ts';
 import { MiaError } from '#server/errors.ts';
 import { archivePathFor } from '#server/imports/archive.ts';
 import { indexInstance, prepareArchived, type Prepared, type RefCache } from '#server/imports/ingest.ts';
@@ -35,9 +36,6 @@ import type { LocalChange, SyncEntity } from '#server/sync/replica.ts';
 import { applyAddendumChange, applyReaderFindingChange, applyReportChange } from '#server/reports/report-sync.ts';
 
 const sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 in lower-case hex');
-const uid = z.string().min(1).max(64).regex(/^[0-9.]+$/, 'a DICOM UID');
-const publicId = (prefix: string): z.ZodString => z.string().regex(new RegExp(`^${prefix}_[0-9a-f]{24}$`), `a ${prefix}_ id`);
-const isoTime = z.string().max(40);
 
 export const instancePayload = z.object({
   sha256: sha256Hex,
@@ -46,17 +44,7 @@ export const instancePayload = z.object({
   study_uid: uid,
 });
 
-const findingPayload = z.object({
-  id: publicId('fnd'),
-  label: z.string().min(1).max(200),
-  confidence: z.number().min(0).max(1),
-  x: z.number().finite(),
-  y: z.number().finite(),
-  width: z.number().finite().min(0),
-  height: z.number().finite().min(0),
-  instance_uid: uid,
-  frame: z.number().int().min(0).max(100_000),
-});
+const findingPayload = z.object({ id: publicId('fnd'), confidence: z.number().min(0).max(1), ...findingPlace });
 
 export const analysisPayload = z.object({
   scan_id: uid,
@@ -70,7 +58,7 @@ export const analysisPayload = z.object({
   findings: z.array(findingPayload).max(10_000),
 });
 
-export type ApplyOutcome = { status: 'accepted' } | { status: 'rejected'; reason: string; retry: boolean };
+export type { ApplyOutcome };
 
 /** A change from another replica, as pushed or pulled. */
 export type RemoteChange = { change_id: string; device_id: string; entity: SyncEntity; key: string; hlc: string; user_id: string | null; payload: unknown };
@@ -83,8 +71,6 @@ export const reviewPayload = z.object({
   created_at: isoTime,
 });
 
-const accepted: ApplyOutcome = { status: 'accepted' };
-const refused = (reason: string, retry = false): ApplyOutcome => ({ status: 'rejected', reason, retry });
 
 /** The change a finished analysis records, in the transaction that stores it. */
 export async function analysisChange(tx: Database, analysisRef: number, userId: string | null): Promise<LocalChange | undefined> {
@@ -209,7 +195,7 @@ async function demographicsProblem(tx: Database, i: DicomInstance): Promise<stri
 
 async function applyAnalysis(tx: Database, change: RemoteChange, at: string): Promise<ApplyOutcome> {
   const parsed = analysisPayload.safeParse(change.payload);
-  if (!parsed.success) return refused(`analysis payload: ${parsed.error.issues[0]?.path.join('.') ?? ''} ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  if (!parsed.success) return payloadProblem('analysis', parsed.error);
   if (!/^ana_[0-9a-f]{24}$/.test(change.key)) return refused('analysis key: an ana_ id');
   if (await analysisExists(tx, change.key)) return accepted;
   const a = parsed.data;
@@ -244,7 +230,7 @@ async function applyAnalysis(tx: Database, change: RemoteChange, at: string): Pr
  */
 async function applyReview(tx: Database, change: RemoteChange, at: string): Promise<ApplyOutcome> {
   const parsed = reviewPayload.safeParse(change.payload);
-  if (!parsed.success) return refused(`review payload: ${parsed.error.issues[0]?.path.join('.') ?? ''} ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  if (!parsed.success) return payloadProblem('review', parsed.error);
   if (!UUID7_PATTERN.test(change.key)) return refused('review key: a UUIDv7 event id');
   if (await reviewEventExists(tx, change.key)) return accepted;
   const r = parsed.data;
@@ -275,7 +261,7 @@ export const scanFlagPayload = z.object({ archived: z.literal(true) });
  */
 async function applyArchiveFlag(tx: Database, change: RemoteChange, at: string): Promise<ApplyOutcome> {
   const parsed = scanFlagPayload.safeParse(change.payload);
-  if (!parsed.success) return refused(`scan payload: ${parsed.error.issues[0]?.path.join('.') ?? ''} ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  if (!parsed.success) return payloadProblem('scan', parsed.error);
   const scan = await findScan(tx, change.key);
   if (!scan) return refused(`series ${change.key} is not here yet: its instances come first`, true);
   const newest = await readArchivedHlc(tx, scan.id);

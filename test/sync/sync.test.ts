@@ -355,7 +355,9 @@ describe('a workstation and its hub', () => {
       expect((await request(server.url, key, 'PATCH', `/v1/findings/${f1}`, { body: { review: 'accepted' } })).status).toBe(200);
       const disabled = await request(hub.url, adminKey, 'PATCH', `/v1/users/${drB.id}`, { body: { status: 'disabled' } });
       expect(disabled.status, disabled.text).toBe(200);
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      // The next verdict is stamped after the moment the hub recorded (same machine, same clock).
+      const disabledAt = Date.parse(disabled.json.data.updated_at as string);
+      while (Date.now() <= disabledAt) await new Promise((resolve) => setTimeout(resolve, 1));
       expect((await request(server.url, key, 'PATCH', `/v1/findings/${f2}`, { body: { review: 'rejected' } })).status).toBe(200);
 
       const synced = await mia(['sync', 'now', '--data', w1!.data]);
