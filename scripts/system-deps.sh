@@ -13,6 +13,7 @@ TEST_PACKAGES=(
   chromium                                                 # UI tests (playwright-core drives it)
   postgresql                                               # throwaway clusters (test/helpers/postgres-cluster.ts), not its own service
   faketime                                                 # workstation clocks off by minutes and days (test/sync)
+  orthanc orthanc-dicomweb                                 # a real PACS peer for DICOM networking and DICOMweb (test/dicom-net)
 )
 
 if [ "${1:-test}" = demo ]; then PACKAGES=("${DEMO_PACKAGES[@]}"); else PACKAGES=("${TEST_PACKAGES[@]}"); fi
