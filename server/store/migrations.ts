@@ -796,6 +796,33 @@ const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE scans ADD COLUMN archived_hlc TEXT;
     `,
   },
+  {
+    version: 25,
+    name: 'dicom: the DICOM nodes and DICOMweb servers this install talks to',
+    sql: `
+      -- A PACS, modality or viewer (kind dimse: AE title, host, port) or a DICOMweb server (kind
+      -- dicomweb: base URL and the Authorization header it wants). allow_incoming: the node may
+      -- open associations with mia's SCP and be a C-MOVE destination. The header is a credential
+      -- of the other system that mia must present, so it is kept as given and never returned by
+      -- the API or logged.
+      CREATE TABLE dicom_peers (
+        id INTEGER PRIMARY KEY,
+        public_id TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL UNIQUE,
+        kind TEXT NOT NULL CHECK (kind IN ('dimse', 'dicomweb')),
+        ae_title TEXT,
+        host TEXT,
+        port INTEGER,
+        url TEXT,
+        auth_header TEXT,
+        allow_incoming INTEGER NOT NULL DEFAULT 0 CHECK (allow_incoming IN (0, 1)),
+        created_by TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX dicom_peers_ae ON dicom_peers (ae_title);
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

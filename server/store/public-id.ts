@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 
-export type IdPrefix = 'usr' | 'key' | 'ana' | 'fnd' | 'rpt' | 'add' | 'exp' | 'msr' | 'dkey' | 'asg';
+export type IdPrefix = 'usr' | 'key' | 'ana' | 'fnd' | 'rpt' | 'add' | 'exp' | 'msr' | 'dkey' | 'asg' | 'peer' | 'rule' | 'send' | 'rtv';
 
 export function newPublicId(prefix: IdPrefix): string {
   return `${prefix}_${randomBytes(12).toString('hex')}`;

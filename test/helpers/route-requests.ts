@@ -12,6 +12,7 @@ import { Readable } from 'node:stream';
 import { BUCKET_TYPE, encodeBucket, receiveBlob } from '#server/sync/blobs.ts';
 import { enrollDevice } from '#server/sync/devices.ts';
 import { assign } from '#server/sync/assignments.ts';
+import { createPeer } from '#server/peers/peers.ts';
 import { quarantineChange } from '#server/store/quarantine.ts';
 import { uuid7 } from '#server/sync/uuid7.ts';
 import { CT_SMALL, fixtureFolder, seedImportedInstance } from './image-fixture.ts';
@@ -24,6 +25,7 @@ export type Call = { path: string; body?: unknown; rawBody?: Buffer; headers?: R
 export type Builder = (caller: Caller) => Call | Promise<Call>;
 
 export async function routeRequests(t: TestServer): Promise<Record<string, Builder>> {
+  const newPeer = () => createPeer(t.server.services, { kind: 'dimse', name: `node ${randomBytes(4).toString('hex')}`, ae_title: 'NODE', host: '127.0.0.1', port: 104, allow_incoming: false }, 'test');
   const analysedScan = async (): Promise<string> => {
     const scan = await seedScan(t.server.services.db);
     await seedAnalysis(t.server.services.db, scan, [{}]);
@@ -122,6 +124,11 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
     'GET /v1/sync/assignments': () => ({ path: '/v1/sync/assignments' }),
     'POST /v1/sync/assignments': async () => ({ path: '/v1/sync/assignments', body: { study_uid: await studyUid(), device_id: device.device.id } }),
     'DELETE /v1/sync/assignments/{id}': async () => ({ path: `/v1/sync/assignments/${(await assign(t.server.services, { study_uid: await studyUid(), device_id: device.device.id }, 'test')).id}` }),
+    'GET /v1/dicom/peers': () => ({ path: '/v1/dicom/peers' }),
+    'POST /v1/dicom/peers': () => ({ path: '/v1/dicom/peers', body: { kind: 'dimse', name: `pacs ${randomBytes(4).toString('hex')}`, ae_title: 'PACS', host: '127.0.0.1', port: 11112 } }),
+    'GET /v1/dicom/peers/{id}': async () => ({ path: `/v1/dicom/peers/${(await newPeer()).id}` }),
+    'PUT /v1/dicom/peers/{id}': async () => ({ path: `/v1/dicom/peers/${(await newPeer()).id}`, body: { kind: 'dicomweb', name: `web ${randomBytes(4).toString('hex')}`, url: 'http://127.0.0.1:8042/dicom-web' } }),
+    'DELETE /v1/dicom/peers/{id}': async () => ({ path: `/v1/dicom/peers/${(await newPeer()).id}` }),
     'GET /v1/sync/quarantine': () => ({ path: '/v1/sync/quarantine' }),
     'POST /v1/sync/quarantine/{change_id}/release': async () => ({ path: `/v1/sync/quarantine/${await quarantinedVerdict()}/release` }),
     'POST /v1/sync/quarantine/{change_id}/discard': async () => ({ path: `/v1/sync/quarantine/${await quarantinedVerdict()}/discard` }),
