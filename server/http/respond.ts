@@ -1,4 +1,5 @@
 /** Writes a handler's result in the negotiated format, and errors as the standard envelope. */
+import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
 import { csvDocument, xmlDocument } from '#server/formats/documents.ts';
 import type { XmlValue } from '#server/formats/xml.ts';
@@ -30,6 +31,13 @@ export function sendResult(req: Request, res: Response, result: HandlerResult, f
     for (const [name, value] of Object.entries(result.headers ?? {})) res.setHeader(name, value);
     res.setHeader('Content-Length', String(result.body.byteLength));
     res.end(Buffer.from(result.body.buffer, result.body.byteOffset, result.body.byteLength));
+    return;
+  }
+  if (result.kind === 'stream') {
+    res.status(result.status ?? status).setHeader('Content-Type', result.contentType);
+    for (const [name, value] of Object.entries(result.headers ?? {})) res.setHeader(name, value);
+    // A failure mid-body can only cut the response short: the headers are gone.
+    pipeline(result.body, res).catch(() => res.destroy());
     return;
   }
   if (result.kind === 'events') {

@@ -62,6 +62,8 @@ export type HandlerResult =
   | { kind: 'file'; path: string; fileName: string; contentType: string }
   /** Bytes that are not JSON (PNG, pixel data), with extra response headers. */
   | { kind: 'binary'; contentType: string; body: Uint8Array; headers?: Readonly<Record<string, string>> }
+  /** A body streamed as it is produced (DICOMweb multipart of stored files), never held whole. */
+  | { kind: 'stream'; contentType: string; body: Readable; status?: number; headers?: Readonly<Record<string, string>> }
   /** A text/event-stream response that lasts until `run` settles or the client leaves. */
   | { kind: 'events'; run(sink: EventSink): Promise<void> };
 

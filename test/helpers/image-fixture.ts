@@ -17,7 +17,7 @@ import type { TestServer } from './server.ts';
 export const PYDICOM_CORPUS = '/usr/lib/python3/dist-packages/pydicom/data/test_files';
 export const CT_SMALL = `${PYDICOM_CORPUS}/CT_small.dcm`;
 
-export type SeededInstance = { instanceUid: string; scanId: string; jobId: string };
+export type SeededInstance = { instanceUid: string; scanId: string; jobId: string; studyUid: string };
 
 export async function seedImportedInstance(t: TestServer, file = CT_SMALL): Promise<SeededInstance> {
   const { db, clock, dataDir, node, replica } = t.server.services;
@@ -31,7 +31,7 @@ export async function seedImportedInstance(t: TestServer, file = CT_SMALL): Prom
   const job = await createImportJob({ db, clock, dataDir, node }, 'upload', ['fixture'], 'test');
   await commitBatch(db, replica, job.id, [{ kind: 'store', path: file, instance: parsed.instance, sha256, archivePath, bytes: bytes.length }], clock.now().toISOString());
   await finishImportJob(db, job.id, 'completed', null, clock.now().toISOString());
-  return { instanceUid: parsed.instance.sopInstanceUid, scanId: parsed.instance.seriesInstanceUid, jobId: job.public_id };
+  return { instanceUid: parsed.instance.sopInstanceUid, scanId: parsed.instance.seriesInstanceUid, jobId: job.public_id, studyUid: parsed.instance.studyInstanceUid };
 }
 
 /** A folder holding one copy of a corpus file, for POST /v1/imports. */

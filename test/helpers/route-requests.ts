@@ -19,6 +19,12 @@ import { CT_SMALL, fixtureFolder, seedImportedInstance } from './image-fixture.t
 import type { TestServer } from './server.ts';
 import { seedAnalysis, seedScan } from './seed.ts';
 
+const STOW_BOUNDARY = 'mia-route-request';
+const STOW_TYPE = `multipart/related; type="application/dicom"; boundary=${STOW_BOUNDARY}`;
+function stowBody(file: Buffer): Buffer {
+  return Buffer.concat([Buffer.from(`--${STOW_BOUNDARY}\r\nContent-Type: application/dicom\r\n\r\n`), file, Buffer.from(`\r\n--${STOW_BOUNDARY}--\r\n`)]);
+}
+
 export type Caller = { role: Role; key: string; auth: AuthContext };
 /** `key`: the key a route's own kind of caller uses (a device's, for sync); the auth matrix ignores it. */
 export type Call = { path: string; body?: unknown; rawBody?: Buffer; headers?: Record<string, string>; key?: string };
@@ -182,6 +188,35 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
     'GET /v1/instances/{instance_uid}/frames/{frame}/rendered': () => ({ path: `/v1/instances/${imported.instanceUid}/frames/0/rendered` }),
     'GET /v1/instances/{instance_uid}/frames/{frame}/raw': () => ({ path: `/v1/instances/${imported.instanceUid}/frames/0/raw` }),
     'GET /v1/instances/{instance_uid}/tags': () => ({ path: `/v1/instances/${imported.instanceUid}/tags` }),
+    'GET /dicom-web/studies': () => ({ path: '/dicom-web/studies' }),
+    'GET /dicom-web/series': () => ({ path: '/dicom-web/series' }),
+    'GET /dicom-web/instances': () => ({ path: '/dicom-web/instances' }),
+    'GET /dicom-web/studies/{study}/series': () => ({ path: `/dicom-web/studies/${imported.studyUid}/series` }),
+    'GET /dicom-web/studies/{study}/instances': () => ({ path: `/dicom-web/studies/${imported.studyUid}/instances` }),
+    'GET /dicom-web/studies/{study}/series/{series}/instances': () => ({ path: `/dicom-web/studies/${imported.studyUid}/series/${imported.scanId}/instances` }),
+    'GET /dicom-web/studies/{study}': () => ({ path: `/dicom-web/studies/${imported.studyUid}` }),
+    'GET /dicom-web/studies/{study}/series/{series}': () => ({ path: `/dicom-web/studies/${imported.studyUid}/series/${imported.scanId}` }),
+    'GET /dicom-web/studies/{study}/series/{series}/instances/{instance}': () => ({ path: `/dicom-web/studies/${imported.studyUid}/series/${imported.scanId}/instances/${imported.instanceUid}` }),
+    'GET /dicom-web/studies/{study}/metadata': () => ({ path: `/dicom-web/studies/${imported.studyUid}/metadata` }),
+    'GET /dicom-web/studies/{study}/series/{series}/metadata': () => ({ path: `/dicom-web/studies/${imported.studyUid}/series/${imported.scanId}/metadata` }),
+    'GET /dicom-web/studies/{study}/series/{series}/instances/{instance}/metadata': () => ({
+      path: `/dicom-web/studies/${imported.studyUid}/series/${imported.scanId}/instances/${imported.instanceUid}/metadata`,
+    }),
+    'GET /dicom-web/studies/{study}/series/{series}/instances/{instance}/frames/{frames}': () => ({
+      path: `/dicom-web/studies/${imported.studyUid}/series/${imported.scanId}/instances/${imported.instanceUid}/frames/1`,
+    }),
+    'GET /dicom-web/studies/{study}/series/{series}/instances/{instance}/rendered': () => ({
+      path: `/dicom-web/studies/${imported.studyUid}/series/${imported.scanId}/instances/${imported.instanceUid}/rendered`,
+    }),
+    'GET /dicom-web/studies/{study}/series/{series}/instances/{instance}/frames/{frame}/rendered': () => ({
+      path: `/dicom-web/studies/${imported.studyUid}/series/${imported.scanId}/instances/${imported.instanceUid}/frames/1/rendered`,
+    }),
+    'POST /dicom-web/studies': () => ({ path: '/dicom-web/studies', rawBody: stowBody(readFileSync(CT_SMALL)), headers: { 'Content-Type': STOW_TYPE } }),
+    'POST /dicom-web/studies/{study}': () => ({
+      path: `/dicom-web/studies/${imported.studyUid}`,
+      rawBody: stowBody(readFileSync(CT_SMALL)),
+      headers: { 'Content-Type': STOW_TYPE },
+    }),
     'GET /v1/scans/{scan_id}/thumbnail': () => ({ path: `/v1/scans/${imported.scanId}/thumbnail` }),
     'GET /v1/scans/{scan_id}/measurements': () => ({ path: `/v1/scans/${imported.scanId}/measurements` }),
     'POST /v1/scans/{scan_id}/measurements': () => ({ path: `/v1/scans/${imported.scanId}/measurements`, body: lengthBody }),

@@ -92,12 +92,31 @@ export const EXPECTED: Readonly<Record<string, Expectation>> = {
   'GET /v1/imports/{id}/events': needs('read:scans', [R, D, A]),
   'GET /v1/analyses/{id}': needs('read:scans', [R, D, A]),
   'GET /v1/analyses/{id}/events': needs('read:scans', [R, D, A]),
+  // DICOMweb reads are the same reads as /v1's (issue 14): every role.
+  'GET /dicom-web/studies': needs('read:scans', [R, D, A]),
+  'GET /dicom-web/series': needs('read:scans', [R, D, A]),
+  'GET /dicom-web/instances': needs('read:scans', [R, D, A]),
+  'GET /dicom-web/studies/{study}/series': needs('read:scans', [R, D, A]),
+  'GET /dicom-web/studies/{study}/instances': needs('read:scans', [R, D, A]),
+  'GET /dicom-web/studies/{study}/series/{series}/instances': needs('read:scans', [R, D, A]),
+  'GET /dicom-web/studies/{study}': needs('read:scans', [R, D, A]),
+  'GET /dicom-web/studies/{study}/series/{series}': needs('read:scans', [R, D, A]),
+  'GET /dicom-web/studies/{study}/series/{series}/instances/{instance}': needs('read:scans', [R, D, A]),
+  'GET /dicom-web/studies/{study}/metadata': needs('read:scans', [R, D, A]),
+  'GET /dicom-web/studies/{study}/series/{series}/metadata': needs('read:scans', [R, D, A]),
+  'GET /dicom-web/studies/{study}/series/{series}/instances/{instance}/metadata': needs('read:scans', [R, D, A]),
+  'GET /dicom-web/studies/{study}/series/{series}/instances/{instance}/frames/{frames}': needs('read:scans', [R, D, A]),
+  'GET /dicom-web/studies/{study}/series/{series}/instances/{instance}/rendered': needs('read:scans', [R, D, A]),
+  'GET /dicom-web/studies/{study}/series/{series}/instances/{instance}/frames/{frame}/rendered': needs('read:scans', [R, D, A]),
 
   // Changing what is stored and analysed: write:scans, granted by an admin (spec 5.1's example
   // rule: a radiologist's status update is 403).
   'POST /v1/scans/{scan_id}': needs('write:scans', [A]),
   'POST /v1/imports': needs('write:scans', [A]),
   'POST /v1/instances': needs('write:scans', [A]),
+  // STOW-RS is POST /v1/instances under its standard path.
+  'POST /dicom-web/studies': needs('write:scans', [A]),
+  'POST /dicom-web/studies/{study}': needs('write:scans', [A]),
   'POST /v1/scans/{scan_id}/analyses': needs('write:scans', [A]),
   'DELETE /v1/analyses/{id}': needs('write:scans', [A]),
 
@@ -131,7 +150,10 @@ export const GRANTS: readonly { role: Role; scope: GrantableScope; opens: readon
   {
     role: R,
     scope: 'write:scans',
-    opens: ['POST /v1/scans/{scan_id}', 'POST /v1/imports', 'POST /v1/instances', 'POST /v1/scans/{scan_id}/analyses', 'DELETE /v1/analyses/{id}'],
+    opens: [
+      'POST /v1/scans/{scan_id}', 'POST /v1/imports', 'POST /v1/instances', 'POST /v1/scans/{scan_id}/analyses', 'DELETE /v1/analyses/{id}',
+      'POST /dicom-web/studies', 'POST /dicom-web/studies/{study}',
+    ],
   },
   { role: R, scope: 'read:exports', opens: ['GET /v1/exports', 'GET /v1/exports/{id}/download'] },
   { role: R, scope: 'read:audit', opens: ['GET /v1/audit'] },

@@ -14,9 +14,10 @@ import { reportRoutes } from '#server/http/routes/report-routes.ts';
 import { scanRoutes } from '#server/http/routes/scan-routes.ts';
 import { userRoutes } from '#server/http/routes/user-routes.ts';
 import { syncRoutes } from '#server/http/routes/sync-routes.ts';
+import { dicomwebRoutes } from '#server/http/routes/dicomweb-routes.ts';
 import { dicomPeerRoutes } from '#server/http/routes/dicom-peer-routes.ts';
 
-const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...readerFindingRoutes, ...reportRoutes, ...exportRoutes, ...importRoutes, ...imageRoutes, ...measurementRoutes, ...analysisRoutes, ...metaRoutes, ...syncRoutes, ...dicomPeerRoutes];
+const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...readerFindingRoutes, ...reportRoutes, ...exportRoutes, ...importRoutes, ...imageRoutes, ...measurementRoutes, ...analysisRoutes, ...metaRoutes, ...syncRoutes, ...dicomPeerRoutes, ...dicomwebRoutes];
 
 let openApiDocument: unknown;
 
