@@ -8,6 +8,7 @@ import type { Clock } from '#server/clock.ts';
 import { systemClock } from '#server/clock.ts';
 import type { SecretBox } from '#server/sync/hub-link.ts';
 import { DEFAULT_LOG_ROTATION, logRotationSchema, type LogRotation } from '#server/log.ts';
+import { dicomConfigSchema, type DicomConfig, type DicomConfigInput } from '#server/dimse/scp-config.ts';
 
 const rateLimitSchema = z.object({
   /** Requests a key (or an address without a key) may make per window. */
@@ -98,9 +99,11 @@ export type ServerConfig = {
   /** A workstation linked to a hub (mia sync join) syncs this often, ms; 0 turns the background
    * rounds off (mia sync now still works). A hub never runs them. */
   syncIntervalMs: number;
+  /** The DICOM listener (C-ECHO, C-STORE: server/dimse/scp.ts); null: none. */
+  dicom: DicomConfig | null;
 };
 
-export type ServerConfigInput = Partial<ServerConfig> & { dataDir: string };
+export type ServerConfigInput = Partial<Omit<ServerConfig, 'dicom'>> & { dataDir: string; dicom?: DicomConfigInput | null };
 
 export const DEFAULT_RATE_LIMIT: RateLimitConfig = {
   requests: 30_000,
@@ -152,5 +155,6 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     analyzeAfterImport: input.analyzeAfterImport ?? false,
     auditRetentionDays: z.number().int().min(1).max(36_500).parse(input.auditRetentionDays ?? DEFAULT_AUDIT_RETENTION_DAYS),
     syncIntervalMs: z.number().int().min(0).max(24 * 3_600_000).parse(input.syncIntervalMs ?? DEFAULT_SYNC_INTERVAL_MS),
+    dicom: input.dicom ? dicomConfigSchema.parse(input.dicom) : null,
   };
 }

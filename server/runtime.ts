@@ -23,6 +23,11 @@ import { createProgressBus } from '#server/events/progress-bus.ts';
 import { createFrameCache, type FrameCache } from '#server/imaging/frame-cache.ts';
 import { createImportService, type ImportService } from '#server/imports/import-service.ts';
 import { createFileLogger } from '#server/log.ts';
+import { startDimseScp, type DimseScp } from '#server/dimse/scp.ts';
+import { allowListCheck } from '#server/dimse/scp-config.ts';
+import { createStoreReceiver } from '#server/dimse/store-import.ts';
+import { UPLOADS_DIR } from '#server/imports/upload.ts';
+import { join } from 'node:path';
 import type { Services } from '#server/services.ts';
 import { readSyncStatus, startSyncAgent, type SyncAgent, type SyncStatus } from '#server/sync/agent.ts';
 import { sealHubLink } from '#server/sync/hub-link.ts';
@@ -49,6 +54,8 @@ export type Runtime = Services & {
   readonly analyses: AnalysisQueue;
   /** Audit events of requests, written after their responses. */
   readonly audit: AuditWriter;
+  /** The DICOM listener's port and AE title once started; null when none is configured. */
+  dicomListener(): { port: number; aeTitle: string } | null;
   state(): RuntimeState;
   /** Starts background work, once. */
   start(): Promise<void>;
@@ -80,6 +87,7 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
   const analyses = new AnalysisQueue(services, { autoRun: options.background });
   let auditRetention: AuditRetention | undefined;
   let syncAgent: SyncAgent | undefined;
+  let dicomScp: DimseScp | undefined;
   const sync: SyncControl = {
     status: async () => (syncAgent ? await syncAgent.status() : await readSyncStatus(services, false, config.secretBox)),
     runNow: async () => (syncAgent ? await syncAgent.runNow() : null),
@@ -94,6 +102,8 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
     const listener = closeListener;
     closeListener = undefined;
     await listener?.();
+    // Like the HTTP listener: no new associations; a store being imported is answered first.
+    await dicomScp?.stop();
     // The requests are done; their audit events must be stored before the database closes.
     await audit.flush();
     await imports.stop();
@@ -111,12 +121,24 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
     imports,
     analyses,
     audit,
+    dicomListener: () => (dicomScp ? { port: dicomScp.port, aeTitle: dicomScp.aeTitle } : null),
     state: () => state,
     async start() {
       if (state !== 'created') return;
       state = 'running';
       if (options.background) imports.start();
       await analyses.start();
+      if (options.background && config.dicom) {
+        const dicom = config.dicom;
+        dicomScp = await startDimseScp({
+          ...dicom,
+          // Spooled where uploads are: a later start removes what a dead process left there.
+          spoolDir: join(config.dataDir, UPLOADS_DIR),
+          isCallerAllowed: allowListCheck(dicom.allow),
+          receiver: createStoreReceiver(services),
+          log,
+        });
+      }
       if (options.background) {
         auditRetention = startAuditRetention({ db, clock: config.clock, dataDir: config.dataDir, retentionDays: config.auditRetentionDays, log });
         // A hub is what workstations sync with; it runs no rounds of its own. An interval of 0

@@ -18,8 +18,11 @@ import { systemClock } from '#server/clock.ts';
 import { formatTable } from '#server/cli/table.ts';
 import { analyzeCommand } from '#server/cli/analyze-command.ts';
 import { importCommand } from '#server/cli/import-command.ts';
+import { dicomCommand } from '#server/cli/dicom-command.ts';
 import { devicesCommand, syncCommand, type SyncIo } from '#server/cli/sync-command.ts';
 import { defaultDataDir } from '#server/cli/data-dir.ts';
+import { isValidAeTitle } from '#server/dimse/pdu.ts';
+import { parseAllowedCaller, type DicomConfigInput } from '#server/dimse/scp-config.ts';
 import { DEFAULT_AUDIT_RETENTION_DAYS, DEFAULT_RATE_LIMIT, DEFAULT_SYNC_INTERVAL_MS } from '#server/config.ts';
 import { createServer } from '#server/create-server.ts';
 import { MiaError } from '#server/errors.ts';
@@ -36,6 +39,8 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
         [--watch DIR [--watch-stable SECONDS]] [--analyze-after-import]
         [--audit-retention-days N] [--rate-limit N] [--log-dir DIR]
         [--sync-interval SECONDS]
+        [--dicom-port N [--ae-title AE] [--dicom-host ADDRESS]
+         [--dicom-allow AE@HOST,...]]
                                run the API and the browser UI (renderer/dist, or
                                --ui DIR) at /; prints the URL it listens on;
                                --watch imports files that appear in DIR once
@@ -54,6 +59,12 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
                                DATA/logs; a hub node's own local folder)
                                --sync-interval: a linked workstation syncs
                                this often (default 10; 0: only on demand)
+                               --dicom-port: receive C-ECHO and C-STORE as
+                               AE title --ae-title (default MIA) on all
+                               addresses (or --dicom-host) from the calling
+                               AEs listed by --dicom-allow (HOST: an IP
+                               address, localhost or *); received images are
+                               imported like files
   keys create --role ROLE --email EMAIL [--scopes a,b] [--name TEXT] [--replace]
                                create the user if needed and a key for them;
                                the key is printed alone on the last line;
@@ -86,6 +97,18 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
                                analysed or failed; resumes interrupted jobs;
                                exit 1 if any analysis failed
 
+  dicom echo|send|find|move --host H --port P --aec AE [--aet MIA]
+                               talk to a DICOM node (PACS, modality):
+                               echo: C-ECHO; send PATH...: C-STORE files and
+                               folders as they are; find [--level PATIENT|
+                               STUDY|SERIES] [--patient-id ID] [--patient-name
+                               NAME] [--study-uid UID] [--accession N]
+                               [--study-date YYYYMMDD[-YYYYMMDD]] [--modality M]
+                               prints the matches; move (--study UID [--series
+                               UID] | --patient ID) --dest AE: C-MOVE to AE
+                               (mia's own with its --ae-title); exit 1 if a
+                               file or sub-operation failed
+
 Default data folder: ${defaultDataDir()} (or $MIA_DATA)`;
 
 const OPTIONS = {
@@ -105,13 +128,30 @@ const OPTIONS = {
   name: { type: 'string' },
   replace: { type: 'boolean' },
   all: { type: 'boolean' },
-  model: { type: 'string' },
   'analyze-after-import': { type: 'boolean' },
   'audit-retention-days': { type: 'string' },
   'rate-limit': { type: 'string' },
   'log-dir': { type: 'string' },
   'key-file': { type: 'string' },
   'sync-interval': { type: 'string' },
+  'dicom-port': { type: 'string' },
+  'dicom-host': { type: 'string' },
+  'ae-title': { type: 'string' },
+  'dicom-allow': { type: 'string', multiple: true },
+  aec: { type: 'string' },
+  aet: { type: 'string' },
+  level: { type: 'string' },
+  'patient-id': { type: 'string' },
+  'patient-name': { type: 'string' },
+  'study-uid': { type: 'string' },
+  accession: { type: 'string' },
+  'study-date': { type: 'string' },
+  modality: { type: 'string' },
+  study: { type: 'string' },
+  series: { type: 'string' },
+  patient: { type: 'string' },
+  dest: { type: 'string' },
+  model: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -201,7 +241,8 @@ async function serve(values: Record<string, unknown>, { dataDir, databaseUrl }: 
   const rateLimit = { ...DEFAULT_RATE_LIMIT, requests };
   const logDir = typeof values['log-dir'] === 'string' ? resolvePath(values['log-dir']) : null;
   const syncIntervalMs = numberOption(values, 'sync-interval', String(DEFAULT_SYNC_INTERVAL_MS / 1000), z.number().min(0).max(86_400)) * 1000;
-  const server = await createServer({ dataDir, databaseUrl, rateLimit, logDir, hubMode, allowedHosts, trustedProxies, logToStderr: false, uiDir, watchDir, watchStableMs, analyzeAfterImport, auditRetentionDays, syncIntervalMs });
+  const dicom = dicomServeOptions(values);
+  const server = await createServer({ dataDir, databaseUrl, rateLimit, logDir, hubMode, allowedHosts, trustedProxies, logToStderr: false, uiDir, watchDir, watchStableMs, analyzeAfterImport, auditRetentionDays, syncIntervalMs, dicom });
   let url: string;
   try {
     url = await server.listen(port, host);
@@ -214,6 +255,8 @@ async function serve(values: Record<string, unknown>, { dataDir, databaseUrl }: 
     throw error;
   }
   io.out(`mia API listening on ${url} (data: ${dataDir})`);
+  const listener = server.runtime.dicomListener();
+  if (listener) io.out(`mia DICOM listening on port ${listener.port} as ${listener.aeTitle}`);
   io.out(uiDir ? `workstation UI: ${url}/ (sign in with an API key)` : 'workstation UI not built: run npm run build:renderer');
   await new Promise<void>((resolve) => {
     const stop = (): void => resolve();
@@ -223,6 +266,24 @@ async function serve(values: Record<string, unknown>, { dataDir, databaseUrl }: 
   io.err('stopping: finishing in-flight requests');
   await server.close();
   return 0;
+}
+
+/** The DICOM listener's options of `mia serve`; null without --dicom-port. */
+function dicomServeOptions(values: Record<string, unknown>): DicomConfigInput | null {
+  if (values['dicom-port'] === undefined) {
+    if (values['ae-title'] !== undefined || values['dicom-allow'] !== undefined) fail('--ae-title and --dicom-allow need --dicom-port');
+    return null;
+  }
+  const port = numberOption(values, 'dicom-port', '0', z.number().int().min(0).max(65535));
+  const aeTitle = typeof values['ae-title'] === 'string' ? values['ae-title'] : 'MIA';
+  if (!isValidAeTitle(aeTitle)) fail(`--ae-title ${aeTitle}: an AE title is 1-16 printable characters, no backslash`);
+  const entries = ((values['dicom-allow'] as string[] | undefined) ?? []).flatMap((v) => v.split(',')).map((v) => v.trim()).filter(Boolean);
+  const allow = entries.map((entry) => {
+    const parsed = parseAllowedCaller(entry);
+    return 'error' in parsed ? fail(`--dicom-allow ${parsed.error}`) : parsed;
+  });
+  const host = typeof values['dicom-host'] === 'string' ? values['dicom-host'] : '0.0.0.0';
+  return { port, aeTitle, allow, host };
 }
 
 async function keysCommand(sub: string | undefined, args: string[], values: Record<string, unknown>, place: Place, io: Out): Promise<number> {
@@ -335,6 +396,8 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
           stderrIsTty: process.stderr.isTTY === true,
           writeErr: (text) => process.stderr.write(text),
         });
+      case 'dicom':
+        return await dicomCommand(sub, rest, values, io);
       case 'analyze':
         return await analyzeCommand(
           dataDir,

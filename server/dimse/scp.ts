@@ -1,0 +1,371 @@
+/**
+ * mia's DIMSE acceptor (SCP): Verification (C-ECHO) and image Storage (C-STORE) on its own AE
+ * title and port. It faces any host on the hospital network, so every step is bounded: the
+ * number of associations, the time to negotiate one (ARTIM, PS3.8 9.1.5) and the time between
+ * PDUs, every length read from the wire (pdu-reader.ts), and the size of a received instance,
+ * which streams to a spool file instead of memory. A peer that breaks the protocol is aborted
+ * and logged (without patient data); the listener goes on serving the next one.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
+import { createServer, type Server, type Socket } from 'node:net';
+import { join } from 'node:path';
+import type { Logger } from '#server/log.ts';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
+import { PduChannel, sendMessage } from '#server/dimse/channel.ts';
+import { COMMAND, NO_DATA_SET, STATUS, type Command } from '#server/dimse/command-set.ts';
+import { MessageReader, type DataSink, type DimseMessage } from '#server/dimse/message-reader.ts';
+import { encodeFileMeta, IMPLEMENTATION_CLASS_UID, IMPLEMENTATION_VERSION_NAME } from '#server/dimse/part10.ts';
+import {
+  APPLICATION_CONTEXT,
+  decodeAbort,
+  decodeAssociateRq,
+  encodeAssociateAc,
+  encodeAssociateRj,
+  encodeReleaseRp,
+  MIN_PDU_LENGTH,
+  PC_RESULT,
+  PDU,
+  PduError,
+  REJECT,
+  ABORT,
+  type AssociateRq,
+  type ContextResult,
+} from '#server/dimse/pdu.ts';
+import type { RawPdu } from '#server/dimse/pdu-reader.ts';
+import { IMAGE_STORAGE_CLASSES, isDecodableSyntax, VERIFICATION } from '#server/dimse/sop-classes.ts';
+import { parseUid } from '#server/dicom/uid.ts';
+
+export type CallerIdentity = { callingAeTitle: string; calledAeTitle: string; host: string };
+/** Decides who may open an association (the DICOM peers module, or a configured list). */
+export type IsCallerAllowed = (caller: CallerIdentity) => Promise<boolean>;
+
+export type StoreOutcome = { status: number; errorComment?: string | undefined };
+/** What receives the instances of one association: one import job, finished when it ends. */
+export type StoreSession = {
+  /** Imports the Part 10 file; resolves once the instance is durable and indexed (or refused). */
+  store(file: string, sopInstanceUid: string): Promise<StoreOutcome>;
+  close(ending: 'released' | 'aborted'): Promise<void>;
+};
+export type StoreReceiver = { openSession(caller: CallerIdentity): Promise<StoreSession> };
+
+export type DimseScpOptions = {
+  aeTitle: string;
+  port: number;
+  host: string;
+  maxAssociations: number;
+  /** From the TCP connection to a complete A-ASSOCIATE-RQ (ARTIM). */
+  associationTimeoutMs: number;
+  /** Between two complete PDUs of an established association. */
+  idleTimeoutMs: number;
+  /** The largest P-DATA-TF this side accepts (announced in the A-ASSOCIATE-AC). */
+  maxPduLength: number;
+  /** The largest data set of one C-STORE. */
+  maxInstanceBytes: number;
+  /** Where received instances are spooled before import (one folder per association). */
+  spoolDir: string;
+  isCallerAllowed: IsCallerAllowed;
+  receiver: StoreReceiver;
+  log: Logger;
+};
+
+export type DimseScp = { readonly port: number; readonly aeTitle: string; stop(): Promise<void> };
+
+/** "::ffff:10.0.0.5" is how Node names an IPv4 peer on a dual-stack socket. */
+export function peerHost(socket: Socket): string {
+  const address = socket.remoteAddress ?? '';
+  return address.startsWith('::ffff:') ? address.slice(7) : address;
+}
+
+/** The transfer syntax accepted for a proposed context, or the reason it is refused. */
+function negotiate(abstractSyntax: string, proposed: readonly string[]): { result: number; transferSyntax: string } {
+  if (abstractSyntax === VERIFICATION) {
+    const syntax = proposed.find((t) => t === '1.2.840.10008.1.2' || t === '1.2.840.10008.1.2.1');
+    return syntax ? { result: PC_RESULT.acceptance, transferSyntax: syntax } : { result: PC_RESULT.transferSyntaxesNotSupported, transferSyntax: '' };
+  }
+  if (!IMAGE_STORAGE_CLASSES.has(abstractSyntax)) return { result: PC_RESULT.abstractSyntaxNotSupported, transferSyntax: '' };
+  // The caller's order is its preference (PS3.8 9.3.2.2); the first one mia decodes is taken, so
+  // the instance is archived as sent, never transcoded.
+  const syntax = proposed.find(isDecodableSyntax);
+  return syntax ? { result: PC_RESULT.acceptance, transferSyntax: syntax } : { result: PC_RESULT.transferSyntaxesNotSupported, transferSyntax: '' };
+}
+
+/** A C-STORE data set on its way to a spool file, behind the Part 10 header mia writes. */
+class FileSink implements DataSink {
+  private size = 0;
+  /** A write that failed (a full disk): the rest is drained and the store answered A700. */
+  failure: NodeJS.ErrnoException | undefined;
+  private constructor(
+    readonly path: string,
+    private handle: FileHandle | undefined,
+    private readonly maxBytes: number,
+  ) {}
+
+  static async create(path: string, header: Buffer, maxBytes: number): Promise<FileSink> {
+    const handle = await open(path, 'wx', PRIVATE_FILE_MODE);
+    const sink = new FileSink(path, handle, maxBytes);
+    await sink.put(header);
+    return sink;
+  }
+
+  private async put(chunk: Buffer): Promise<void> {
+    if (this.failure || !this.handle) return;
+    try {
+      await this.handle.write(chunk);
+    } catch (err) {
+      this.failure = err as NodeJS.ErrnoException;
+    }
+  }
+
+  async write(chunk: Buffer): Promise<void> {
+    this.size += chunk.length;
+    if (this.size > this.maxBytes) throw new PduError(`C-STORE data set larger than the ${this.maxBytes} bytes allowed`);
+    await this.put(chunk);
+  }
+
+  async end(): Promise<void> {
+    const handle = this.handle;
+    this.handle = undefined;
+    await handle?.close();
+  }
+
+  async discard(): Promise<void> {
+    await this.end();
+    await rm(this.path, { force: true });
+  }
+}
+
+/** The data set of a request mia does not serve: counted against the cap, then dropped. */
+class DropSink implements DataSink {
+  private size = 0;
+  constructor(private readonly maxBytes: number) {}
+  write(chunk: Buffer): Promise<void> {
+    this.size += chunk.length;
+    return this.size > this.maxBytes ? Promise.reject(new PduError('data set of an unsupported request too large')) : Promise.resolve();
+  }
+  end(): Promise<void> {
+    return Promise.resolve();
+  }
+  discard(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+type Sink = FileSink | DropSink;
+
+/** Responses carry the request's SOP class and instance, and never a data set here. */
+function response(request: Command, commandField: number, status: number, errorComment?: string): Command {
+  return {
+    commandField,
+    messageIdBeingRespondedTo: request.messageId ?? 0,
+    affectedSopClassUid: request.affectedSopClassUid,
+    affectedSopInstanceUid: request.affectedSopInstanceUid,
+    dataSetType: NO_DATA_SET,
+    status,
+    // LO is 64 characters at most (PS3.5 6.2).
+    ...(errorComment ? { errorComment: errorComment.slice(0, 64) } : {}),
+  };
+}
+
+export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp> {
+  const { log } = options;
+  const live = new Set<{ stop(): Promise<void> }>();
+  let serial = 0;
+
+  const handleConnection = (socket: Socket): void => {
+    const host = peerHost(socket);
+    const id = (serial += 1);
+    const label = { association: id, host };
+    let caller: CallerIdentity | undefined;
+    // Widened on purpose: handlers in closures move it on, which flow analysis cannot see.
+    let state = 'awaiting-rq' as 'awaiting-rq' | 'established' | 'ending';
+    let peerMaxPdu = 0;
+    let reader: MessageReader<Sink> | undefined;
+    let session: StoreSession | undefined;
+    let spool: string | undefined;
+    let stored = 0;
+    let inFlight: Promise<void> = Promise.resolve();
+
+    const channel = new PduChannel(socket, options.maxPduLength, async () => undefined, (problem) => {
+      log.error('dimse.aborted', { ...label, calling_ae: caller?.callingAeTitle ?? null, problem });
+    });
+
+    const reject = async (result: number, source: number, reason: number, why: string): Promise<void> => {
+      log.info('dimse.rejected', { ...label, calling_ae: caller?.callingAeTitle ?? null, called_ae: caller?.calledAeTitle ?? null, why });
+      state = 'ending';
+      await channel.send(encodeAssociateRj({ result, source, reason }));
+      channel.close(why);
+    };
+
+    const onAssociateRq = async (rq: AssociateRq): Promise<void> => {
+      caller = { callingAeTitle: rq.callingAeTitle, calledAeTitle: rq.calledAeTitle, host };
+      if ((rq.protocolVersion & 0x0001) === 0) return await reject(REJECT.permanent, REJECT.sourceAcse, REJECT.reasonProtocolVersion, 'protocol version not supported');
+      if (rq.applicationContext !== APPLICATION_CONTEXT) {
+        return await reject(REJECT.permanent, REJECT.sourceUser, REJECT.reasonApplicationContext, 'application context not supported');
+      }
+      if (rq.calledAeTitle !== options.aeTitle) return await reject(REJECT.permanent, REJECT.sourceUser, REJECT.reasonCalledAe, 'called AE title is not this server');
+      if (!(await options.isCallerAllowed(caller))) return await reject(REJECT.permanent, REJECT.sourceUser, REJECT.reasonCallingAe, 'calling AE title not allowed');
+      if (live.size > options.maxAssociations) return await reject(REJECT.transient, REJECT.sourcePresentation, REJECT.reasonLocalLimit, 'too many associations');
+      if (rq.user.maxPduLength !== 0 && rq.user.maxPduLength < 128) throw new PduError(`maximum PDU length ${rq.user.maxPduLength} is too small to carry a PDV`);
+      peerMaxPdu = rq.user.maxPduLength;
+      const contexts: ContextResult[] = rq.contexts.map((c) => ({ id: c.id, ...negotiate(c.abstractSyntax, c.transferSyntaxes) }));
+      const accepted = new Map(contexts.filter((c) => c.result === PC_RESULT.acceptance).map((c) => [c.id, c.transferSyntax]));
+      await channel.send(
+        encodeAssociateAc({
+          calledAeTitle: rq.calledAeTitle,
+          callingAeTitle: rq.callingAeTitle,
+          applicationContext: APPLICATION_CONTEXT,
+          contexts,
+          user: { maxPduLength: options.maxPduLength, implementationClassUid: IMPLEMENTATION_CLASS_UID, implementationVersionName: IMPLEMENTATION_VERSION_NAME },
+        }),
+      );
+      state = 'established';
+      log.info('dimse.associated', { ...label, calling_ae: rq.callingAeTitle, contexts_proposed: contexts.length, contexts_accepted: accepted.size });
+      reader = new MessageReader<Sink>(new Set(accepted.keys()), (contextId, command) => openSink(contextId, command, accepted), onMessage);
+    };
+
+    const openSink = async (contextId: number, command: Command, accepted: ReadonlyMap<number, string>): Promise<Sink> => {
+      const sopClass = parseUid(command.affectedSopClassUid ?? '');
+      const sopInstance = parseUid(command.affectedSopInstanceUid ?? '');
+      if (command.commandField !== COMMAND.cStoreRq || !sopClass.ok || !sopInstance.ok) return new DropSink(options.maxInstanceBytes);
+      if (!spool) {
+        spool = join(options.spoolDir, `${process.pid}-${randomBytes(8).toString('hex')}`);
+        await mkdir(spool, { recursive: true, mode: PRIVATE_DIR_MODE });
+      }
+      const header = encodeFileMeta({
+        sopClassUid: sopClass.uid,
+        sopInstanceUid: sopInstance.uid,
+        transferSyntaxUid: accepted.get(contextId) ?? '',
+        sourceAeTitle: caller?.callingAeTitle ?? '',
+      });
+      return await FileSink.create(join(spool, `${(stored += 1)}.dcm`), header, options.maxInstanceBytes);
+    };
+
+    const onStore = async (message: DimseMessage<Sink>): Promise<Command> => {
+      const { command, data } = message;
+      if (!(data instanceof FileSink)) return response(command, COMMAND.cStoreRsp, STATUS.cannotUnderstand, 'C-STORE without a valid SOP class or instance UID');
+      try {
+        if (data.failure) {
+          log.error('dimse.store_write_failed', { ...label, error: data.failure.code ?? data.failure.name });
+          return response(command, COMMAND.cStoreRsp, STATUS.outOfResources, `could not write the instance (${data.failure.code ?? 'error'})`);
+        }
+        if (caller && !session) session = await options.receiver.openSession(caller);
+        if (!session) return response(command, COMMAND.cStoreRsp, STATUS.outOfResources, 'no import session');
+        const outcome = await session.store(data.path, command.affectedSopInstanceUid ?? '');
+        return response(command, COMMAND.cStoreRsp, outcome.status, outcome.errorComment);
+      } finally {
+        await data.discard();
+      }
+    };
+
+    const onMessage = async (message: DimseMessage<Sink>): Promise<void> => {
+      const { command, contextId } = message;
+      let answer: Command | null;
+      switch (command.commandField) {
+        case COMMAND.cEchoRq:
+          answer = response(command, COMMAND.cEchoRsp, STATUS.success);
+          break;
+        case COMMAND.cStoreRq:
+          answer = await onStore(message);
+          break;
+        case COMMAND.cCancelRq:
+          answer = null;
+          break;
+        default:
+          await message.data?.discard();
+          answer = command.commandField & 0x8000 ? null : response(command, command.commandField | 0x8000, STATUS.unrecognizedOperation, 'operation not supported');
+      }
+      if (answer) await sendMessage(channel, contextId, peerMaxPdu, answer);
+    };
+
+    const established = (): boolean => state === 'established';
+    const onPdu = async (pdu: RawPdu): Promise<void> => {
+      if (state === 'ending') return;
+      if (state === 'awaiting-rq') {
+        if (pdu.type !== PDU.associateRq) throw new PduError(`PDU type 0x${pdu.type.toString(16)} before A-ASSOCIATE-RQ`, ABORT.reasonUnexpectedPdu);
+        channel.clearDeadline();
+        await onAssociateRq(decodeAssociateRq(pdu.body));
+        if (established()) channel.setDeadline(options.idleTimeoutMs, 'the next PDU');
+        return;
+      }
+      channel.setDeadline(options.idleTimeoutMs, 'the next PDU');
+      switch (pdu.type) {
+        case PDU.pData:
+          await reader?.receive(pdu.body);
+          return;
+        case PDU.releaseRq:
+          state = 'ending';
+          await reader?.discard();
+          await channel.send(encodeReleaseRp());
+          channel.close('released');
+          return;
+        case PDU.abort: {
+          const abort = decodeAbort(pdu.body);
+          state = 'ending';
+          channel.close(`peer aborted (source ${abort.source}, reason ${abort.reason})`);
+          return;
+        }
+        default:
+          throw new PduError(`unexpected PDU type 0x${pdu.type.toString(16)} in an established association`, ABORT.reasonUnexpectedPdu);
+      }
+    };
+
+    channel.setHandler((pdu) => {
+      const run = onPdu(pdu);
+      inFlight = run.catch(() => undefined);
+      return run;
+    });
+    channel.setDeadline(options.associationTimeoutMs, 'A-ASSOCIATE-RQ');
+
+    const entry = {
+      async stop(): Promise<void> {
+        // A store being imported is answered first; what has not been answered the sender keeps.
+        await Promise.race([inFlight, new Promise((resolve) => setTimeout(resolve, 10_000).unref())]);
+        channel.abort('server stopping');
+        await channel.closed;
+      },
+    };
+    live.add(entry);
+    void (async () => {
+      const reason = await channel.closed;
+      await inFlight;
+      const released = reason === 'released';
+      try {
+        await reader?.discard();
+        await session?.close(released ? 'released' : 'aborted');
+      } catch (err) {
+        log.error('dimse.session_close_failed', { ...label, error: err instanceof Error ? err.name : 'non-error' });
+      } finally {
+        if (spool) await rm(spool, { recursive: true, force: true });
+        live.delete(entry);
+        if (state === 'established' || (state === 'ending' && caller && !released)) {
+          log.info('dimse.closed', { ...label, calling_ae: caller?.callingAeTitle ?? null, reason: reason ?? 'closed' });
+        }
+      }
+    })();
+  };
+
+  const server: Server = createServer(handleConnection);
+  // Beyond the cap plus a few for the rejections, Node closes new sockets as they arrive.
+  server.maxConnections = options.maxAssociations + 8;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address();
+  const port = typeof address === 'object' && address ? address.port : options.port;
+  if (options.maxPduLength < MIN_PDU_LENGTH) throw new Error(`maximum PDU length below ${MIN_PDU_LENGTH}`);
+  log.info('dimse.listening', { port, ae_title: options.aeTitle });
+  return {
+    port,
+    aeTitle: options.aeTitle,
+    async stop() {
+      const closing = new Promise<void>((resolve) => server.close(() => resolve()));
+      await Promise.all([...live].map((a) => a.stop()));
+      await closing;
+    },
+  };
+}
