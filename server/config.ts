@@ -99,6 +99,11 @@ export type ServerConfig = {
   /** A workstation linked to a hub (mia sync join) syncs this often, ms; 0 turns the background
    * rounds off (mia sync now still works). A hub never runs them. */
   syncIntervalMs: number;
+  /** How often a server looks for due send jobs of routing rules, ms; 0: no background sending
+   * (jobs then wait for `mia routes send` or a server that sends). */
+  routingPollMs: number;
+  /** Attempts of a send job before it gives up (transient failures; a refusal gives up at once). */
+  routingMaxAttempts: number;
   /** The DICOM listener (C-ECHO, C-STORE: server/dimse/scp.ts); null: none. */
   dicom: DicomConfig | null;
 };
@@ -155,6 +160,8 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     analyzeAfterImport: input.analyzeAfterImport ?? false,
     auditRetentionDays: z.number().int().min(1).max(36_500).parse(input.auditRetentionDays ?? DEFAULT_AUDIT_RETENTION_DAYS),
     syncIntervalMs: z.number().int().min(0).max(24 * 3_600_000).parse(input.syncIntervalMs ?? DEFAULT_SYNC_INTERVAL_MS),
+    routingPollMs: z.number().int().min(0).max(3_600_000).parse(input.routingPollMs ?? 1_000),
+    routingMaxAttempts: z.number().int().min(1).max(100).parse(input.routingMaxAttempts ?? 8),
     dicom: input.dicom ? dicomConfigSchema.parse(input.dicom) : null,
   };
 }

@@ -20,6 +20,9 @@ import { startAuditRetention, type AuditRetention } from '#server/audit/retentio
 import { resolveConfig, type ServerConfigInput } from '#server/config.ts';
 import { openDataFolder } from '#server/data-folder.ts';
 import { createProgressBus } from '#server/events/progress-bus.ts';
+import { dimseCStoreSender } from '#server/routing/cstore-sender.ts';
+import { objectSource } from '#server/routing/objects.ts';
+import { createSendWorker, type SendWorker } from '#server/routing/send-worker.ts';
 import { createFrameCache, type FrameCache } from '#server/imaging/frame-cache.ts';
 import { createImportService, type ImportService } from '#server/imports/import-service.ts';
 import { createFileLogger } from '#server/log.ts';
@@ -35,6 +38,9 @@ import type { SyncReport } from '#server/sync/client.ts';
 
 /** Sync as the routes see it: the status, and a round on demand (null: not linked or it failed). */
 export type SyncControl = { status(): Promise<SyncStatus>; runNow(): Promise<SyncReport | null> };
+
+/** mia's AE title as the calling AE of routing's associations when no DICOM listener is configured. */
+const MIA_AE_TITLE = 'MIA';
 
 export type RuntimeState = 'created' | 'running' | 'stopping' | 'stopped';
 
@@ -54,6 +60,8 @@ export type Runtime = Services & {
   readonly analyses: AnalysisQueue;
   /** Audit events of requests, written after their responses. */
   readonly audit: AuditWriter;
+  /** Sends the send jobs of routing rules (in the background when started with background work). */
+  readonly routing: SendWorker;
   /** The DICOM listener's port and AE title once started; null when none is configured. */
   dicomListener(): { port: number; aeTitle: string } | null;
   state(): RuntimeState;
@@ -85,6 +93,13 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
   const audit = createAuditWriter(db, log);
   const imports = createImportService(services);
   const analyses = new AnalysisQueue(services, { autoRun: options.background });
+  const routing = createSendWorker(services, {
+    source: objectSource({ analysis: null, report: null }),
+    cStore: dimseCStoreSender(join(config.dataDir, UPLOADS_DIR)),
+    aeTitle: config.dicom?.aeTitle ?? MIA_AE_TITLE,
+    maxAttempts: config.routingMaxAttempts,
+    pollMs: config.routingPollMs,
+  });
   let auditRetention: AuditRetention | undefined;
   let syncAgent: SyncAgent | undefined;
   let dicomScp: DimseScp | undefined;
@@ -99,6 +114,8 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
   const stopAll = async (): Promise<void> => {
     await syncAgent?.stop();
     await analyses.stop();
+    // Before the database closes: a send under way is aborted and its job tried again later.
+    await routing.stop();
     const listener = closeListener;
     closeListener = undefined;
     await listener?.();
@@ -121,6 +138,7 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
     imports,
     analyses,
     audit,
+    routing,
     dicomListener: () => (dicomScp ? { port: dicomScp.port, aeTitle: dicomScp.aeTitle } : null),
     state: () => state,
     async start() {
@@ -140,6 +158,7 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
         });
       }
       if (options.background) {
+        if (config.routingPollMs > 0) routing.start();
         auditRetention = startAuditRetention({ db, clock: config.clock, dataDir: config.dataDir, retentionDays: config.auditRetentionDays, log });
         // A hub is what workstations sync with; it runs no rounds of its own. An interval of 0
         // leaves rounds to "Sync now" and mia sync now.

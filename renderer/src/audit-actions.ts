@@ -1,7 +1,8 @@
 /**
  * The audit actions the server records, for the Audit screen's filter: one per route of the
  * route table (server/http/routes/*.ts, `audit:`) plus auth.failure, written for refused keys,
- * and requests.throttled, for requests over the rate limit (server/http/app.ts). The renderer
+ * and requests.throttled, for requests over the rate limit (server/http/app.ts), and routing.send,
+ * one per attempt of a send job (server/routing/send-worker.ts). The renderer
  * may not import server code, so the list is kept here and
  * test/renderer/audit-view.test.ts checks it against the route table.
  */
@@ -58,6 +59,16 @@ export const AUDIT_ACTIONS = [
   'requests.throttled',
   'results.list',
   'results.read',
+  'routing.rule_create',
+  'routing.rule_delete',
+  'routing.rule_read',
+  'routing.rule_update',
+  'routing.rules',
+  'routing.send',
+  'routing.send_create',
+  'routing.send_read',
+  'routing.send_retry',
+  'routing.sends',
   'scans.list',
   'scans.read',
   'scans.status',

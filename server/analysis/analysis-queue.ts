@@ -8,6 +8,7 @@
  * ends a job is conditional on the job still being this node's, so a cancel from another process
  * or a takeover can never let two writers finish one job.
  */
+import { routeEvent } from '#server/routing/rules.ts';
 import { runAnalysis, type EngineHooks, type EngineSlice } from '#server/analysis/engine.ts';
 import { listInstalledModels, readyModel, selectedModelId, thresholdsOf, triageLabelsOf, type ReadyModel } from '#server/analysis/registry.ts';
 import { SessionCache } from '#server/analysis/session-cache.ts';
@@ -373,6 +374,8 @@ export class AnalysisQueue {
       if (change) await recordChanges(tx, this.#services.replica, [change]);
       const row = await findAnalysisJobById(tx, job.id);
       if (row) await analysisSucceeded(tx, { ref: row.scan_ref, status: row.scan_status }, at);
+      // Committed with the result, so a crash cannot finish an analysis and lose its sends.
+      await routeEvent(tx, { event: 'analysis.finished', analysisRef: job.id }, at);
     });
     this.#services.log.info('analysis.succeeded', {
       job_id: job.public_id,

@@ -19,6 +19,7 @@ import { claimNextQueuedAnalysis, claimQueuedAnalysis, type AnalysisJobRow, type
 
 export type { JobOwner, SeenOwner } from '#server/store/analysis-jobs.ts';
 import { reclaimImportJob } from '#server/store/import-jobs.ts';
+import { claimNextDueSend, type SendJobRow } from '#server/store/routing.ts';
 import { findNode } from '#server/store/nodes.ts';
 import { NODE_LEASE_MS, type JobKind, type JobNode } from '#server/jobs/node.ts';
 
@@ -82,4 +83,9 @@ export async function claimNextAnalysis(db: Database, me: JobNode, at: string): 
 /** Takes over an interrupted import for this node; false when another node was quicker. */
 export async function claimImport(db: Database, me: JobNode, id: number, at: string): Promise<boolean> {
   return await reclaimImportJob(db, id, ownerOf(me), at);
+}
+
+/** Takes the send job due first (queued, or failed with its next attempt due) for this node. */
+export async function claimNextSend(db: Database, me: JobNode, at: string): Promise<SendJobRow | undefined> {
+  return await claimNextDueSend(db, ownerOf(me), at);
 }

@@ -6,6 +6,7 @@
  * a final report locks the verdicts it was built on, and a later change of mind is an addendum,
  * a signed, dated section appended to it (issue 11).
  */
+import { routeEvent } from '#server/routing/rules.ts';
 import { mapInOrder } from '#server/in-order.ts';
 import { z } from 'zod';
 import type { Addendum, Report } from '#server/api/schemas.ts';
@@ -225,7 +226,11 @@ export async function updateReport(
     });
     if (!updated) throw new MiaError('internal', 'draft report changed under its transaction');
     await recordReportWrite(tx, deps.replica, reportId, userRef, { impression: patch.impression !== undefined, recommendation: ownText, final: patch.status === 'final' });
-    if (patch.status === 'final') await reportFinalized(tx, { ref: row.scan_ref, status: row.scan_status }, reportId, at);
+    if (patch.status === 'final') {
+      await reportFinalized(tx, { ref: row.scan_ref, status: row.scan_status }, reportId, at);
+      // In the signing transaction: a signed report's sends are never lost to a crash.
+      await routeEvent(tx, { event: 'report.finalized', reportId }, at);
+    }
   });
   return await getReport(deps, reportId);
 }

@@ -823,6 +823,101 @@ const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX dicom_peers_ae ON dicom_peers (ae_title);
     `,
   },
+  {
+    version: 26,
+    name: 'dicom: routing rules and the send jobs they make',
+    sql: `
+      -- "When <event> happens (and <conditions> hold), send <object> to <peer>" (issue 14, item 5).
+      -- conditions is a JSON object (modalities, model_id, labels, positive_only: server/routing/
+      -- rules.ts). The peer is named by its public id, not a foreign key: removing a peer must not
+      -- fail on the rules and jobs that name it; their sends give up naming the peer as gone.
+      CREATE TABLE routing_rules (
+        id INTEGER PRIMARY KEY,
+        public_id TEXT NOT NULL UNIQUE,
+        name TEXT NOT NULL UNIQUE,
+        enabled INTEGER NOT NULL DEFAULT 1 CHECK (enabled IN (0, 1)),
+        event TEXT NOT NULL CHECK (event IN ('analysis.finished', 'report.finalized', 'instance.received')),
+        object_kind TEXT NOT NULL CHECK (object_kind IN ('analysis_sr', 'report_sr', 'instance')),
+        conditions TEXT NOT NULL DEFAULT '{}',
+        peer_id TEXT NOT NULL,
+        created_by TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      ) STRICT;
+      CREATE INDEX routing_rules_event ON routing_rules (event, enabled);
+      -- One object to one peer, tried until sent or given up. Made in the transaction of the event
+      -- itself (an analysis finishing, a report signed), so a crash cannot lose one; the row is the
+      -- record. failed: the last attempt failed and another is due at next_attempt_at; gave_up: no
+      -- more attempts (a permanent refusal, or max attempts). Owned while running like analyses
+      -- (owner_node, owner_pid, heartbeat_at: server/jobs/jobs.ts), so two hub nodes never send one
+      -- job at once. last_error names the peer's status or the network error, never patient data.
+      CREATE TABLE send_jobs (
+        id INTEGER PRIMARY KEY,
+        public_id TEXT NOT NULL UNIQUE,
+        rule_id TEXT,
+        event TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        object_kind TEXT NOT NULL CHECK (object_kind IN ('analysis_sr', 'report_sr', 'instance')),
+        peer_id TEXT NOT NULL,
+        method TEXT NOT NULL CHECK (method IN ('c-store', 'stow-rs')),
+        status TEXT NOT NULL DEFAULT 'queued' CHECK (status IN ('queued', 'running', 'sent', 'failed', 'gave_up')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at TEXT,
+        last_error TEXT,
+        sop_instance_uid TEXT,
+        owner_node INTEGER,
+        owner_pid INTEGER,
+        heartbeat_at TEXT,
+        created_by TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        started_at TEXT,
+        finished_at TEXT
+      ) STRICT;
+      CREATE INDEX send_jobs_due ON send_jobs (status, next_attempt_at);
+      CREATE INDEX send_jobs_status ON send_jobs (status, id);
+      -- A rule sends an object once per event subject, however often the event is seen again.
+      CREATE UNIQUE INDEX send_jobs_rule_subject ON send_jobs (rule_id, subject, object_kind) WHERE rule_id IS NOT NULL;
+    `,
+  },
+  {
+    version: 28,
+    name: 'dicom: retrieves from a PACS or DICOMweb server into the archive',
+    sql: `
+      -- A study, a series or a patient's priors pulled from a peer (issue 14, item 2): by C-MOVE to
+      -- mia's own AE, or by WADO-RS. The row is what the user follows: status, the studies it
+      -- covers with their own progress and import jobs (studies, JSON), and the sub-operation
+      -- counts summed over them. The peer is named by public id and name as they were: removing
+      -- the peer later leaves the record readable. patient_id is the study's patient, for the
+      -- audit trail of reads. Owned while running like the other jobs (server/jobs/jobs.ts): a
+      -- retrieve whose node is gone is marked interrupted, never resumed behind the user's back.
+      CREATE TABLE retrieves (
+        id INTEGER PRIMARY KEY,
+        public_id TEXT NOT NULL UNIQUE,
+        peer_id TEXT NOT NULL,
+        peer_name TEXT NOT NULL,
+        method TEXT NOT NULL CHECK (method IN ('c-move', 'wado-rs')),
+        target_kind TEXT NOT NULL CHECK (target_kind IN ('study', 'series', 'priors')),
+        study_uid TEXT,
+        series_uid TEXT,
+        patient_id TEXT,
+        options TEXT NOT NULL DEFAULT '{}',
+        status TEXT NOT NULL CHECK (status IN ('running', 'completed', 'partial', 'failed', 'interrupted')),
+        studies TEXT NOT NULL DEFAULT '[]',
+        completed INTEGER NOT NULL DEFAULT 0,
+        failed INTEGER NOT NULL DEFAULT 0,
+        warning INTEGER NOT NULL DEFAULT 0,
+        error TEXT,
+        owner_node INTEGER,
+        owner_pid INTEGER,
+        heartbeat_at TEXT,
+        created_by TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        finished_at TEXT
+      ) STRICT;
+      CREATE INDEX retrieves_status ON retrieves (status, id);
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

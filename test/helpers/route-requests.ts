@@ -13,6 +13,8 @@ import { BUCKET_TYPE, encodeBucket, receiveBlob } from '#server/sync/blobs.ts';
 import { enrollDevice } from '#server/sync/devices.ts';
 import { assign } from '#server/sync/assignments.ts';
 import { createPeer } from '#server/peers/peers.ts';
+import { createRule } from '#server/routing/rules.ts';
+import { sendAnalysisNow } from '#server/routing/send-jobs.ts';
 import { quarantineChange } from '#server/store/quarantine.ts';
 import { uuid7 } from '#server/sync/uuid7.ts';
 import { CT_SMALL, fixtureFolder, seedImportedInstance } from './image-fixture.ts';
@@ -32,6 +34,14 @@ export type Builder = (caller: Caller) => Call | Promise<Call>;
 
 export async function routeRequests(t: TestServer): Promise<Record<string, Builder>> {
   const newPeer = () => createPeer(t.server.services, { kind: 'dimse', name: `node ${randomBytes(4).toString('hex')}`, ae_title: 'NODE', host: '127.0.0.1', port: 104, allow_incoming: false }, 'test');
+  const newRule = async () => createRule(t.server.services, { name: `rule ${randomBytes(4).toString('hex')}`, enabled: true, event: 'analysis.finished', conditions: {}, peer: (await newPeer()).id }, 'test');
+  const newSend = async () => sendAnalysisNow(t.server.services, await analysisId(), (await newPeer()).id, 'test');
+  // A job whose attempts ran out: the state an admin retries.
+  const failedSend = async (): Promise<string> => {
+    const job = await newSend();
+    await t.server.services.db.run("UPDATE send_jobs SET status = 'gave_up', attempts = 8, last_error = 'test' WHERE public_id = ?", [job.id]);
+    return job.id;
+  };
   const analysedScan = async (): Promise<string> => {
     const scan = await seedScan(t.server.services.db);
     await seedAnalysis(t.server.services.db, scan, [{}]);
@@ -135,6 +145,18 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
     'GET /v1/dicom/peers/{id}': async () => ({ path: `/v1/dicom/peers/${(await newPeer()).id}` }),
     'PUT /v1/dicom/peers/{id}': async () => ({ path: `/v1/dicom/peers/${(await newPeer()).id}`, body: { kind: 'dicomweb', name: `web ${randomBytes(4).toString('hex')}`, url: 'http://127.0.0.1:8042/dicom-web' } }),
     'DELETE /v1/dicom/peers/{id}': async () => ({ path: `/v1/dicom/peers/${(await newPeer()).id}` }),
+    'GET /v1/dicom/routes': () => ({ path: '/v1/dicom/routes' }),
+    'POST /v1/dicom/routes': async () => ({ path: '/v1/dicom/routes', body: { name: `route ${randomBytes(4).toString('hex')}`, event: 'analysis.finished', peer: (await newPeer()).id } }),
+    'GET /v1/dicom/routes/{id}': async () => ({ path: `/v1/dicom/routes/${(await newRule()).id}` }),
+    'PUT /v1/dicom/routes/{id}': async () => {
+      const rule = await newRule();
+      return { path: `/v1/dicom/routes/${rule.id}`, body: { name: rule.name, enabled: false, event: 'report.finalized', peer: rule.peer_id } };
+    },
+    'DELETE /v1/dicom/routes/{id}': async () => ({ path: `/v1/dicom/routes/${(await newRule()).id}` }),
+    'GET /v1/dicom/sends': () => ({ path: '/v1/dicom/sends?status=queued' }),
+    'GET /v1/dicom/sends/{id}': async () => ({ path: `/v1/dicom/sends/${(await newSend()).id}` }),
+    'POST /v1/dicom/sends/{id}/retry': async () => ({ path: `/v1/dicom/sends/${await failedSend()}/retry` }),
+    'POST /v1/analyses/{id}/send': async () => ({ path: `/v1/analyses/${await analysisId()}/send`, body: { peer: (await newPeer()).id } }),
     'GET /v1/sync/quarantine': () => ({ path: '/v1/sync/quarantine' }),
     'POST /v1/sync/quarantine/{change_id}/release': async () => ({ path: `/v1/sync/quarantine/${await quarantinedVerdict()}/release` }),
     'POST /v1/sync/quarantine/{change_id}/discard': async () => ({ path: `/v1/sync/quarantine/${await quarantinedVerdict()}/discard` }),

@@ -4,10 +4,11 @@ import { ROUTES } from '#server/http/routes/index.ts';
 import { AUDIT_ACTIONS, reviewVerdict } from '../../renderer/src/audit-actions.ts';
 
 describe('audit view', () => {
-  it('the action filter matches the route table plus auth.failure and requests.throttled', () => {
+  it('the action filter matches the route table plus auth.failure, requests.throttled and routing.send', () => {
     const recorded = new Set(ROUTES.flatMap((route) => (route.audit ? [route.audit] : [])));
     recorded.add('auth.failure');
     recorded.add('requests.throttled');
+    recorded.add('routing.send');
     expect([...AUDIT_ACTIONS].sort()).toEqual([...recorded].sort());
   });
 

@@ -30,6 +30,8 @@ it('backfills the bundled model\'s label urgencies into analyses made before mig
   db.connection.exec('ALTER TABLE users DROP COLUMN origin; ALTER TABLE users DROP COLUMN disabled_at; ALTER TABLE api_keys DROP COLUMN origin');
   db.connection.exec('DROP TABLE sync_quarantine; DROP TABLE review_supersedes; DROP TABLE review_events; ALTER TABLE findings DROP COLUMN review_disputed');
   db.connection.exec('DROP TABLE sync_inbox; DROP TABLE report_conflicts; ALTER TABLE reports DROP COLUMN impression_hlc; ALTER TABLE reports DROP COLUMN recommendation_hlc; ALTER TABLE reports DROP COLUMN final_hlc; ALTER TABLE reports DROP COLUMN final_change_id');
+  db.connection.exec('DROP TABLE retrieves');
+  db.connection.exec('DROP TABLE send_jobs; DROP TABLE routing_rules');
   db.connection.exec('DROP TABLE dicom_peers');
   db.connection.exec('ALTER TABLE scans DROP COLUMN archived_hlc');
   db.connection.exec('DROP TABLE study_assignments; DROP TABLE report_writes; DROP TABLE audit_gaps; DROP INDEX audit_events_device_seq; ALTER TABLE audit_events DROP COLUMN device_id; ALTER TABLE audit_events DROP COLUMN device_seq');

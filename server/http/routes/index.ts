@@ -16,8 +16,9 @@ import { userRoutes } from '#server/http/routes/user-routes.ts';
 import { syncRoutes } from '#server/http/routes/sync-routes.ts';
 import { dicomwebRoutes } from '#server/http/routes/dicomweb-routes.ts';
 import { dicomPeerRoutes } from '#server/http/routes/dicom-peer-routes.ts';
+import { routingRoutes } from '#server/http/routes/routing-routes.ts';
 
-const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...readerFindingRoutes, ...reportRoutes, ...exportRoutes, ...importRoutes, ...imageRoutes, ...measurementRoutes, ...analysisRoutes, ...metaRoutes, ...syncRoutes, ...dicomPeerRoutes, ...dicomwebRoutes];
+const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...readerFindingRoutes, ...reportRoutes, ...exportRoutes, ...importRoutes, ...imageRoutes, ...measurementRoutes, ...analysisRoutes, ...metaRoutes, ...syncRoutes, ...dicomPeerRoutes, ...routingRoutes, ...dicomwebRoutes];
 
 let openApiDocument: unknown;
 
