@@ -13,9 +13,13 @@ const CRLF = Buffer.from('\r\n');
 const HEADER_END = Buffer.from('\r\n\r\n');
 const MAX_HEADER_BYTES = 16 * 1024;
 
-/** The boundary parameter of a Content-Type header (RFC 2046 5.1.1), quoted or not. */
+/**
+ * The boundary parameter of a Content-Type header (RFC 2046 5.1.1), quoted or not. RFC 2046
+ * allows 70 characters, but Orthanc 1.10's DICOMweb client sends 73 (two UUIDs joined by a dash):
+ * up to 200 are taken whole rather than cut into a delimiter that never matches.
+ */
 export function boundaryOf(contentType: string): string {
-  const match = /;\s*boundary=(?:"([^"]{1,70})"|([^;\s]{1,70}))/i.exec(contentType);
+  const match = /;\s*boundary=(?:"([^"]{1,200})"|([^;\s"]{1,200}))(?=;|\s|$)/i.exec(contentType);
   const boundary = match?.[1] ?? match?.[2];
   if (!boundary) throw new MiaError('invalid', 'multipart body without a boundary', 'Content-Type: multipart/related; type="application/dicom"; boundary=...');
   return boundary;
