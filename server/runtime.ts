@@ -28,6 +28,7 @@ import { createImportService, type ImportService } from '#server/imports/import-
 import { createFileLogger } from '#server/log.ts';
 import { startDimseScp, type DimseScp } from '#server/dimse/scp.ts';
 import { allowListCheck } from '#server/dimse/scp-config.ts';
+import { callerAllowed } from '#server/peers/caller-check.ts';
 import { createStoreReceiver } from '#server/dimse/store-import.ts';
 import { UPLOADS_DIR } from '#server/imports/upload.ts';
 import { join } from 'node:path';
@@ -148,11 +149,13 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
       await analyses.start();
       if (options.background && config.dicom) {
         const dicom = config.dicom;
+        const listed = allowListCheck(dicom.allow);
         dicomScp = await startDimseScp({
           ...dicom,
           // Spooled where uploads are: a later start removes what a dead process left there.
           spoolDir: join(config.dataDir, UPLOADS_DIR),
-          isCallerAllowed: allowListCheck(dicom.allow),
+          // The admin's DICOM peers with "allow incoming", and any --dicom-allow entries.
+          isCallerAllowed: async (caller) => (await listed(caller)) || (await callerAllowed(services, caller)),
           receiver: createStoreReceiver(services),
           log,
         });

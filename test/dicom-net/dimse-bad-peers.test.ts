@@ -1,0 +1,284 @@
+/**
+ * Peers that break the rules, against mia's SCP (issue 14, "Bad peers"): a raw socket client
+ * that aborts or hangs up in the middle of a C-STORE, proposes what mia does not take, or sends
+ * PDUs that lie about their length, that are of no known type, or that trickle in a byte at a
+ * time. Each is refused or aborted, nothing half-received stays (no spool file, no index row,
+ * no archive file), the log names the problem, and the next association is served.
+ */
+import { readFileSync, readdirSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { COMMAND, decodeCommand, encodeCommand, STATUS } from '#server/dimse/command-set.ts';
+import { decodeAssociateAc, decodePData, encodeAbort, encodeAssociateRq, encodePData, PC_RESULT, PDU } from '#server/dimse/pdu.ts';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { CT_SMALL } from '../helpers/image-fixture.ts';
+import { freePort } from '../helpers/orthanc.ts';
+import { dataSetOffset, run, spooledFiles, waitFor } from './dimse-harness.ts';
+
+const AE = 'MIA';
+const CALLER = 'RAWSCU';
+const CT_IMAGE = '1.2.840.10008.5.1.4.1.1.2';
+const EXPLICIT_LE = '1.2.840.10008.1.2.1';
+let t: TestServer;
+let port: number;
+
+beforeAll(async () => {
+  port = await freePort();
+  t = await startTestServer({
+    dicom: {
+      port,
+      host: '127.0.0.1',
+      aeTitle: AE,
+      allow: [{ aeTitle: CALLER, host: '127.0.0.1' }, { aeTitle: 'ECHOSCU', host: '127.0.0.1' }, { aeTitle: 'STORESCU', host: '127.0.0.1' }],
+      associationTimeoutMs: 1500,
+      idleTimeoutMs: 1500,
+      maxPduLength: 16_384,
+    },
+  });
+});
+
+afterAll(async () => {
+  await t?.close();
+});
+
+/** A raw TCP peer: what it received, and whether the server closed on it. */
+type RawPeer = { socket: Socket; received(): Buffer; closed: Promise<void>; send(bytes: Buffer): void };
+
+async function rawPeer(): Promise<RawPeer> {
+  const socket = connect({ host: '127.0.0.1', port });
+  await new Promise<void>((resolve, reject) => {
+    socket.once('connect', resolve);
+    socket.once('error', reject);
+  });
+  const chunks: Buffer[] = [];
+  socket.on('data', (c: Buffer) => chunks.push(c));
+  socket.on('error', () => undefined);
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  return { socket, received: () => Buffer.concat(chunks), closed, send: (bytes) => socket.write(bytes) };
+}
+
+function associateRq(contexts: Array<{ id: number; abstractSyntax: string; transferSyntaxes: string[] }>, calling = CALLER): Buffer {
+  return encodeAssociateRq({
+    calledAeTitle: AE,
+    callingAeTitle: calling,
+    applicationContext: '1.2.840.10008.3.1.1.1',
+    contexts,
+    user: { maxPduLength: 16_384, implementationClassUid: '1.2.3.4', implementationVersionName: 'RAW' },
+  });
+}
+
+/** The complete PDUs in what a peer received. */
+function pdusOf(bytes: Buffer): Array<{ type: number; body: Buffer }> {
+  const pdus: Array<{ type: number; body: Buffer }> = [];
+  let at = 0;
+  while (bytes.length - at >= 6 && bytes.length - at >= 6 + bytes.readUInt32BE(at + 2)) {
+    const length = bytes.readUInt32BE(at + 2);
+    pdus.push({ type: bytes[at] ?? 0, body: bytes.subarray(at + 6, at + 6 + length) });
+    at += 6 + length;
+  }
+  return pdus;
+}
+
+/** Waits until the first PDU of the answer has fully arrived and returns it. */
+async function firstPdu(peer: RawPeer): Promise<{ type: number; body: Buffer }> {
+  await waitFor(() => peer.received().length >= 6 && peer.received().length >= 6 + peer.received().readUInt32BE(2), 'an answer PDU');
+  const bytes = peer.received();
+  return { type: bytes[0] ?? 0, body: bytes.subarray(6, 6 + bytes.readUInt32BE(2)) };
+}
+
+async function associated(): Promise<RawPeer> {
+  const peer = await rawPeer();
+  peer.send(associateRq([{ id: 1, abstractSyntax: CT_IMAGE, transferSyntaxes: [EXPLICIT_LE] }]));
+  const answer = await firstPdu(peer);
+  expect(answer.type).toBe(PDU.associateAc);
+  return peer;
+}
+
+function logText(): string {
+  return readFileSync(join(t.dataDir, 'logs', 'mia.log'), 'utf8');
+}
+
+async function logged(pattern: RegExp): Promise<void> {
+  await t.server.services.log.flush();
+  await waitFor(async () => {
+    await t.server.services.log.flush();
+    return pattern.test(logText());
+  }, `a log line matching ${pattern}`);
+}
+
+/** Still serving: echoscu gets its answer. */
+async function expectServing(): Promise<void> {
+  const echo = await run('echoscu', ['-aet', 'ECHOSCU', '-aec', AE, '127.0.0.1', String(port)]);
+  expect(echo.status, echo.stderr).toBe(0);
+}
+
+function archiveFiles(): string[] {
+  const found: string[] = [];
+  const walk = (dir: string): void => {
+    let entries;
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      if (e.isDirectory()) walk(join(dir, e.name));
+      else found.push(e.name);
+    }
+  };
+  walk(join(t.dataDir, 'archive'));
+  return found;
+}
+
+async function instanceCount(): Promise<number> {
+  const row = await t.server.services.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM instances');
+  return Number(row?.n ?? 0);
+}
+
+function storeCommand(sopInstanceUid: string): Buffer {
+  return encodeCommand({ commandField: COMMAND.cStoreRq, messageId: 7, affectedSopClassUid: CT_IMAGE, affectedSopInstanceUid: sopInstanceUid, priority: 0, dataSetType: 0 });
+}
+
+describe('bad peers against mia SCP', () => {
+  it('refuses per presentation context what it does not take, and accepts the rest', async () => {
+    const peer = await rawPeer();
+    peer.send(
+      associateRq([
+        { id: 1, abstractSyntax: '1.2.840.10008.5.1.4.1.1.481.5', transferSyntaxes: [EXPLICIT_LE] }, // RT Plan: no pixels
+        { id: 3, abstractSyntax: CT_IMAGE, transferSyntaxes: ['1.2.840.10008.1.2.4.100'] }, // MPEG-2: not decoded
+        { id: 5, abstractSyntax: CT_IMAGE, transferSyntaxes: ['1.2.840.10008.1.2.4.100', '1.2.840.10008.1.2.5', EXPLICIT_LE] },
+        { id: 7, abstractSyntax: '1.2.840.10008.1.1', transferSyntaxes: ['1.2.840.10008.1.2'] },
+      ]),
+    );
+    const answer = await firstPdu(peer);
+    expect(answer.type).toBe(PDU.associateAc);
+    const ac = decodeAssociateAc(answer.body);
+    expect(ac.contexts.map((c) => [c.id, c.result])).toEqual([
+      [1, PC_RESULT.abstractSyntaxNotSupported],
+      [3, PC_RESULT.transferSyntaxesNotSupported],
+      [5, PC_RESULT.acceptance],
+      [7, PC_RESULT.acceptance],
+    ]);
+    // The caller's first syntax that mia decodes, not mia's favourite.
+    expect(ac.contexts.find((c) => c.id === 5)?.transferSyntax).toBe('1.2.840.10008.1.2.5');
+    peer.socket.destroy();
+  });
+
+  it('storescu offering only an unsupported syntax gets its context refused and sends nothing', async () => {
+    // A deflated-only proposal for an RT Plan: the class is refused, nothing reaches the import.
+    const rtplan = '/usr/lib/python3/dist-packages/pydicom/data/test_files/rtplan.dcm';
+    const sent = await run('storescu', ['-aet', 'STORESCU', '-aec', AE, '-R', '127.0.0.1', String(port), rtplan]);
+    expect(sent.stderr + sent.stdout).toMatch(/No presentation context|no acceptable presentation context|rejected/i);
+    expect(await instanceCount()).toBe(0);
+  });
+
+  for (const ending of ['A-ABORT', 'closing the socket'] as const) {
+    it(`leaves nothing half stored when the sender stops mid-transfer by ${ending}`, async () => {
+      const before = await instanceCount();
+      const file = readFileSync(CT_SMALL);
+      const dataSet = file.subarray(dataSetOffset(file));
+      const peer = await associated();
+      peer.send(encodePData([{ contextId: 1, command: true, last: true, data: storeCommand('1.2.826.0.1.3680043.10.1014.999') }]));
+      peer.send(encodePData([{ contextId: 1, command: false, last: false, data: dataSet.subarray(0, 8000) }]));
+      // The spool file exists while the data set arrives.
+      await waitFor(() => spooledFiles(t.dataDir).length === 1, 'the spool file');
+      if (ending === 'A-ABORT') peer.send(encodeAbort(0, 0));
+      else peer.socket.end();
+      await peer.closed;
+      await waitFor(() => spooledFiles(t.dataDir).length === 0, 'the spool file to go');
+      expect(await instanceCount()).toBe(before);
+      expect(archiveFiles()).toEqual([]);
+      await expectServing();
+    });
+  }
+
+  it('answers a whole C-STORE from the raw client once the instance is stored', async () => {
+    const before = await instanceCount();
+    const file = readFileSync(CT_SMALL);
+    const dataSet = file.subarray(dataSetOffset(file));
+    const peer = await associated();
+    peer.send(encodePData([{ contextId: 1, command: true, last: true, data: storeCommand('1.2.826.0.1.3680043.10.1014.1000') }]));
+    for (let at = 0; at < dataSet.length; at += 16_000) {
+      peer.send(encodePData([{ contextId: 1, command: false, last: at + 16_000 >= dataSet.length, data: dataSet.subarray(at, at + 16_000) }]));
+    }
+    await waitFor(() => pdusOf(peer.received()).length >= 2, 'the C-STORE response');
+    const answer = pdusOf(peer.received())[1];
+    expect(answer?.type).toBe(PDU.pData);
+    const rsp = decodeCommand(decodePData(answer?.body ?? Buffer.alloc(0))[0]?.data ?? Buffer.alloc(0));
+    expect(rsp.commandField).toBe(COMMAND.cStoreRsp);
+    expect(rsp.status).toBe(STATUS.success);
+    // Acknowledged means indexed and in the archive already.
+    expect(await instanceCount()).toBe(before + 1);
+    expect(archiveFiles()).toHaveLength(1);
+    peer.socket.destroy();
+  });
+
+  const malformed: Array<{ name: string; bytes: () => Buffer; problem: RegExp; afterAssociation?: boolean }> = [
+    {
+      name: 'an A-ASSOCIATE-RQ announcing 4 GiB',
+      bytes: () => Buffer.from([0x01, 0, 0xff, 0xff, 0xff, 0xf0, 0, 1]),
+      problem: /announces 4294967280 bytes, more than the \d+ allowed/,
+    },
+    {
+      name: 'an unknown PDU type',
+      bytes: () => Buffer.from([0x09, 0, 0, 0, 0, 4, 0, 0, 0, 0]),
+      problem: /unknown PDU type 0x09/,
+    },
+    {
+      name: 'an item whose length overruns its PDU',
+      bytes: () => {
+        const rq = associateRq([{ id: 1, abstractSyntax: CT_IMAGE, transferSyntaxes: [EXPLICIT_LE] }]);
+        // The application context item (right after the 68 fixed bytes) claims 60000 bytes.
+        rq.writeUInt16BE(60_000, 6 + 68 + 2);
+        return rq;
+      },
+      problem: /item 0x10 of 60000 bytes overruns its PDU/,
+    },
+    {
+      name: 'a P-DATA-TF longer than the maximum mia announced',
+      bytes: () => Buffer.from([0x04, 0, 0, 0x10, 0, 0]),
+      problem: /PDU type 0x04 announces 1048576 bytes, more than the 16390 allowed/,
+      afterAssociation: true,
+    },
+    {
+      name: 'a PDV whose length overruns its PDU',
+      bytes: () => Buffer.from([0x04, 0, 0, 0, 0, 8, 0, 0, 0x7f, 0, 1, 3, 0, 0]),
+      problem: /PDV of 32512 bytes overruns its PDU/,
+      afterAssociation: true,
+    },
+  ];
+
+  for (const m of malformed) {
+    it(`aborts on ${m.name}, logs it and keeps serving`, async () => {
+      const peer = m.afterAssociation ? await associated() : await rawPeer();
+      const already = peer.received().length;
+      peer.send(m.bytes());
+      await peer.closed;
+      // What came back after the request is an A-ABORT (type 07).
+      expect(peer.received()[already]).toBe(PDU.abort);
+      await logged(m.problem);
+      await expectServing();
+    });
+  }
+
+  it('closes on a peer that trickles its association request byte by byte past the deadline', async () => {
+    const peer = await rawPeer();
+    const rq = associateRq([{ id: 1, abstractSyntax: CT_IMAGE, transferSyntaxes: [EXPLICIT_LE] }]);
+    let at = 0;
+    const timer = setInterval(() => {
+      if (at < rq.length && !peer.socket.destroyed) peer.send(rq.subarray(at, (at += 1)));
+    }, 100);
+    await peer.closed;
+    clearInterval(timer);
+    expect(at).toBeLessThan(rq.length);
+    await logged(/A-ASSOCIATE-RQ did not happen within 2 s|A-ASSOCIATE-RQ did not happen within 1 s/);
+    await expectServing();
+  });
+
+  it('closes an association that goes silent', async () => {
+    const peer = await associated();
+    await peer.closed;
+    await logged(/the next PDU did not happen within/);
+  });
+});
