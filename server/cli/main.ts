@@ -19,6 +19,8 @@ import { formatTable } from '#server/cli/table.ts';
 import { analyzeCommand } from '#server/cli/analyze-command.ts';
 import { importCommand } from '#server/cli/import-command.ts';
 import { dicomCommand } from '#server/cli/dicom-command.ts';
+import { dicomwebCommand } from '#server/cli/dicomweb-command.ts';
+import { srCommand } from '#server/cli/sr-command.ts';
 import { devicesCommand, syncCommand, type SyncIo } from '#server/cli/sync-command.ts';
 import { defaultDataDir } from '#server/cli/data-dir.ts';
 import { isValidAeTitle } from '#server/dimse/pdu.ts';
@@ -108,6 +110,20 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
                                UID] | --patient ID) --dest AE: C-MOVE to AE
                                (mia's own with its --ae-title); exit 1 if a
                                file or sub-operation failed
+  dicomweb find|pull (--url URL [--header 'Name: value'] | --peer NAME)
+                               a DICOMweb server (its root, e.g. .../dicom-web):
+                               find [--patient-id ID] [--patient-name NAME]
+                               [--study-uid UID] [--accession N] [--study-date
+                               YYYYMMDD[-YYYYMMDD]] [--modality M] lists
+                               studies (--study UID: its series); pull --study
+                               UID [--series UID] retrieves into this archive;
+                               exit 1 if an instance was refused
+  sr analysis ANALYSIS_ID --out FILE
+                               a finished analysis as a DICOM SR (TID 1500
+                               Measurement Report), as GET /v1/analyses/{id}/sr
+  sr report REPORT_ID --out FILE
+                               a signed report as a DICOM Basic Text SR, as
+                               GET /v1/reports/{id}/sr
 
 Default data folder: ${defaultDataDir()} (or $MIA_DATA)`;
 
@@ -151,7 +167,11 @@ const OPTIONS = {
   series: { type: 'string' },
   patient: { type: 'string' },
   dest: { type: 'string' },
+  url: { type: 'string' },
+  header: { type: 'string', multiple: true },
+  peer: { type: 'string' },
   model: { type: 'string' },
+  out: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -398,6 +418,10 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
         });
       case 'dicom':
         return await dicomCommand(sub, rest, values, io);
+      case 'dicomweb':
+        return await dicomwebCommand(sub, values, place, io);
+      case 'sr':
+        return await srCommand(sub, rest, values.out, place, io);
       case 'analyze':
         return await analyzeCommand(
           dataDir,

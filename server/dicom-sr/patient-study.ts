@@ -26,6 +26,7 @@ const FROM_FILE: ReadonlyArray<{ field: Field; tag: string; vr: TextVr; name: st
   { field: 'studyId', tag: 'x00200010', vr: 'SH', name: 'Study ID' },
   { field: 'accessionNumber', tag: 'x00080050', vr: 'SH', name: 'Accession Number' },
   { field: 'studyDescription', tag: 'x00081030', vr: 'LO', name: 'Study Description' },
+  { field: 'institutionName', tag: 'x00080080', vr: 'LO', name: 'Institution Name' },
 ];
 
 const VR_OF: Readonly<Record<Field, TextVr>> = Object.fromEntries(FROM_FILE.map((f) => [f.field, f.vr])) as Record<Field, TextVr>;
@@ -45,6 +46,7 @@ function fromIndex(row: ScanStudyRow): Omit<PatientStudy, 'studyUid'> {
     studyId: '',
     accessionNumber: row.accession_number ?? '',
     studyDescription: row.study_description ?? '',
+    institutionName: '',
   };
 }
 

@@ -51,7 +51,7 @@ export function reportTree(report: SignedReport): ContentItem {
           CODES.addendumHeading,
           [
             ...personObserver(a.author),
-            child('CONTAINS', text(CODES.addendumHeading, a.text)),
+            child('CONTAINS', text(CODES.impression, a.text)),
             ...a.changes.map((line) => child('CONTAINS', text(CODES.finding, line))),
           ],
           a.at,

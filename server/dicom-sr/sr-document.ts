@@ -28,6 +28,8 @@ export type PatientStudy = {
   studyId: string;
   accessionNumber: string;
   studyDescription: string;
+  /** Where the images were made: the verifying observers' organization as far as mia knows. */
+  institutionName: string;
 };
 
 export type EvidenceInstance = { studyUid: string; seriesUid: string; sopClassUid: string; sopInstanceUid: string };
@@ -79,14 +81,14 @@ function hierarchicalReferences(instances: readonly EvidenceInstance[]): DataSet
   ]);
 }
 
-function verificationElements(v: Verification): Element[] {
+function verificationElements(v: Verification, organization: string): Element[] {
   if (v.flag === 'UNVERIFIED') return [text(tag(0x0040, 0xa493), 'CS', 'UNVERIFIED')];
   return [
     text(tag(0x0040, 0xa493), 'CS', 'VERIFIED'),
     sequence(
       tag(0x0040, 0xa073),
       v.observers.map((o) => [
-        text(tag(0x0040, 0xa027), 'LO', ''),
+        text(tag(0x0040, 0xa027), 'LO', organization),
         text(tag(0x0040, 0xa030), 'DT', dicomDateTime(o.at)),
         text(tag(0x0040, 0xa075), 'PN', o.name),
         sequence(tag(0x0040, 0xa088), []),
@@ -142,7 +144,8 @@ export function srDataSet(doc: SrDocument): DataSet {
     // SR Document General
     text(tag(0x0020, 0x0013), 'IS', String(doc.instanceNumber)),
     text(tag(0x0040, 0xa491), 'CS', doc.completion),
-    ...verificationElements(doc.verification),
+    // Verifying Organization is Type 1: the images' institution, else said to be unknown.
+    ...verificationElements(doc.verification, p.institutionName === '' ? 'unknown' : p.institutionName),
     text(tag(0x0008, 0x0023), 'DA', content.date),
     text(tag(0x0008, 0x0033), 'TM', content.time),
     sequence(tag(0x0040, 0xa372), []),

@@ -67,6 +67,20 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
   const importFolder = fixtureFolder();
   const imported = await seedImportedInstance(t);
   const ownKey = async (caller: Caller): Promise<string> => (await t.keyFor(caller.role, { email: caller.auth.email })).keyId;
+  // An SR references only images the archive holds: an analysis with a finding on a stored one.
+  const storedAnalysis = async (): Promise<string> => {
+    const db = t.server.services.db;
+    const scan = (await db.get(`SELECT s.id AS "scanRef", s.scan_id AS "scanId", p.patient_id AS "patientId", st.study_uid AS "studyUid"
+      FROM instances i JOIN scans s ON s.id = i.scan_ref JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref
+      WHERE i.sop_instance_uid = ?`, [imported.instanceUid])) as { scanRef: number; scanId: string; patientId: string; studyUid: string };
+    await seedAnalysis(db, scan, [{ instanceUid: imported.instanceUid }]);
+    return ((await db.get('SELECT public_id FROM analyses WHERE scan_ref = ? ORDER BY id DESC LIMIT 1', [scan.scanRef])) as { public_id: string }).public_id;
+  };
+  const signedStoredReport = async (caller: Caller): Promise<string> => {
+    await storedAnalysis();
+    const draft = await draftReport(t.server.services, vocabularies, caller.auth.userRef, { scanId: imported.scanId });
+    return (await updateReport(t.server.services, vocabularies, caller.auth.userRef, draft.id, { status: 'final' })).id;
+  };
   const radiologistId = async (): Promise<string> => (await t.keyFor('radiologist')).userId;
   const lengthBody = { instance_uid: imported.instanceUid, frame: 0, kind: 'length', points: [[1, 1], [10, 1]] } as const;
   // DELETE needs one of the caller's own.
@@ -190,6 +204,7 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
     'GET /v1/reports': () => ({ path: '/v1/reports' }),
     'GET /reports': () => ({ path: '/reports' }),
     'GET /v1/reports/{id}': async (caller) => ({ path: `/v1/reports/${await newReport(caller)}` }),
+    'GET /v1/reports/{id}/sr': async (caller) => ({ path: `/v1/reports/${await signedStoredReport(caller)}/sr` }),
     'POST /v1/reports': async () => ({ path: '/v1/reports', body: { scan_id: await analysedScan() } }),
     'PATCH /v1/reports/{id}': async (caller) => ({
       path: `/v1/reports/${await newReport(caller)}`,
@@ -249,6 +264,7 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
     'POST /v1/scans/{scan_id}/analyses': async () => ({ path: `/v1/scans/${await analysedScan()}/analyses`, body: {} }),
     'GET /v1/analyses/{id}': async () => ({ path: `/v1/analyses/${await analysisId()}` }),
     'GET /v1/analyses/{id}/events': async () => ({ path: `/v1/analyses/${await analysisId()}/events` }),
+    'GET /v1/analyses/{id}/sr': async () => ({ path: `/v1/analyses/${await storedAnalysis()}/sr` }),
     'DELETE /v1/analyses/{id}': async () => ({ path: `/v1/analyses/${await analysisId()}` }),
     'GET /v1/labels': () => ({ path: '/v1/labels' }),
     'GET /v1/audit': () => ({ path: '/v1/audit' }),

@@ -102,6 +102,8 @@ export const EXPECTED: Readonly<Record<string, Expectation>> = {
   'GET /v1/imports/{id}/events': needs('read:scans', [R, D, A]),
   'GET /v1/analyses/{id}': needs('read:scans', [R, D, A]),
   'GET /v1/analyses/{id}/events': needs('read:scans', [R, D, A]),
+  // An AI result as a DICOM SR is the analysis itself in another format: whoever reads the analysis.
+  'GET /v1/analyses/{id}/sr': needs('read:scans', [R, D, A]),
   // DICOMweb reads are the same reads as /v1's (issue 14): every role.
   'GET /dicom-web/studies': needs('read:scans', [R, D, A]),
   'GET /dicom-web/series': needs('read:scans', [R, D, A]),
@@ -139,6 +141,7 @@ export const EXPECTED: Readonly<Record<string, Expectation>> = {
   'GET /v1/reports': needs('read:reports', [R, A]),
   'GET /reports': needs('read:reports', [R, A]),
   'GET /v1/reports/{id}': needs('read:reports', [R, A]),
+  'GET /v1/reports/{id}/sr': needs('read:reports', [R, A]),
   'POST /v1/reports': needs('write:reports', [R, A]),
   'PATCH /v1/reports/{id}': needs('write:reports', [R, A]),
   'POST /v1/reports/{id}/addenda': needs('write:reports', [R, A]),

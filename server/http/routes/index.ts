@@ -17,8 +17,10 @@ import { syncRoutes } from '#server/http/routes/sync-routes.ts';
 import { dicomwebRoutes } from '#server/http/routes/dicomweb-routes.ts';
 import { dicomPeerRoutes } from '#server/http/routes/dicom-peer-routes.ts';
 import { routingRoutes } from '#server/http/routes/routing-routes.ts';
+import { queryRetrieveRoutes } from '#server/http/routes/query-retrieve-routes.ts';
+import { structuredReportRoutes } from '#server/http/routes/structured-report-routes.ts';
 
-const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...readerFindingRoutes, ...reportRoutes, ...exportRoutes, ...importRoutes, ...imageRoutes, ...measurementRoutes, ...analysisRoutes, ...metaRoutes, ...syncRoutes, ...dicomPeerRoutes, ...routingRoutes, ...dicomwebRoutes];
+const domainRoutes: Route[] = [...authRoutes, ...userRoutes, ...scanRoutes, ...findingRoutes, ...readerFindingRoutes, ...reportRoutes, ...exportRoutes, ...importRoutes, ...imageRoutes, ...measurementRoutes, ...analysisRoutes, ...metaRoutes, ...syncRoutes, ...dicomPeerRoutes, ...queryRetrieveRoutes, ...routingRoutes, ...dicomwebRoutes, ...structuredReportRoutes];
 
 let openApiDocument: unknown;
 
