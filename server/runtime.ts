@@ -27,6 +27,7 @@ import { createSendWorker, type SendWorker } from '#server/routing/send-worker.t
 import { createFrameCache, type FrameCache } from '#server/imaging/frame-cache.ts';
 import { createImportService, type ImportService } from '#server/imports/import-service.ts';
 import { createFileLogger } from '#server/log.ts';
+import { createRetrieveRunner, type RetrieveRunner } from '#server/query-retrieve/runner.ts';
 import { startDimseScp, type DimseScp } from '#server/dimse/scp.ts';
 import { allowListCheck } from '#server/dimse/scp-config.ts';
 import { callerAllowed } from '#server/peers/caller-check.ts';
@@ -66,6 +67,8 @@ export type Runtime = Services & {
   readonly routing: SendWorker;
   /** The DICOM listener's port and AE title once started; null when none is configured. */
   dicomListener(): { port: number; aeTitle: string } | null;
+  /** Retrieves from PACS and DICOMweb servers running in this process (server/query-retrieve). */
+  readonly retrieves: RetrieveRunner;
   state(): RuntimeState;
   /** Starts background work, once. */
   start(): Promise<void>;
@@ -95,6 +98,7 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
   const audit = createAuditWriter(db, log);
   const imports = createImportService(services);
   const analyses = new AnalysisQueue(services, { autoRun: options.background });
+  const retrieves = createRetrieveRunner({ ...services, imports });
   const routing = createSendWorker(services, {
     source: objectSource({ analysis: writeAnalysisSr, report: writeReportSr }),
     cStore: dimseCStoreSender(join(config.dataDir, UPLOADS_DIR)),
@@ -121,6 +125,8 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
     const listener = closeListener;
     closeListener = undefined;
     await listener?.();
+    // Before the database closes: a retrieve under way is recorded as interrupted.
+    await retrieves.stop();
     // Like the HTTP listener: no new associations; a store being imported is answered first.
     await dicomScp?.stop();
     // The requests are done; their audit events must be stored before the database closes.
@@ -141,6 +147,7 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
     analyses,
     audit,
     routing,
+    retrieves,
     dicomListener: () => (dicomScp ? { port: dicomScp.port, aeTitle: dicomScp.aeTitle } : null),
     state: () => state,
     async start() {
@@ -162,6 +169,7 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
         });
       }
       if (options.background) {
+        await retrieves.sweep();
         if (config.routingPollMs > 0) routing.start();
         auditRetention = startAuditRetention({ db, clock: config.clock, dataDir: config.dataDir, retentionDays: config.auditRetentionDays, log });
         // A hub is what workstations sync with; it runs no rounds of its own. An interval of 0
