@@ -84,8 +84,10 @@ export function formatDecimal(n: number): string {
   const plain = String(n);
   if (plain.length <= 16) return plain;
   for (let digits = 16; digits >= 1; digits--) {
-    // Number(...) drops the trailing zeros toPrecision leaves; String() picks the shorter form.
-    const s = String(Number(n.toPrecision(digits)));
+    // toPrecision keeps trailing zeros ("1.500e+2"); they cost characters and say nothing.
+    const [mantissa = '', exponent] = n.toPrecision(digits).split('e');
+    const trimmed = mantissa.includes('.') ? mantissa.replace(/0+$/, '').replace(/\.$/, '') : mantissa;
+    const s = exponent === undefined ? trimmed : `${trimmed}e${exponent}`;
     if (s.length <= 16) return s;
   }
   throw new RangeError(`${n} has no DS form of 16 characters`);
