@@ -73,9 +73,9 @@ async function streamDataSet(channel: PduChannel, peerMaxPdu: number, contextId:
 }
 
 /**
- * Sends the files on one association. Each file's SOP class is proposed with its own transfer
- * syntax, and with Explicit/Implicit VR Little Endian as fallbacks for files already in those;
- * a file whose class and syntax the peer did not accept is reported, not transcoded.
+ * Sends the files on one association, each in its own transfer syntax: a file whose class and
+ * syntax the peer did not accept is reported, not transcoded. At most 128 class/syntax pairs fit
+ * in one association (PS3.8); files beyond them are reported as not sent.
  */
 export async function dicomStore(peer: DimsePeer, files: readonly string[], onFile?: (result: StoreFileResult) => void): Promise<StoreFileResult[]> {
   const results: StoreFileResult[] = [];
@@ -104,10 +104,10 @@ export async function dicomStore(peer: DimsePeer, files: readonly string[], onFi
     seen.add(k);
     contexts.push({ id: contexts.length * 2 + 1, abstractSyntax, transferSyntaxes });
   };
-  for (const { meta } of readable) {
-    if (!LITTLE_ENDIAN.includes(meta.transferSyntaxUid)) propose(meta.sopClassUid, [meta.transferSyntaxUid]);
-    propose(meta.sopClassUid, LITTLE_ENDIAN);
-  }
+  // One context per class and syntax, each proposing that syntax alone: a context proposing
+  // Explicit and Implicit VR Little Endian together gets one of them accepted, and the files in
+  // the other would have none (no transcoding here).
+  for (const { meta } of readable) propose(meta.sopClassUid, [meta.transferSyntaxUid]);
 
   await withAssociation(peer, contexts, async (a) => {
     const contextFor = new Map<string, number>();

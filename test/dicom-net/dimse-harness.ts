@@ -81,7 +81,7 @@ export async function startMiaDicom(dataDir: string, aeTitle: string, allow: rea
   };
 }
 
-export type Fixture = { file: string; transfer_syntax: string; sop_class: string; sop_instance: string };
+export type Fixture = { file: string; transfer_syntax: string; sop_class: string; sop_instance: string; study_instance: string };
 
 /** Real files of several classes and syntaxes, new UIDs under one study named by `tag`. */
 export async function writeFixtures(dir: string, tag: string): Promise<Fixture[]> {

@@ -4,7 +4,7 @@ RF, NM, PT, MR), each with new UIDs under one study per call, so a C-STORE of th
 collides with another test's instances. The data sets keep their encoding (no re-compression).
 
 usage: dimse_fixtures.py OUT_DIR STUDY_TAG
-Prints JSON: [{"file", "transfer_syntax", "sop_class", "sop_instance"}].
+Prints JSON: [{"file", "transfer_syntax", "sop_class", "sop_instance", "study_instance"}].
 """
 import hashlib
 import json
@@ -63,7 +63,7 @@ def main(out, tag):
         path = os.path.join(out, name)
         # The encoding of the source is kept: only UIDs change, in place.
         ds.save_as(path, write_like_original=False)
-        written.append({'file': path, 'transfer_syntax': str(ds.file_meta.TransferSyntaxUID), 'sop_class': str(ds.SOPClassUID), 'sop_instance': str(ds.SOPInstanceUID)})
+        written.append({'file': path, 'transfer_syntax': str(ds.file_meta.TransferSyntaxUID), 'sop_class': str(ds.SOPClassUID), 'sop_instance': str(ds.SOPInstanceUID), 'study_instance': study})
 
     for name in SYNTAX_SAMPLES:
         ds = pydicom.dcmread(os.path.join(CORPUS, name))
