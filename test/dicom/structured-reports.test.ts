@@ -19,6 +19,8 @@ import { formatDecimal } from '#server/dicom/write/data-set-writer.ts';
 import { insertQueuedAnalysis } from '#server/store/analysis-jobs.ts';
 import { inTransaction } from '#server/store/database.ts';
 import { enhancedCt, type EnhancedCt } from '../helpers/enhanced.ts';
+import { seedImportedInstance } from '../helpers/image-fixture.ts';
+import { seedAnalysis, type SeededScan } from '../helpers/seed.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { importFolder, phantomDicom, waitForJob, type TruthSeries } from '../analysis/analysis-helpers.ts';
 import { python, SEED_TEST_BASE } from '../analysis/helpers.ts';
@@ -182,8 +184,15 @@ afterAll(async () => {
 
 describe('an analysis as a TID 1500 Measurement Report', () => {
   it('passes dciodvfy, reads in dsrdump and pydicom, and holds every finding as the API gives it', async () => {
+    const modelFindings = await results(classic.scan_uid);
+    expect(modelFindings.length, 'the model found nothing on the tumour phantom').toBeGreaterThanOrEqual(1);
+    // A finding the model missed, drawn by the reader: in the SR with the reader as its observer.
+    const drawn = await t.request('POST', `/v1/scans/${classic.scan_uid}/findings`, {
+      key: reader.key,
+      body: { source: 'reader', label: 'hemorrhage_detected', instance_uid: modelFindings[0].instance_uid, location: { x: 5.5, y: 6.25, width: 10, height: 12 } },
+    });
+    expect(drawn.status, drawn.text).toBe(201);
     const findings = await results(classic.scan_uid);
-    expect(findings.length, 'the model found nothing on the tumour phantom').toBeGreaterThanOrEqual(1);
     // The reader accepts the most confident finding and rejects the next one, with a reason.
     const verdicts = new Map<string, { review: string; reason?: string }>([[findings[0].id, { review: 'accepted' }]]);
     if (findings[1]) verdicts.set(findings[1].id, { review: 'rejected', reason: 'Partial volume\tartefact' });
@@ -209,7 +218,7 @@ describe('an analysis as a TID 1500 Measurement Report', () => {
     expect(dump).toContain('SCOORD');
     for (const f of findings) {
       expect(dump).toContain(glossary.get(f.label).code.value);
-      expect(dump).toContain(`"${formatDecimal(f.confidence)}"`);
+      if (f.source === 'model') expect(dump).toContain(`"${formatDecimal(f.confidence)}"`);
     }
 
     const doc = await pydicomRead(path);
@@ -250,12 +259,19 @@ describe('an analysis as a TID 1500 Measurement Report', () => {
       const label = glossary.get(f.label);
       expect(one(items, 'Finding').code).toEqual({ value: label.code.value, scheme: 'SCT', meaning: label.code.meaning });
       expect(one(items, 'Tracking Unique Identifier').uid).toMatch(/^2\.25\.\d+$/);
-      expect(one(items, 'Algorithm Name').text).toBe(job.model.name);
-      expect(one(items, 'Algorithm Version').text).toBe(job.model.version);
-      expect(named(items, 'Algorithm Parameters').map((p) => p.text)).toContain(`model_sha256=${job.model.sha256}`);
-      const certainty = one(items, 'Certainty of Finding');
-      expect(certainty.float).toBe(f.confidence);
-      expect(certainty.unit).toEqual({ value: '1', scheme: 'UCUM', meaning: 'no units' });
+      if (f.source === 'reader') {
+        // The reader's own finding: observed by them, no algorithm and no model certainty.
+        expect(one(items, 'Person Observer Name').person).toBe(READER_NAME);
+        expect(named(items, 'Algorithm Name')).toEqual([]);
+        expect(named(items, 'Certainty of Finding')).toEqual([]);
+      } else {
+        expect(one(items, 'Algorithm Name').text).toBe(job.model.name);
+        expect(one(items, 'Algorithm Version').text).toBe(job.model.version);
+        expect(named(items, 'Algorithm Parameters').map((p) => p.text)).toContain(`model_sha256=${job.model.sha256}`);
+        const certainty = one(items, 'Certainty of Finding');
+        expect(certainty.float).toBe(f.confidence);
+        expect(certainty.unit).toEqual({ value: '1', scheme: 'UCUM', meaning: 'no units' });
+      }
       const region = one(items, 'Image Region');
       expect(region.graphic_type).toBe('POLYLINE');
       const { x, y, width, height } = f.location;
@@ -263,7 +279,7 @@ describe('an analysis as a TID 1500 Measurement Report', () => {
       // Graphic Data is FL (float32): the box within its precision.
       region.graphic_data!.forEach((v, i) => expect(v).toBeCloseTo(corners[i]!, 3));
       expect(region.children).toEqual([expect.objectContaining({ relationship: 'SELECTED FROM', type: 'IMAGE', ref: { sop_class: CT_IMAGE_STORAGE, sop_instance: f.instance_uid, frames: null } })]);
-      const verdict = verdicts.get(f.id);
+      const verdict = f.source === 'reader' ? { review: 'accepted' } : verdicts.get(f.id);
       const reviews = named(items, 'Reader review of finding');
       if (!verdict) {
         expect(reviews).toEqual([]);
@@ -314,6 +330,26 @@ describe('an analysis as a TID 1500 Measurement Report', () => {
     expect(after.sop_instance).not.toBe(before.sop_instance);
     expect(after.series_uid).toBe(before.series_uid);
     expect(after.study_uid).toBe(before.study_uid);
+  });
+
+  it('writes an analysis that found nothing as a report of its evidence alone', async () => {
+    const imported = await seedImportedInstance(t);
+    const db = t.server.services.db;
+    const scan = (await db.get(`SELECT s.id AS "scanRef", s.scan_id AS "scanId", p.patient_id AS "patientId", st.study_uid AS "studyUid"
+      FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref WHERE s.scan_id = ?`, [imported.scanId])) as SeededScan;
+    await seedAnalysis(db, scan, []);
+    const analysisId = ((await db.get('SELECT public_id FROM analyses WHERE scan_ref = ?', [scan.scanRef])) as { public_id: string }).public_id;
+    const reply = await sr(`/v1/analyses/${analysisId}/sr`);
+    expect(reply.status).toBe(200);
+    const path = saved(reply.bytes);
+    expect((await dciodvfy(path)).errors).toEqual([]);
+    await dsrdump(path);
+    const doc = await pydicomRead(path);
+    expect(named(doc.tree.children, 'Imaging Measurements')).toEqual([]);
+    expect(named(doc.tree.children, 'Image Library')).toEqual([]);
+    expect(doc.evidence.map((e) => e.sop_instance)).toEqual([imported.instanceUid]);
+    // CT_small's own patient, as its file holds it; all ASCII, so no character set is named.
+    expect(doc).toMatchObject({ patient_name: 'CompressedSamples^CT1', patient_id: '1CT1', charset: null });
   });
 
   it('is 409 for an analysis without a result and 404 for an unknown one', async () => {
