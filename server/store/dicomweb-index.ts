@@ -5,7 +5,7 @@
  * only SQL text here is this module's own, and every value is a bound parameter.
  */
 import { allOf } from '#server/store/conditions.ts';
-import { jsonElements, type Database, type Dialect } from '#server/store/database.ts';
+import { inJsonIds, jsonElements, type Database, type Dialect } from '#server/store/database.ts';
 import { SEARCH_FOLD_FUNCTION } from '#server/store/search-fold.ts';
 
 export type QidoLevel = 'study' | 'series' | 'instance';
@@ -180,11 +180,22 @@ const SERIES_FIELDS = `s.scan_id AS series_uid, s.modality, s.series_number, s.d
   s.instance_count AS series_instances`;
 const INSTANCE_FIELDS = `i.sop_instance_uid, i.sop_class_uid, i.instance_number, i.transfer_syntax, i.rows, i.columns, i.frames, i.bits_allocated`;
 
-function studyCounts(d: Dialect): string {
-  const modalities = d === 'sqlite' ? 'group_concat(DISTINCT cs.modality)' : `string_agg(DISTINCT cs.modality, ',')`;
-  return `(SELECT COUNT(*) FROM scans cs WHERE cs.study_ref = st.id) AS study_series,
-    (SELECT COALESCE(SUM(cs.instance_count), 0) FROM scans cs WHERE cs.study_ref = st.id) AS study_instances,
-    (SELECT ${modalities} FROM scans cs WHERE cs.study_ref = st.id) AS study_modalities`;
+/**
+ * Series, instances and modalities of each study of a page, in one grouped query over the
+ * scans_study index: per-row subqueries cost three index walks a row, which dominated a page of
+ * a thousand studies.
+ */
+async function studyCounts(db: Database, studyIds: readonly number[]): Promise<Map<number, { series: number; instances: number; modalities: string | null }>> {
+  const out = new Map<number, { series: number; instances: number; modalities: string | null }>();
+  if (studyIds.length === 0) return out;
+  const modalities = db.dialect === 'sqlite' ? 'group_concat(DISTINCT modality)' : `string_agg(DISTINCT modality, ',')`;
+  const rows = await db.all<{ study_ref: number; series: number; instances: number; modalities: string | null }>(
+    `SELECT study_ref, COUNT(*) AS series, COALESCE(SUM(instance_count), 0) AS instances, ${modalities} AS modalities
+     FROM scans WHERE study_ref ${inJsonIds(db.dialect, '@ids')} GROUP BY study_ref`,
+    { ids: JSON.stringify(studyIds) },
+  );
+  for (const r of rows) out.set(Number(r.study_ref), { series: Number(r.series), instances: Number(r.instances), modalities: r.modalities });
+  return out;
 }
 
 function fromOf(level: QidoLevel): { select: string; from: string; order: string } {
@@ -256,11 +267,13 @@ export async function searchIndex(
       level === 'study' && 'EXISTS (SELECT 1 FROM scans es WHERE es.study_ref = st.id)',
       ...conditions.map((c, i) => conditionSql(d, c, `c${i}`, params)),
     ]);
-    const counts = level === 'study' ? `, ${studyCounts(d)}` : '';
-    return `SELECT ${shape.select}${counts} FROM ${shape.from} WHERE ${where} ORDER BY ${shape.order} LIMIT @limit OFFSET @offset`;
+    return `SELECT ${shape.select} FROM ${shape.from} WHERE ${where} ORDER BY ${shape.order} LIMIT @limit OFFSET @offset`;
   })();
   const found = await db.all<Record<string, unknown>>(statement, params);
+  const counts = level === 'study' ? await studyCounts(db, found.slice(0, page.limit).map((r) => Number(r['study_id']))) : new Map<number, never>();
   const rows = found.slice(0, page.limit).map((r): QidoRow => {
+    const c = counts.get(Number(r['study_id']));
+    if (c) Object.assign(r, { study_series: c.series, study_instances: c.instances, study_modalities: c.modalities });
     const row = { ...EMPTY_ROW, ...r } as QidoRow & { study_id: number };
     // pg returns COUNT and SUM as numbers (postgres.ts parses int8) but SUM of bigint is numeric.
     for (const key of ['study_series', 'study_instances', 'series_instances', 'series_number', 'instance_number', 'rows', 'columns', 'frames', 'bits_allocated'] as const) {

@@ -880,6 +880,16 @@ const MIGRATIONS: readonly Migration[] = [
     `,
   },
   {
+    version: 27,
+    name: 'dicomweb: study searches by date and accession number walk an index',
+    sql: `
+      -- QIDO-RS (issue 14, item 3) matches studies on Study Date (ranges) and Accession Number,
+      -- which nothing indexed before; Patient ID is unique already. Nothing to backfill.
+      CREATE INDEX studies_date ON studies (study_date);
+      CREATE INDEX studies_accession ON studies (accession_number);
+    `,
+  },
+  {
     version: 28,
     name: 'dicom: retrieves from a PACS or DICOMweb server into the archive',
     sql: `

@@ -4,9 +4,11 @@
  * mia's client searches Orthanc and pulls a study Orthanc holds into mia's archive.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main } from '#server/cli/main.ts';
 import { firstValue, pullFromRemote, searchRemote } from '#server/dicomweb/client.ts';
 import { stowBody, variantOf } from '../helpers/dicomweb.ts';
 import { CT_SMALL, PYDICOM_CORPUS } from '../helpers/image-fixture.ts';
@@ -141,5 +143,24 @@ describe.skipIf(!orthancInstalled())('DICOMweb with Orthanc', () => {
     const again = await pullFromRemote(mia.server.runtime, remote, { studyUid }, 'test');
     expect(again.counts.imported).toBe(0);
     expect(again.counts.duplicates).toBe(2);
+  });
+
+  it('mia dicomweb find and pull work from the command line, with --header for the remote', async () => {
+    const lines: string[] = [];
+    const io = { out: (l: string) => lines.push(l), err: (l: string) => lines.push(l) };
+    const data = mkdtempSync(join(tmpdir(), 'mia-cli-dicomweb-'));
+    // mia's own DICOMweb server as the remote this time: its key goes in --header.
+    const auth = `Authorization: Bearer ${mia.adminKey}`;
+    expect(await main(['dicomweb', 'find', '--data', data, '--url', `${mia.url}/dicom-web`, '--header', auth, '--patient-id', '8NM1'], io)).toBe(0);
+    expect(lines.join('\n')).toContain('8NM1');
+    const studyUid = /(1\.3\.6\.1\.4\.1\.5962\.1\.2\.8\.[\d.]+)/.exec(lines.join('\n'))?.[1] ?? '';
+    expect(studyUid).not.toBe('');
+    lines.length = 0;
+    expect(await main(['dicomweb', 'pull', '--data', data, '--url', `${mia.url}/dicom-web`, '--header', auth, '--study', studyUid], io)).toBe(0);
+    expect(lines.join('\n')).toMatch(/pulled 1 series: 1 imported/);
+    // Without the key, mia's server refuses and the command says so.
+    lines.length = 0;
+    expect(await main(['dicomweb', 'find', '--data', data, '--url', `${mia.url}/dicom-web`], io)).toBe(1);
+    expect(lines.join('\n')).toContain('HTTP 401');
   });
 });

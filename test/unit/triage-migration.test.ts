@@ -32,6 +32,7 @@ it('backfills the bundled model\'s label urgencies into analyses made before mig
   db.connection.exec('DROP TABLE sync_inbox; DROP TABLE report_conflicts; ALTER TABLE reports DROP COLUMN impression_hlc; ALTER TABLE reports DROP COLUMN recommendation_hlc; ALTER TABLE reports DROP COLUMN final_hlc; ALTER TABLE reports DROP COLUMN final_change_id');
   db.connection.exec('DROP TABLE retrieves');
   db.connection.exec('DROP TABLE send_jobs; DROP TABLE routing_rules');
+  db.connection.exec('DROP INDEX studies_date; DROP INDEX studies_accession');
   db.connection.exec('DROP TABLE dicom_peers');
   db.connection.exec('ALTER TABLE scans DROP COLUMN archived_hlc');
   db.connection.exec('DROP TABLE study_assignments; DROP TABLE report_writes; DROP TABLE audit_gaps; DROP INDEX audit_events_device_seq; ALTER TABLE audit_events DROP COLUMN device_id; ALTER TABLE audit_events DROP COLUMN device_seq');
