@@ -18,7 +18,7 @@ export const NODE_LEASE_MS = 30_000;
 /** Rows of nodes silent this long are removed (their jobs were taken over long before). */
 const NODE_PRUNE_MS = 24 * 60 * 60 * 1000;
 
-export type JobKind = 'import' | 'analysis' | 'send';
+export type JobKind = 'import' | 'analysis' | 'send' | 'retrieve';
 
 export type JobNode = {
   readonly id: number;
@@ -59,7 +59,7 @@ export async function registerNode(db: Database, clock: Clock, options: { heartb
     : undefined;
   timer?.unref();
   let stopped: Promise<void> | undefined;
-  const held: Record<JobKind, Set<number>> = { import: new Set(), analysis: new Set(), send: new Set() };
+  const held: Record<JobKind, Set<number>> = { import: new Set(), analysis: new Set(), send: new Set(), retrieve: new Set() };
   return {
     hold(kind, id) {
       held[kind].add(id);

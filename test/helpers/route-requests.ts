@@ -66,6 +66,14 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
     (await updateReport(t.server.services, vocabularies, caller.auth.userRef, await newReport(caller), { status: 'final' })).id;
   const importFolder = fixtureFolder();
   const imported = await seedImportedInstance(t);
+  // mia's own DICOMweb server as a peer: a search and a retrieve that really reach a server.
+  let selfPeer: Promise<string> | undefined;
+  const ownDicomWeb = (): Promise<string> =>
+    (selfPeer ??= createPeer(t.server.services, { kind: 'dicomweb', name: `this mia ${randomBytes(4).toString('hex')}`, url: `${t.url}/dicom-web`, authorization: `Bearer ${t.adminKey}` }, 'test').then((p) => p.id));
+  const retrieveRecord = async (): Promise<string> => {
+    const record = await t.request('POST', '/v1/dicom/retrieve', { body: { peer: await ownDicomWeb(), study_uid: '1.2.826.0.1.3680043.10.1' } });
+    return String(record.json.data.id);
+  };
   const ownKey = async (caller: Caller): Promise<string> => (await t.keyFor(caller.role, { email: caller.auth.email })).keyId;
   // An SR references only images the archive holds: an analysis with a finding on a stored one.
   const storedAnalysis = async (): Promise<string> => {
@@ -155,6 +163,12 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
     'POST /v1/sync/assignments': async () => ({ path: '/v1/sync/assignments', body: { study_uid: await studyUid(), device_id: device.device.id } }),
     'DELETE /v1/sync/assignments/{id}': async () => ({ path: `/v1/sync/assignments/${(await assign(t.server.services, { study_uid: await studyUid(), device_id: device.device.id }, 'test')).id}` }),
     'GET /v1/dicom/peers': () => ({ path: '/v1/dicom/peers' }),
+    'GET /v1/dicom/sources': () => ({ path: '/v1/dicom/sources' }),
+    'POST /v1/dicom/query': async () => ({ path: '/v1/dicom/query', body: { peer: await ownDicomWeb(), level: 'study', filters: { study_uid: imported.studyUid } } }),
+    // A study the peer does not have: 202 with a record failed from the start, nothing runs on.
+    'POST /v1/dicom/retrieve': async () => ({ path: '/v1/dicom/retrieve', body: { peer: await ownDicomWeb(), study_uid: '1.2.826.0.1.3680043.10.1' } }),
+    'GET /v1/dicom/retrieves': () => ({ path: '/v1/dicom/retrieves' }),
+    'GET /v1/dicom/retrieves/{id}': async () => ({ path: `/v1/dicom/retrieves/${await retrieveRecord()}` }),
     'POST /v1/dicom/peers': () => ({ path: '/v1/dicom/peers', body: { kind: 'dimse', name: `pacs ${randomBytes(4).toString('hex')}`, ae_title: 'PACS', host: '127.0.0.1', port: 11112 } }),
     'GET /v1/dicom/peers/{id}': async () => ({ path: `/v1/dicom/peers/${(await newPeer()).id}` }),
     'PUT /v1/dicom/peers/{id}': async () => ({ path: `/v1/dicom/peers/${(await newPeer()).id}`, body: { kind: 'dicomweb', name: `web ${randomBytes(4).toString('hex')}`, url: 'http://127.0.0.1:8042/dicom-web' } }),

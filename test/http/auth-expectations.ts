@@ -59,6 +59,13 @@ export const EXPECTED: Readonly<Record<string, Expectation>> = {
   'GET /v1/sync/assignments': needs('manage:users', [A]),
   'POST /v1/sync/assignments': needs('manage:users', [A]),
   'DELETE /v1/sync/assignments/{id}': needs('manage:users', [A]),
+  // Searching the PACS is reading (issue 14): every role, and the peers to choose from by name
+  // only; retrieving stores studies, like an import.
+  'GET /v1/dicom/sources': needs('read:scans', [R, D, A]),
+  'POST /v1/dicom/query': needs('read:scans', [R, D, A]),
+  'GET /v1/dicom/retrieves': needs('read:scans', [R, D, A]),
+  'GET /v1/dicom/retrieves/{id}': needs('read:scans', [R, D, A]),
+  'POST /v1/dicom/retrieve': needs('write:scans', [A]),
   'GET /v1/dicom/peers': needs('manage:users', [A]),
   'POST /v1/dicom/peers': needs('manage:users', [A]),
   'GET /v1/dicom/peers/{id}': needs('manage:users', [A]),
@@ -166,6 +173,7 @@ export const GRANTS: readonly { role: Role; scope: GrantableScope; opens: readon
     opens: [
       'POST /v1/scans/{scan_id}', 'POST /v1/imports', 'POST /v1/instances', 'POST /v1/scans/{scan_id}/analyses', 'DELETE /v1/analyses/{id}',
       'POST /dicom-web/studies', 'POST /dicom-web/studies/{study}',
+      'POST /v1/dicom/retrieve',
     ],
   },
   { role: R, scope: 'read:exports', opens: ['GET /v1/exports', 'GET /v1/exports/{id}/download'] },
