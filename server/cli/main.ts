@@ -21,6 +21,7 @@ import { importCommand } from '#server/cli/import-command.ts';
 import { dicomCommand } from '#server/cli/dicom-command.ts';
 import { dicomwebCommand } from '#server/cli/dicomweb-command.ts';
 import { srCommand } from '#server/cli/sr-command.ts';
+import { routesCommand } from '#server/cli/routes-command.ts';
 import { devicesCommand, syncCommand, type SyncIo } from '#server/cli/sync-command.ts';
 import { defaultDataDir } from '#server/cli/data-dir.ts';
 import { isValidAeTitle } from '#server/dimse/pdu.ts';
@@ -124,6 +125,21 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
   sr report REPORT_ID --out FILE
                                a signed report as a DICOM Basic Text SR, as
                                GET /v1/reports/{id}/sr
+  routes add NAME --event analysis.finished|report.finalized --peer PEER
+        [--modality CT,MR] [--labels L1,L2] [--model ID] [--positive-only]
+        [--object analysis_sr|report_sr] [--disabled]
+                               a routing rule: when the event happens and the
+                               conditions hold, send the SR to the DICOM peer
+                               (by C-STORE to a node, STOW-RS to a DICOMweb
+                               server; peers: GET/POST /v1/dicom/peers)
+  routes list                  the rules
+  routes enable|disable|remove RULE
+                               by id or name; removing keeps its jobs listed
+  routes jobs [--status queued|running|sent|failed|gave_up]
+                               send jobs: status, attempts, next attempt, error
+  routes retry SEND_ID         try a failed or given-up job again now
+  routes send                  send the jobs due now in this process (a running
+                               server sends them by itself)
 
 Default data folder: ${defaultDataDir()} (or $MIA_DATA)`;
 
@@ -172,6 +188,12 @@ const OPTIONS = {
   peer: { type: 'string' },
   model: { type: 'string' },
   out: { type: 'string' },
+  event: { type: 'string' },
+  labels: { type: 'string' },
+  'positive-only': { type: 'boolean' },
+  object: { type: 'string' },
+  disabled: { type: 'boolean' },
+  status: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -422,6 +444,14 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
         return await dicomwebCommand(sub, values, place, io);
       case 'sr':
         return await srCommand(sub, rest, values.out, place, io);
+      case 'routes':
+        return await routesCommand(
+          sub,
+          rest,
+          { event: values.event, peer: values.peer, modality: values.modality, labels: values.labels, model: values.model, object: values.object, positiveOnly: values['positive-only'], disabled: values.disabled, status: values.status },
+          place,
+          io,
+        );
       case 'analyze':
         return await analyzeCommand(
           dataDir,
