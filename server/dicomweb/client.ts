@@ -27,6 +27,11 @@ export const MAX_RETRIEVE_PARTS = 20_000;
 const SEARCH_TIMEOUT_MS = 60_000;
 
 const uid = z.string().regex(/^[0-9]+(\.[0-9]+)*$/).max(64);
+
+function checkedUid(value: string, what: string): string {
+  if (!uid.safeParse(value).success) throw new MiaError('invalid', `Invalid ${what}`, `${what}: expected a DICOM UID (digits and dots, at most 64)`);
+  return value;
+}
 const dicomJsonArray = z.array(z.record(z.string().regex(/^[0-9A-Fa-f]{8}$/), z.object({ vr: z.string().length(2) }).passthrough()));
 
 function remoteError(message: string, details: string): MiaError {
@@ -92,7 +97,7 @@ export async function searchRemote(
 ): Promise<DicomJson[]> {
   let path = `/${level}`;
   if (within?.studyUid) {
-    path = `/studies/${uid.parse(within.studyUid)}${within.seriesUid ? `/series/${uid.parse(within.seriesUid)}` : ''}/${level}`;
+    path = `/studies/${checkedUid(within.studyUid, 'study_uid')}${within.seriesUid ? `/series/${checkedUid(within.seriesUid, 'series_uid')}` : ''}/${level}`;
   }
   const response = await request(remote, endpoint(remote, path, new URLSearchParams(Object.entries(filters))), 'application/dicom+json, application/json', AbortSignal.timeout(SEARCH_TIMEOUT_MS));
   const text = await boundedText(response, MAX_SEARCH_BYTES);
@@ -160,9 +165,9 @@ export async function pullFromRemote(
   target: { studyUid: string; seriesUid?: string | undefined },
   createdBy: string,
 ): Promise<PullResult> {
-  const studyUid = uid.parse(target.studyUid);
+  const studyUid = checkedUid(target.studyUid, 'study_uid');
   let seriesUids: string[];
-  if (target.seriesUid !== undefined) seriesUids = [uid.parse(target.seriesUid)];
+  if (target.seriesUid !== undefined) seriesUids = [checkedUid(target.seriesUid, 'series_uid')];
   else {
     const series = await searchRemote(remote, 'series', {}, { studyUid });
     seriesUids = series.map((s) => firstValue(s, '0020000E')).filter((s) => uid.safeParse(s).success);

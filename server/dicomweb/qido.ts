@@ -150,9 +150,14 @@ export function parseQido(query: QidoQuery, scope: QidoScope, fromLevel: QidoLev
       continue;
     }
     const a = findAttribute(name);
-    if (!a) throw bad('includefield', `unknown attribute ${name.slice(0, 64)}`);
-    if (!levelAllows(level, a.level)) throw bad('includefield', `${a.keyword} is not an attribute of a ${level} result`);
-    returned.set(a.tag, a);
+    // A tag mia does not index, or one of a lower level (OHIF asks for Modality, 00080060, with
+    // its study searches), cannot be returned and is left out, as PS3.18 8.3.4.3 allows; a word
+    // that is no attribute mia knows is more likely a typo, and is named.
+    if (!a) {
+      if (/^(?:0x)?[0-9a-f]{8}$/i.test(name)) continue;
+      throw bad('includefield', `unknown attribute ${name.slice(0, 64)}`);
+    }
+    if (levelAllows(level, a.level)) returned.set(a.tag, a);
   }
 
   for (const [name, raw] of Object.entries(query)) {
