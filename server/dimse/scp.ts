@@ -288,10 +288,12 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
         if (established()) channel.setDeadline(options.idleTimeoutMs, 'the next PDU');
         return;
       }
-      channel.setDeadline(options.idleTimeoutMs, 'the next PDU');
+      // The peer's silence is timed, not mia's own work: an import in progress does not count.
+      channel.clearDeadline();
       switch (pdu.type) {
         case PDU.pData:
           await reader?.receive(pdu.body);
+          if (established()) channel.setDeadline(options.idleTimeoutMs, 'the next PDU');
           return;
         case PDU.releaseRq:
           state = 'ending';

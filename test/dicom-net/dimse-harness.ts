@@ -35,6 +35,7 @@ export type MiaDicom = {
   adminKey: string;
   child: ChildProcess;
   output(): string;
+  /** The `data` of the API's answer. */
   get<T = unknown>(path: string): Promise<T>;
   stop(): Promise<void>;
 };
@@ -72,7 +73,8 @@ export async function startMiaDicom(dataDir: string, aeTitle: string, allow: rea
     async get<T>(path: string): Promise<T> {
       const response = await fetch(`${url}${path}`, { headers: { Authorization: `Bearer ${adminKey}` } });
       if (!response.ok) throw new Error(`GET ${path}: ${response.status} ${await response.text()}`);
-      return (await response.json()) as T;
+      // The API's envelope: { status, data, meta }.
+      return ((await response.json()) as { data: T }).data;
     },
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
