@@ -25,6 +25,8 @@ export const MAX_SEARCH_BYTES = 16 * 1024 * 1024;
 /** Instances one retrieval of a series may bring; a series beyond it is refused, not half-read. */
 export const MAX_RETRIEVE_PARTS = 20_000;
 const SEARCH_TIMEOUT_MS = 60_000;
+/** A retrieval gives up when the remote sends nothing for this long (headers or body). */
+export const RETRIEVE_IDLE_MS = 60_000;
 
 const uid = z.string().regex(/^[0-9]+(\.[0-9]+)*$/).max(64);
 
@@ -139,17 +141,48 @@ function addCounts(a: Counts, b: Counts): Counts {
   return out;
 }
 
-/** WADO-RS of one series (or study) into the archive: streamed to disk, then imported. */
-async function retrieveInto(services: ImportDeps, remote: DicomWebRemote, path: string, createdBy: string): Promise<{ jobId: string; counts: ImportJob['counts']; problems: string[] }> {
-  const response = await request(remote, endpoint(remote, path), 'multipart/related; type="application/dicom"; transfer-syntax=*');
+/** The bytes of a body, aborting the exchange when none arrive for `idleMs`. */
+async function* idleBounded(body: AsyncIterable<unknown>, idleMs: number, controller: AbortController): AsyncGenerator<Buffer> {
+  const timer = setTimeout(() => controller.abort(), idleMs);
+  try {
+    for await (const chunk of body) {
+      timer.refresh();
+      yield chunk as Buffer;
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * WADO-RS of one series (or study) into the archive: streamed to disk, then imported. A remote
+ * that stops sending for RETRIEVE_IDLE_MS is given up on (a large series may take long; a stalled
+ * one must not hold the spool and the job forever).
+ */
+async function retrieveInto(services: ImportDeps, remote: DicomWebRemote, path: string, createdBy: string, idleMs: number): Promise<{ jobId: string; counts: ImportJob['counts']; problems: string[] }> {
+  const controller = new AbortController();
+  const waiting = setTimeout(() => controller.abort(), idleMs);
+  let response: Response;
+  try {
+    response = await request(remote, endpoint(remote, path), 'multipart/related; type="application/dicom"; transfer-syntax=*', controller.signal);
+  } finally {
+    clearTimeout(waiting);
+  }
   const contentType = response.headers.get('content-type') ?? '';
   if (!/^multipart\/related\b/i.test(contentType)) {
     await response.body?.cancel();
     throw remoteError('DICOMweb server did not answer with multipart/related', `Content-Type: ${contentType.slice(0, 100)}`);
   }
   if (!response.body) throw remoteError('DICOMweb answer without a body', path.slice(0, 200));
-  const stream = Readable.fromWeb(response.body as WebReadableStream<Uint8Array>);
-  const upload = await receiveUpload(services.dataDir, { contentType, stream, maxBytes: UPLOAD_LIMIT_BYTES }, MAX_RETRIEVE_PARTS);
+  const stream = Readable.from(idleBounded(Readable.fromWeb(response.body as WebReadableStream<Uint8Array>), idleMs, controller));
+  let upload;
+  try {
+    upload = await receiveUpload(services.dataDir, { contentType, stream, maxBytes: UPLOAD_LIMIT_BYTES }, MAX_RETRIEVE_PARTS);
+  } catch (err) {
+    if (controller.signal.aborted) throw remoteError('DICOMweb server stopped sending', `nothing for ${idleMs / 1000} s during ${path.slice(0, 200)}`);
+    if (err instanceof MiaError) throw err;
+    throw remoteError('DICOMweb answer could not be read', err instanceof Error ? err.message.slice(0, 200) : 'stream failed');
+  }
   const { job, outcomes } = await services.imports.importUpload(upload, createdBy);
   const problems = outcomes.flatMap((o) => (o.outcome === 'rejected' || o.outcome === 'conflict' ? [`part ${o.part}: ${o.reason}`] : []));
   return { jobId: job.public_id, counts: toImportCounts(job), problems };
@@ -164,6 +197,7 @@ export async function pullFromRemote(
   remote: DicomWebRemote,
   target: { studyUid: string; seriesUid?: string | undefined },
   createdBy: string,
+  options: { idleMs?: number } = {},
 ): Promise<PullResult> {
   const studyUid = checkedUid(target.studyUid, 'study_uid');
   let seriesUids: string[];
@@ -175,7 +209,7 @@ export async function pullFromRemote(
   }
   const result: PullResult = { series: 0, jobs: [], counts: NO_COUNTS, problems: [] };
   for (const seriesUid of seriesUids) {
-    const one = await retrieveInto(services, remote, `/studies/${studyUid}/series/${seriesUid}`, createdBy);
+    const one = await retrieveInto(services, remote, `/studies/${studyUid}/series/${seriesUid}`, createdBy, options.idleMs ?? RETRIEVE_IDLE_MS);
     result.series += 1;
     result.jobs.push(one.jobId);
     result.counts = addCounts(result.counts, one.counts);

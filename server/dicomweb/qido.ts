@@ -129,6 +129,8 @@ export type ParsedQido = {
   offset: number;
   /** Set when the caller asked for more than QIDO_MAX_LIMIT. */
   capped: boolean;
+  /** Set when the caller gave no limit: the server's maximum bounds the response. */
+  unlimited: boolean;
 };
 
 /** Checks every parameter: an unknown attribute, a bad value or a misplaced level is 400 naming it. */
@@ -177,7 +179,7 @@ export function parseQido(query: QidoQuery, scope: QidoScope, fromLevel: QidoLev
   if (scope.seriesUid !== undefined) conditions.push({ kind: 'equals', column: 'series_uid', value: scope.seriesUid, folded: false });
 
   const limit = Math.min(askedLimit ?? QIDO_MAX_LIMIT, QIDO_MAX_LIMIT);
-  return { conditions, returned: [...returned.values()], limit, offset, capped: askedLimit !== undefined && askedLimit > QIDO_MAX_LIMIT };
+  return { conditions, returned: [...returned.values()], limit, offset, capped: askedLimit !== undefined && askedLimit > QIDO_MAX_LIMIT, unlimited: askedLimit === undefined };
 }
 
 /** A PN value as DICOM JSON: its component groups (PS3.5 6.2: alphabetic=ideographic=phonetic). */
@@ -258,6 +260,7 @@ export async function searchQido(services: Services, query: QidoQuery, scope: Qi
   const items = rows.map((row) => toDicomJson(row, scope.level, parsed.returned, base));
   const patientIds = [...new Set(rows.map((r) => r.patient_id))];
   // PS3.18 10.6.3.2: a response cut short by the server's maximum says so in a Warning header.
-  const warning = parsed.capped || (more && parsed.limit === QIDO_MAX_LIMIT) ? `299 mia "${QIDO_WARNING}"` : null;
+  // A limit of the caller's own that leaves more results is no cut of the server's: no Warning.
+  const warning = parsed.capped || (parsed.unlimited && more) ? `299 mia "${QIDO_WARNING}"` : null;
   return { items, patientIds, warning };
 }

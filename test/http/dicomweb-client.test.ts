@@ -138,6 +138,25 @@ describe('pulling from a remote', () => {
     expect(spoolLeft()).toEqual([]);
   });
 
+  it('gives up on a remote that stops sending mid-series, storing nothing', async () => {
+    const stalled: ServerResponse[] = [];
+    handler = (req, res) => {
+      if (req.url?.endsWith('/series')) {
+        res.writeHead(200, { 'Content-Type': 'application/dicom+json' }).end(seriesList);
+        return;
+      }
+      res.writeHead(200, { 'Content-Type': `multipart/related; type="application/dicom"; boundary=${boundary}` });
+      res.write(part(readFileSync(CT_SMALL)).subarray(0, 3000));
+      stalled.push(res);
+    };
+    const before = ((await t.request('GET', '/dicom-web/instances')).json as unknown[]).length;
+    const stopped = await refusal(pullFromRemote(t.server.runtime, { url, headers: {} }, { studyUid: STUDY }, 'test', { idleMs: 300 }));
+    expect(stopped.message).toContain('stopped sending');
+    expect((await t.request('GET', '/dicom-web/instances')).json).toHaveLength(before);
+    expect(spoolLeft()).toEqual([]);
+    for (const res of stalled) res.destroy();
+  });
+
   it('says a study the remote does not have is not found', async () => {
     handler = (_req, res) => res.writeHead(200, { 'Content-Type': 'application/dicom+json' }).end('[]');
     const missing = await refusal(pullFromRemote(t.server.runtime, { url, headers: {} }, { studyUid: STUDY }, 'test'));
