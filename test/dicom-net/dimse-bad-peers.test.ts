@@ -20,6 +20,7 @@ const AE = 'MIA';
 const CALLER = 'RAWSCU';
 const CT_IMAGE = '1.2.840.10008.5.1.4.1.1.2';
 const EXPLICIT_LE = '1.2.840.10008.1.2.1';
+const MAX_ASSOCIATIONS = 4;
 let t: TestServer;
 let port: number;
 
@@ -34,6 +35,7 @@ beforeAll(async () => {
       associationTimeoutMs: 1500,
       idleTimeoutMs: 1500,
       maxPduLength: 16_384,
+      maxAssociations: MAX_ASSOCIATIONS,
     },
   });
 });
@@ -274,6 +276,19 @@ describe('bad peers against mia SCP', () => {
     expect(at).toBeLessThan(rq.length);
     await logged(/A-ASSOCIATE-RQ did not happen within 2 s|A-ASSOCIATE-RQ did not happen within 1 s/);
     await expectServing();
+  });
+
+  it('refuses associations beyond its cap (transient, local limit) and takes them again once one ends', async () => {
+    const held: RawPeer[] = [];
+    for (let i = 0; i < MAX_ASSOCIATIONS; i += 1) held.push(await associated());
+    const extra = await rawPeer();
+    extra.send(associateRq([{ id: 1, abstractSyntax: CT_IMAGE, transferSyntaxes: [EXPLICIT_LE] }]));
+    const answer = await firstPdu(extra);
+    expect(answer.type).toBe(PDU.associateRj);
+    expect([...answer.body]).toEqual([0, 2, 3, 2]);
+    for (const peer of held) peer.socket.destroy();
+    await Promise.all(held.map((p) => p.closed));
+    await waitFor(async () => (await run('echoscu', ['-aet', 'ECHOSCU', '-aec', AE, '127.0.0.1', String(port)])).status === 0, 'a free slot');
   });
 
   it('closes an association that goes silent', async () => {
