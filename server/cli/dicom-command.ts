@@ -1,6 +1,7 @@
 /**
  * `mia dicom echo|send|find|move`: mia as a DICOM requestor against a peer named on the command
- * line (--host, --port, --aec its AE title, --aet mia's). Exit 0 when everything asked for
+ * line (--host, --port, --aec its AE title, --aet mia's), or by --peer NAME among the data
+ * folder's DICOM peers. Exit 0 when everything asked for
  * happened, 1 when the peer refused part of it (files not stored, sub-operations failed).
  */
 import { resolve } from 'node:path';
@@ -8,6 +9,7 @@ import { z } from 'zod';
 import { formatTable } from '#server/cli/table.ts';
 import { MiaError } from '#server/errors.ts';
 import { listSourceFiles } from '#server/imports/sources.ts';
+import { STATUS } from '#server/dimse/command-set.ts';
 import { isValidAeTitle } from '#server/dimse/pdu.ts';
 import { DimseError, dicomEcho, dicomFind, dicomMove, dicomStore, isMoveSuccess, type DimsePeer, type FindLevel, type FindRecord } from '#server/dimse/scu.ts';
 
@@ -19,7 +21,7 @@ const fail = (message: string): never => {
 
 const LEVELS = ['PATIENT', 'STUDY', 'SERIES'] as const;
 
-function peerOf(values: Record<string, unknown>): DimsePeer {
+function addressedPeer(values: Record<string, unknown>): DimsePeer {
   const host = typeof values['host'] === 'string' ? values['host'] : fail('dicom: --host of the peer is required');
   const port = z.coerce.number().int().min(1).max(65535).safeParse(values['port']);
   if (!port.success) fail('dicom: --port of the peer is required (1-65535)');
@@ -57,16 +59,27 @@ function findRows(records: readonly FindRecord[]): { headers: string[]; rows: st
   };
 }
 
-async function run(sub: string | undefined, args: readonly string[], values: Record<string, unknown>, io: DicomIo): Promise<number> {
+/** A DICOM node peer of the data folder by id or name, called as `callingAeTitle`. */
+export type PeerResolver = (ref: string, callingAeTitle: string) => Promise<DimsePeer>;
+
+async function run(sub: string | undefined, args: readonly string[], values: Record<string, unknown>, io: DicomIo, resolvePeer?: PeerResolver): Promise<number> {
+  const peerOf = async (v: Record<string, unknown>): Promise<DimsePeer> => {
+    const ref = optional(v, 'peer');
+    if (ref === undefined || !resolvePeer) return addressedPeer(v);
+    if (v['host'] !== undefined || v['port'] !== undefined || v['aec'] !== undefined) fail('dicom: give --peer or --host/--port/--aec, not both');
+    const callingAeTitle = optional(v, 'aet') ?? 'MIA';
+    if (!isValidAeTitle(callingAeTitle)) fail(`--aet ${callingAeTitle}: an AE title is 1-16 printable characters, no backslash`);
+    return await resolvePeer(ref, callingAeTitle);
+  };
   switch (sub) {
     case 'echo': {
-      const peer = peerOf(values);
+      const peer = await peerOf(values);
       await dicomEcho(peer);
       io.out(`${peer.calledAeTitle} at ${peer.host}:${peer.port} answered C-ECHO`);
       return 0;
     }
     case 'send': {
-      const peer = peerOf(values);
+      const peer = await peerOf(values);
       if (args.length === 0) fail('dicom send needs at least one file or folder');
       const listing = await listSourceFiles(args.map((p) => resolve(p)));
       if (listing.missing.length > 0) fail(`no file or folder at ${listing.missing.join(', ')}`);
@@ -79,7 +92,7 @@ async function run(sub: string | undefined, args: readonly string[], values: Rec
       return stored === results.length ? 0 : 1;
     }
     case 'find': {
-      const peer = peerOf(values);
+      const peer = await peerOf(values);
       const level = z.enum(LEVELS).safeParse((optional(values, 'level') ?? 'STUDY').toUpperCase());
       if (!level.success) fail(`--level must be one of ${LEVELS.join(', ')}`);
       const query = {
@@ -98,7 +111,7 @@ async function run(sub: string | undefined, args: readonly string[], values: Rec
       return 0;
     }
     case 'move': {
-      const peer = peerOf(values);
+      const peer = await peerOf(values);
       const destination = optional(values, 'dest') ?? fail('dicom move needs --dest, the AE title to move to');
       if (!isValidAeTitle(destination)) fail(`--dest ${destination}: not an AE title`);
       const series = optional(values, 'series');
@@ -109,6 +122,7 @@ async function run(sub: string | undefined, args: readonly string[], values: Rec
       const level: FindLevel = series ? 'SERIES' : study ? 'STUDY' : 'PATIENT';
       const report = await dicomMove(peer, { level, studyInstanceUid: study, seriesInstanceUid: series, patientId: patient, destination });
       io.out(`moved to ${destination}: ${report.completed} completed, ${report.failed} failed, ${report.warning} warning (status 0x${report.status.toString(16).padStart(4, '0')})`);
+      if (report.status === STATUS.moveDestinationUnknown) io.err(`mia: ${peer.calledAeTitle} does not know the destination ${destination} (add it as a DICOM node there)`);
       if (report.errorComment) io.err(report.errorComment);
       return isMoveSuccess(report) ? 0 : 1;
     }
@@ -117,9 +131,9 @@ async function run(sub: string | undefined, args: readonly string[], values: Rec
   }
 }
 
-export async function dicomCommand(sub: string | undefined, args: readonly string[], values: Record<string, unknown>, io: DicomIo): Promise<number> {
+export async function dicomCommand(sub: string | undefined, args: readonly string[], values: Record<string, unknown>, io: DicomIo, resolvePeer?: PeerResolver): Promise<number> {
   try {
-    return await run(sub, args, values, io);
+    return await run(sub, args, values, io, resolvePeer);
   } catch (err) {
     if (err instanceof DimseError) {
       io.err(`mia: ${err.message}`);

@@ -19,6 +19,7 @@ import { formatTable } from '#server/cli/table.ts';
 import { analyzeCommand } from '#server/cli/analyze-command.ts';
 import { importCommand } from '#server/cli/import-command.ts';
 import { dicomCommand } from '#server/cli/dicom-command.ts';
+import { dimsePeerOf, pacsCommand } from '#server/cli/pacs-command.ts';
 import { dicomwebCommand } from '#server/cli/dicomweb-command.ts';
 import { srCommand } from '#server/cli/sr-command.ts';
 import { routesCommand } from '#server/cli/routes-command.ts';
@@ -111,6 +112,21 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
                                UID] | --patient ID) --dest AE: C-MOVE to AE
                                (mia's own with its --ae-title); exit 1 if a
                                file or sub-operation failed
+  dicom find|move --peer NAME ...
+                               the same against a DICOM peer of the data folder
+  dicom retrieve --peer NAME (--study UID [--series UID] | --priors PATIENT_ID
+        [--before YYYY-MM-DD] [--modality CT,MR]) [--dest AE]
+                               retrieve into the archive as the Search PACS
+                               screen does: C-MOVE to AE --dest (default MIA,
+                               the --ae-title of mia serve --dicom-port, which
+                               imports what arrives) or WADO-RS from a DICOMweb
+                               peer; prints each study's outcome; exit 1 unless
+                               everything arrived
+  dicom peers list | remove PEER
+  dicom peers add --name N (--ae-title AE --host H --port P [--allow-incoming]
+        | --url URL [--authorization VALUE])
+                               the DICOM nodes and DICOMweb servers mia talks to
+                               (--allow-incoming: the node may call mia's SCP)
   dicomweb find|pull (--url URL [--header 'Name: value'] | --peer NAME)
                                a DICOMweb server (its root, e.g. .../dicom-web):
                                find [--patient-id ID] [--patient-name NAME]
@@ -186,6 +202,10 @@ const OPTIONS = {
   url: { type: 'string' },
   header: { type: 'string', multiple: true },
   peer: { type: 'string' },
+  priors: { type: 'string' },
+  before: { type: 'string' },
+  authorization: { type: 'string' },
+  'allow-incoming': { type: 'boolean' },
   model: { type: 'string' },
   out: { type: 'string' },
   event: { type: 'string' },
@@ -439,7 +459,8 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
           writeErr: (text) => process.stderr.write(text),
         });
       case 'dicom':
-        return await dicomCommand(sub, rest, values, io);
+        if (sub === 'retrieve' || sub === 'peers') return await pacsCommand(sub, rest, values, place, io);
+        return await dicomCommand(sub, rest, values, io, (ref, callingAeTitle) => dimsePeerOf(place, ref, callingAeTitle));
       case 'dicomweb':
         return await dicomwebCommand(sub, values, place, io);
       case 'sr':

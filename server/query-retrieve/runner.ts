@@ -119,8 +119,13 @@ export function createRetrieveRunner(deps: ImportDeps): RetrieveRunner {
       // The peer stores into mia's SCP on associations of its own, each an import job created by
       // its AE title: those made since this move began. (Two retrieves from one peer at once may
       // each list the other's job too.)
-      study.import_jobs = await importJobsSince(deps.db, before, `dicom:${source.node.calledAeTitle}`, MAX_IMPORT_JOBS_PER_STUDY);
-      const problem = moveProblem(report, source.info.name, job.destination, job.destinationPort);
+      const jobs = await importJobsSince(deps.db, before, `dicom:${source.node.calledAeTitle}`, MAX_IMPORT_JOBS_PER_STUDY);
+      study.import_jobs = jobs.map((j) => j.public_id);
+      const refused = jobs.reduce((n, j) => n + j.conflicts + j.rejected, 0);
+      // mia's SCP refused some: the peer's failure status is about those, not about mia's AE title.
+      const problem = refused > 0 && report.status !== STATUS.success
+        ? `mia refused ${refused} instance(s) ${source.info.name} sent (import jobs ${study.import_jobs.join(', ')} say why: already held with other bytes, or not an image mia reads), and ${source.info.name} ended the move with status ${hex(report.status)}`
+        : moveProblem(report, source.info.name, job.destination, job.destinationPort);
       study.status = problem === null ? 'completed' : 'failed';
       study.error = problem;
       return;

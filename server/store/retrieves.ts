@@ -111,9 +111,12 @@ export async function lastImportJobId(db: Database): Promise<number> {
 }
 
 /** Import jobs a caller (created_by, e.g. dicom:ORTHANC) started after job `afterId`. */
-export async function importJobsSince(db: Database, afterId: number, createdBy: string, limit: number): Promise<string[]> {
-  const rows = await db.all<{ public_id: string }>('SELECT public_id FROM import_jobs WHERE id > ? AND created_by = ? ORDER BY id LIMIT ?', [afterId, createdBy, limit]);
-  return rows.map((r) => r.public_id);
+export async function importJobsSince(db: Database, afterId: number, createdBy: string, limit: number): Promise<Array<{ public_id: string; conflicts: number; rejected: number }>> {
+  const rows = await db.all<{ public_id: string; conflicts: number; rejected: number }>(
+    'SELECT public_id, conflicts, rejected FROM import_jobs WHERE id > ? AND created_by = ? ORDER BY id LIMIT ?',
+    [afterId, createdBy, limit],
+  );
+  return rows.map((r) => ({ public_id: r.public_id, conflicts: Number(r.conflicts), rejected: Number(r.rejected) }));
 }
 
 /** The study UIDs of these that the archive holds (for "already here" in search results). */

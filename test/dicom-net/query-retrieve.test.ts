@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startRetrieve } from '#server/query-retrieve/retrieves.ts';
 import { freePort, orthancInstalled, startOrthanc, type Orthanc } from '../helpers/orthanc.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
-import { dataSetOffset, run, sha256, waitFor } from './dimse-harness.ts';
+import { dataSetOffset, mia, run, sha256, waitFor } from './dimse-harness.ts';
 
 type Fixture = { file: string; patient_id: string; study: string; series: string; sop_instance: string; study_date: string; modality: string };
 
@@ -184,6 +184,12 @@ describe.skipIf(!orthancInstalled())('search and retrieve from a PACS through th
     expect(done.studies[0].import_jobs).toHaveLength(1);
     await expectSameAsOrthanc(study);
 
+    // The same study again by C-MOVE: mia's SCP refuses copies of instances it holds with other
+    // file meta bytes (a conflict), and Orthanc ends the move at the first refusal.
+    const moved = await finished((await retrieve({ peer: 'pacs', study_uid: study })).id);
+    expect(moved.status).toBe('failed');
+    expect(moved.error).toMatch(/^mia refused \d+ instance\(s\) pacs sent \(import jobs imp_/);
+
     const one = fixtures.find((f) => f.study === studyOf('20240301') && f.series.length > 0);
     const series = await retrieve({ peer: 'pacs-web', study_uid: one?.study, series_uid: one?.series });
     expect(series.target).toMatchObject({ kind: 'series', series_uid: one?.series });
@@ -224,6 +230,37 @@ describe.skipIf(!orthancInstalled())('search and retrieve from a PACS through th
 
     expect((await t.request('GET', '/v1/dicom/retrieves?limit=500')).json.data.items).toHaveLength(before);
     expect(await t.server.services.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM instances')).toEqual(instances);
+  });
+
+  it('does the same from the command line: peers, find --peer, retrieve priors', async () => {
+    const data = ['--data', t.dataDir];
+    const added = await mia(['dicom', 'peers', 'add', ...data, '--name', 'cli-web', '--url', orthanc.dicomWebUrl, '--authorization', 'Basic dGVzdDp0ZXN0']);
+    expect(added.status, added.stderr).toBe(0);
+    const listed = await mia(['dicom', 'peers', 'list', ...data]);
+    expect(listed.stdout).toMatch(/cli-web +dicomweb/);
+    expect(listed.stdout).not.toContain('dGVzdDp0ZXN0');
+    const bad = await mia(['dicom', 'peers', 'add', ...data, '--name', 'bad', '--ae-title', 'X', '--host', '127.0.0.1']);
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain('--port');
+
+    const found = await mia(['dicom', 'find', ...data, '--peer', 'pacs', '--level', 'STUDY', '--patient-id', PATIENT_B]);
+    expect(found.status, found.stderr).toBe(0);
+    expect(found.stdout).toContain(studyOf('20230707'));
+
+    // (The CT prior came by C-MOVE before: its instances arrive again and are duplicates.)
+    const retrieved = await mia(['dicom', 'retrieve', ...data, '--peer', 'pacs', '--priors', PATIENT_A, '--before', '2024-03-01', '--modality', 'CT']);
+    expect(retrieved.status, retrieved.stderr).toBe(0);
+    expect(retrieved.stdout).toContain(studyOf('20200115'));
+    expect(retrieved.stderr).toMatch(/completed: 2 instance\(s\) completed, 0 failed/);
+    // The record is the one the screen lists.
+    const list = (await t.request('GET', '/v1/dicom/retrieves', { key: reader })).json.data.items;
+    expect(list[0]).toMatchObject({ status: 'completed', created_by: 'cli', target: { kind: 'priors', patient_id: PATIENT_A, modalities: ['CT'] } });
+
+    const unknown = await mia(['dicom', 'retrieve', ...data, '--peer', 'pacs', '--study', '1.2.3.4']);
+    expect(unknown.status).toBe(1);
+    expect(unknown.stderr).toContain('study 1.2.3.4 is not on pacs');
+    const removed = await mia(['dicom', 'peers', 'remove', ...data, 'cli-web']);
+    expect(removed.status, removed.stderr).toBe(0);
   });
 
   it('names the fix when the PACS does not know mia as a move destination', async () => {
