@@ -6,8 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readDicom } from '#server/dicom/parse.ts';
-import { datasetBytes } from '#server/dicom/parse.ts';
+import { datasetBytes, readDicom } from '#server/dicom/parse.ts';
 import { frameBytes } from '#server/dicom/frame-fragments.ts';
 import { decodeFrame } from '#server/dicom/pixels.ts';
 import { findTransferSyntax, type PixelEncoding } from '#server/dicom/transfer-syntax.ts';
