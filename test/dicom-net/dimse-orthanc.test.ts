@@ -119,6 +119,19 @@ describe.skipIf(!orthancInstalled())('mia and Orthanc over DIMSE', () => {
     expect(report).toMatchObject({ status: 0, completed: 20, failed: 0 });
     const now = await miaInstanceUids();
     expect(now.filter((uid) => !before.has(uid)).sort()).toEqual(studies.moved.map((f) => f.sop_instance).sort());
+
+    // Again from the CLI: every instance is a duplicate now, which mia answers with success.
+    const peerArgs = ['--host', '127.0.0.1', '--port', String(orthanc.dicomPort), '--aec', orthanc.aeTitle, '--aet', MIA_AE];
+    const cli = await mia(['dicom', 'move', ...peerArgs, '--study', studyUidOf(studies.moved), '--dest', MIA_AE]);
+    expect(cli.status, cli.stderr).toBe(0);
+    expect(cli.stdout).toContain('20 completed, 0 failed');
+    expect(await miaInstanceUids()).toEqual(now);
+    // A destination Orthanc does not know: it refuses the move (C000, not A801), the CLI exits 1.
+    const unknown = await mia(['dicom', 'move', ...peerArgs, '--study', studyUidOf(studies.moved), '--dest', 'NOWHERE']);
+    expect(unknown.status).toBe(1);
+    expect(unknown.stdout).toContain('0 completed, 0 failed, 0 warning (status 0xc000)');
+    const echo = await mia(['dicom', 'echo', ...peerArgs]);
+    expect(echo.status, echo.stderr).toBe(0);
   });
 
   it('sends files into Orthanc with mia dicom send, which then holds the same data sets', async () => {
