@@ -240,15 +240,29 @@ export function sortedByTag(object: DicomJson): DicomJson {
   return Object.fromEntries(Object.entries(object).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
 }
 
-export function toDicomJson(row: QidoRow, level: QidoLevel, returned: readonly QidoAttribute[], base: string): DicomJson {
+type Emitter = { tag: string; emit(row: QidoRow): DicomJson[string] };
+
+/**
+ * What each result carries, in tag order (PS3.18 F.2.1), decided once per search: a page of a
+ * thousand studies then builds its objects without sorting each one.
+ */
+function emitters(level: QidoLevel, returned: readonly QidoAttribute[], base: string): Emitter[] {
+  const list: Emitter[] = returned.map((a) => ({
+    tag: a.tag,
+    emit: (row) => {
+      const value = valueOf(a, row);
+      return value === null ? { vr: a.vr } : { vr: a.vr, Value: value };
+    },
+  }));
+  list.push({ tag: RETRIEVE_URL, emit: (row) => ({ vr: 'UR', Value: [retrieveUrl(base, level, row)] }) });
+  list.push({ tag: INSTANCE_AVAILABILITY, emit: () => ({ vr: 'CS', Value: ['ONLINE'] }) });
+  return list.sort((a, b) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0));
+}
+
+function build(row: QidoRow, list: readonly Emitter[]): DicomJson {
   const out: DicomJson = {};
-  for (const a of returned) {
-    const value = valueOf(a, row);
-    out[a.tag] = value === null ? { vr: a.vr } : { vr: a.vr, Value: value };
-  }
-  out[RETRIEVE_URL] = { vr: 'UR', Value: [retrieveUrl(base, level, row)] };
-  out[INSTANCE_AVAILABILITY] = { vr: 'CS', Value: ['ONLINE'] };
-  return sortedByTag(out);
+  for (const e of list) out[e.tag] = e.emit(row);
+  return out;
 }
 
 export const QIDO_WARNING = 'The number of results exceeded the maximum supported by the server. Additional results can be requested.';
@@ -257,7 +271,8 @@ export const QIDO_WARNING = 'The number of results exceeded the maximum supporte
 export async function searchQido(services: Services, query: QidoQuery, scope: QidoScope, fromLevel: QidoLevel, base: string): Promise<QidoResult> {
   const parsed = parseQido(query, scope, fromLevel);
   const { rows, more } = await searchIndex(services.db, scope.level, parsed.conditions, { offset: parsed.offset, limit: parsed.limit });
-  const items = rows.map((row) => toDicomJson(row, scope.level, parsed.returned, base));
+  const list = emitters(scope.level, parsed.returned, base);
+  const items = rows.map((row) => build(row, list));
   const patientIds = [...new Set(rows.map((r) => r.patient_id))];
   // PS3.18 10.6.3.2: a response cut short by the server's maximum says so in a Warning header.
   // A limit of the caller's own that leaves more results is no cut of the server's: no Warning.
