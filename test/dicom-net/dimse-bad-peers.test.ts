@@ -216,6 +216,25 @@ describe('bad peers against mia SCP', () => {
     peer.socket.destroy();
   });
 
+  it('answers C000 naming the reason for a data set the import refuses, and keeps nothing of it', async () => {
+    const before = await instanceCount();
+    const file = readFileSync(CT_SMALL);
+    // Cut inside Pixel Data: a complete C-STORE of a truncated data set.
+    const truncated = file.subarray(dataSetOffset(file), file.length - 5000);
+    const peer = await associated();
+    peer.send(encodePData([{ contextId: 1, command: true, last: true, data: storeCommand('1.2.826.0.1.3680043.10.1014.1001') }]));
+    for (let at = 0; at < truncated.length; at += 16_000) {
+      peer.send(encodePData([{ contextId: 1, command: false, last: at + 16_000 >= truncated.length, data: truncated.subarray(at, at + 16_000) }]));
+    }
+    await waitFor(() => pdusOf(peer.received()).length >= 2, 'the C-STORE response');
+    const rsp = decodeCommand(decodePData(pdusOf(peer.received())[1]?.body ?? Buffer.alloc(0))[0]?.data ?? Buffer.alloc(0));
+    expect(rsp.status).toBe(STATUS.cannotUnderstand);
+    expect(rsp.errorComment).toMatch(/truncat|ends|short|pixel/i);
+    expect(await instanceCount()).toBe(before);
+    expect(spooledFiles(t.dataDir)).toEqual([]);
+    peer.socket.destroy();
+  });
+
   const malformed: Array<{ name: string; bytes: () => Buffer; problem: RegExp; afterAssociation?: boolean }> = [
     {
       name: 'an A-ASSOCIATE-RQ announcing 4 GiB',
