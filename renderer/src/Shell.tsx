@@ -13,6 +13,7 @@ import { ExportsScreen } from './screens/ExportsScreen.tsx';
 import { ImportScreen } from './screens/ImportScreen.tsx';
 import { ModelsScreen } from './screens/ModelsScreen.tsx';
 import { ReportScreen } from './screens/ReportScreen.tsx';
+import { SearchPacsScreen } from './screens/SearchPacsScreen.tsx';
 import { Viewer } from './screens/Viewer.tsx';
 import { Worklist } from './screens/Worklist.tsx';
 import { hasScope, useSession } from './session.ts';
@@ -44,7 +45,7 @@ export function Shell() {
     { name: 'models', label: 'Models', show: true },
     { name: 'admin', label: 'Admin', show: hasScope(me, 'manage:users') || hasScope(me, 'read:audit') },
   ];
-  const current = route.name === 'viewer' || route.name === 'report' ? 'worklist' : route.name;
+  const current = route.name === 'viewer' || route.name === 'report' || route.name === 'pacs' ? 'worklist' : route.name;
 
   return (
     <AnalysesContext.Provider value={analyses}>
@@ -87,6 +88,7 @@ export function Shell() {
           {route.name === 'exports' ? <ExportsScreen /> : null}
           {route.name === 'models' ? <ModelsScreen models={models} /> : null}
           {route.name === 'admin' ? <AdminScreen /> : null}
+          {route.name === 'pacs' ? <SearchPacsScreen /> : null}
         </main>
       </div>
     </AnalysesContext.Provider>

@@ -3,7 +3,7 @@
  * reload never puts the API key in a URL: the key lives only in memory.
  */
 
-export type RouteName = 'worklist' | 'viewer' | 'report' | 'import' | 'exports' | 'models' | 'admin';
+export type RouteName = 'worklist' | 'viewer' | 'report' | 'import' | 'exports' | 'models' | 'admin' | 'pacs';
 
 export type AppRoute =
   | { name: 'worklist' }
@@ -12,7 +12,9 @@ export type AppRoute =
   | { name: 'import' }
   | { name: 'exports' }
   | { name: 'models' }
-  | { name: 'admin' };
+  | { name: 'admin' }
+  /** Search PACS: query and retrieve from the install's DICOM peers (opened from the worklist). */
+  | { name: 'pacs' };
 
 export function parseRoute(hash: string): AppRoute {
   const parts = hash.replace(/^#\/?/, '').split('/').map(decodeURIComponent);
@@ -23,6 +25,7 @@ export function parseRoute(hash: string): AppRoute {
   if (head === 'exports') return { name: 'exports' };
   if (head === 'models') return { name: 'models' };
   if (head === 'admin') return { name: 'admin' };
+  if (head === 'pacs') return { name: 'pacs' };
   return { name: 'worklist' };
 }
 

@@ -7,7 +7,19 @@ import { useEffect, useState } from 'react';
 import { personName } from '../person-name.ts';
 import { useSession } from '../session.ts';
 
-export function PatientName({ instanceUid }: { instanceUid: string | null }) {
+/**
+ * `value`: a Patient's Name already at hand (a PACS search result), shown as a reader expects it;
+ * `instanceUid`: read from a stored image, for the viewer's overlay.
+ */
+export function PatientName(props: { instanceUid: string | null } | { value: string }) {
+  if ('value' in props) {
+    const name = personName(props.value);
+    return name ? <span data-testid="patient-name">{name}</span> : <span className="muted">—</span>;
+  }
+  return <StoredPatientName instanceUid={props.instanceUid} />;
+}
+
+function StoredPatientName({ instanceUid }: { instanceUid: string | null }) {
   const { client } = useSession();
   const [name, setName] = useState<string | null>(null);
   useEffect(() => {

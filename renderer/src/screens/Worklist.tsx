@@ -16,7 +16,7 @@ import { AnalyseButton, AnalysisStatus, useCanAnalyse, useRequestAnalysis } from
 import { Empty, ErrorState, Loading } from '../components/StateMessage.tsx';
 import { Thumbnail } from '../components/Thumbnail.tsx';
 import { dicomDate, labelText, percent } from '../format.ts';
-import { navigate } from '../route.ts';
+import { navigate, routeHash } from '../route.ts';
 import { hasScope, useSession } from '../session.ts';
 import { useImportActivity } from '../use-import-activity.ts';
 import { useLoad } from '../use-load.ts';
@@ -174,6 +174,9 @@ export function Worklist() {
         <label className="check">
           <input type="checkbox" checked={aiOnly} onChange={(e) => setAiOnly(e.target.checked)} /> with AI findings
         </label>
+        <a href={routeHash({ name: 'pacs' })} className="toolbar-link" data-testid="open-search-pacs" title="Search a PACS or DICOMweb server and retrieve studies and priors into this archive">
+          Search PACS
+        </a>
         <span className="count" data-testid="worklist-count">
           {scans.state === 'ready' ? `${matching.length} of ${all.length} scans` : ''}
         </span>
