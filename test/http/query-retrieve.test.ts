@@ -1,0 +1,96 @@
+/**
+ * The query/retrieve API at its edge, on both backends (issue 14, item 2): what a search and a
+ * retrieve refuse and why, what readers see of the peers, and a real round through mia's own
+ * DICOMweb server as the peer (QIDO-RS search, WADO-RS retrieve of a study it already holds).
+ * The same against Orthanc, by C-FIND/C-MOVE too: test/dicom-net/query-retrieve.test.ts.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { seedImportedInstance, type SeededInstance } from '../helpers/image-fixture.ts';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
+
+let t: TestServer;
+let reader: string;
+let imported: SeededInstance;
+const ids = { node: '', self: '' };
+
+beforeAll(async () => {
+  t = await startTestServer();
+  reader = (await t.keyFor('radiologist')).key;
+  imported = await seedImportedInstance(t);
+  const node = await t.request('POST', '/v1/dicom/peers', { body: { kind: 'dimse', name: 'pacs', ae_title: 'PACS', host: '127.0.0.1', port: 11112 } });
+  const self = await t.request('POST', '/v1/dicom/peers', { body: { kind: 'dicomweb', name: 'self', url: `${t.url}/dicom-web`, authorization: `Bearer ${t.adminKey}` } });
+  ids.node = node.json.data.id;
+  ids.self = self.json.data.id;
+});
+afterAll(async () => {
+  await t.close();
+});
+
+describe('query/retrieve API', () => {
+  it('names peers to readers without hosts, URLs or credentials', async () => {
+    const reply = await t.request('GET', '/v1/dicom/sources', { key: reader });
+    expect(reply.json.data.items).toEqual([
+      { id: ids.node, name: 'pacs', kind: 'dimse' },
+      { id: ids.self, name: 'self', kind: 'dicomweb' },
+    ]);
+    expect(reply.text).not.toContain('127.0.0.1');
+    expect(reply.text).not.toContain('Bearer');
+  });
+
+  it.each([
+    [{ peer: 'self', level: 'series', filters: {} }, 'filters.study_uid'],
+    [{ peer: 'self', level: 'patient', filters: { modality: 'CT' } }, 'filters.modality'],
+    [{ peer: 'self', filters: { patient_name: 'DOE\\SMITH' } }, 'filters.patient_name'],
+    [{ peer: 'self', filters: { study_date_from: '2024-02-30' } }, 'filters.study_date_from'],
+    [{ peer: 'self', filters: { study_date_from: '2024-03-01', study_date_to: '2024-01-01' } }, 'filters.study_date_to'],
+    [{ peer: 'self', filters: { modality: 'ct scan' } }, 'filters.modality'],
+    [{ peer: 'self', limit: 5000 }, 'limit'],
+    [{ peer: 'self', filters: { hostile: 'x' } }, 'hostile: unknown field'],
+  ])('refuses a search %j, naming %s', async (body, field) => {
+    const reply = await t.request('POST', '/v1/dicom/query', { key: reader, body });
+    expect(reply.status, reply.text).toBe(400);
+    expect(reply.json.error.details).toContain(field);
+  });
+
+  it.each([
+    [{ peer: 'self' }, 'study_uid'],
+    [{ peer: 'self', study_uid: '1.2.3', priors_of_patient_id: 'P1' }, 'study_uid'],
+    [{ peer: 'self', series_uid: '1.2.3.4' }, 'study_uid'],
+    [{ peer: 'self', priors_of_patient_id: 'P*' }, 'priors_of_patient_id'],
+    [{ peer: 'self', study_uid: '1.2.3', before: '2024-01-01' }, 'before'],
+    [{ peer: 'self', study_uid: 'not-a-uid' }, 'study_uid'],
+  ])('refuses a retrieve %j, naming %s', async (body, field) => {
+    const reply = await t.request('POST', '/v1/dicom/retrieve', { body });
+    expect(reply.status, reply.text).toBe(400);
+    expect(reply.json.error.details).toContain(field);
+  });
+
+  it('refuses a C-MOVE retrieve while mia has no DICOM listener, saying what to set up', async () => {
+    const reply = await t.request('POST', '/v1/dicom/retrieve', { body: { peer: 'pacs', study_uid: imported.studyUid } });
+    expect(reply.status).toBe(409);
+    expect(reply.json.error.message).toBe('mia has no DICOM listener to receive a C-MOVE');
+    expect(reply.json.error.details).toContain('--dicom-port');
+    const unknown = await t.request('POST', '/v1/dicom/query', { key: reader, body: { peer: 'nobody' } });
+    expect(unknown.status).toBe(404);
+  });
+
+  it('searches and retrieves through a DICOMweb server (mia itself): found, in the archive, duplicates', async () => {
+    const found = await t.request('POST', '/v1/dicom/query', { key: reader, body: { peer: 'self', filters: { study_uid: imported.studyUid } } });
+    expect(found.status, found.text).toBe(200);
+    expect(found.json.data).toMatchObject({ source: { id: ids.self, name: 'self', kind: 'dicomweb' }, level: 'study', capped: false, limit: 100 });
+    expect(found.json.data.items).toEqual([expect.objectContaining({ level: 'study', study_uid: imported.studyUid, in_archive: true, instance_count: 1 })]);
+
+    const started = await t.request('POST', '/v1/dicom/retrieve', { body: { peer: ids.self, study_uid: imported.studyUid } });
+    expect(started.status, started.text).toBe(202);
+    expect(started.json.data).toMatchObject({ method: 'wado-rs', status: 'running', target: { kind: 'study', study_uid: imported.studyUid } });
+    await t.server.runtime.retrieves.idle();
+    const done = await t.request('GET', `/v1/dicom/retrieves/${started.json.data.id}`, { key: reader });
+    expect(done.json.data).toMatchObject({ status: 'completed', error: null, counts: { completed: 1, failed: 0, warning: 0 } });
+    expect(done.json.data.studies[0]).toMatchObject({ status: 'completed', completed: 1, remaining: 0 });
+
+    const list = await t.request('GET', '/v1/dicom/retrieves?status=completed', { key: reader });
+    expect(list.json.data.items.map((r: { id: string }) => r.id)).toContain(started.json.data.id);
+    const audit = await t.request('GET', '/v1/audit?action=dicom.retrieve&order=newest');
+    expect(audit.json.data.items.map((e: { target: string }) => e.target)).toContain(`retrieve:${started.json.data.id}`);
+  });
+});
