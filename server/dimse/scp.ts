@@ -44,7 +44,7 @@ export type StoreOutcome = { status: number; errorComment?: string | undefined }
 /** What receives the instances of one association: one import job, finished when it ends. */
 export type StoreSession = {
   /** Imports the Part 10 file; resolves once the instance is durable and indexed (or refused). */
-  store(file: string, sopInstanceUid: string): Promise<StoreOutcome>;
+  store(file: string): Promise<StoreOutcome>;
   close(ending: 'released' | 'aborted'): Promise<void>;
 };
 export type StoreReceiver = { openSession(caller: CallerIdentity): Promise<StoreSession> };
@@ -101,9 +101,16 @@ class FileSink implements DataSink {
     private readonly maxBytes: number,
   ) {}
 
-  static async create(path: string, header: Buffer, maxBytes: number): Promise<FileSink> {
-    const handle = await open(path, 'wx', PRIVATE_FILE_MODE);
-    const sink = new FileSink(path, handle, maxBytes);
+  /** A sink even when the file cannot be made (a full disk): the store is then answered A700. */
+  static async create(dir: string, path: string, header: Buffer, maxBytes: number): Promise<FileSink> {
+    let sink: FileSink;
+    try {
+      await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+      sink = new FileSink(path, await open(path, 'wx', PRIVATE_FILE_MODE), maxBytes);
+    } catch (err) {
+      sink = new FileSink(path, undefined, maxBytes);
+      sink.failure = err as NodeJS.ErrnoException;
+    }
     await sink.put(header);
     return sink;
   }
@@ -228,17 +235,15 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
       const sopClass = parseUid(command.affectedSopClassUid ?? '');
       const sopInstance = parseUid(command.affectedSopInstanceUid ?? '');
       if (command.commandField !== COMMAND.cStoreRq || !sopClass.ok || !sopInstance.ok) return new DropSink(options.maxInstanceBytes);
-      if (!spool) {
-        spool = join(options.spoolDir, `${process.pid}-${randomBytes(8).toString('hex')}`);
-        await mkdir(spool, { recursive: true, mode: PRIVATE_DIR_MODE });
-      }
+      // The pid first: a later start removes the folders of receivers that died (leftovers.ts).
+      spool ??= join(options.spoolDir, `${process.pid}-${randomBytes(8).toString('hex')}`);
       const header = encodeFileMeta({
         sopClassUid: sopClass.uid,
         sopInstanceUid: sopInstance.uid,
         transferSyntaxUid: accepted.get(contextId) ?? '',
         sourceAeTitle: caller?.callingAeTitle ?? '',
       });
-      return await FileSink.create(join(spool, `${(stored += 1)}.dcm`), header, options.maxInstanceBytes);
+      return await FileSink.create(spool, join(spool, `${(stored += 1)}.dcm`), header, options.maxInstanceBytes);
     };
 
     const onStore = async (message: DimseMessage<Sink>): Promise<Command> => {
@@ -251,7 +256,7 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
         }
         if (caller && !session) session = await options.receiver.openSession(caller);
         if (!session) return response(command, COMMAND.cStoreRsp, STATUS.outOfResources, 'no import session');
-        const outcome = await session.store(data.path, command.affectedSopInstanceUid ?? '');
+        const outcome = await session.store(data.path);
         return response(command, COMMAND.cStoreRsp, outcome.status, outcome.errorComment);
       } finally {
         await data.discard();
