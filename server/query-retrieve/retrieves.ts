@@ -12,6 +12,7 @@ import { conflict, invalid, notFound } from '#server/errors.ts';
 import { findOnNode, searchWeb } from '#server/query-retrieve/search.ts';
 import { peerFailure, resolveSource, type Source, type SourceDeps } from '#server/query-retrieve/sources.ts';
 import type { RetrieveRunner } from '#server/query-retrieve/runner.ts';
+import { parseStudies } from '#server/query-retrieve/study-list.ts';
 import type { JobNode } from '#server/jobs/node.ts';
 import type { PageRequest, Page } from '#server/store/page.ts';
 import { findRetrieve, insertRetrieve, listRetrieveRows, type RetrieveRow, type RetrieveStatus } from '#server/store/retrieves.ts';
@@ -23,10 +24,6 @@ export type Destination = { aeTitle: string; port: number | null } | null;
 
 type Options = { before?: string | undefined; modalities?: string[] | undefined };
 
-export function parseStudies(json: string): RetrieveStudy[] {
-  const parsed: unknown = JSON.parse(json);
-  return Array.isArray(parsed) ? (parsed as RetrieveStudy[]) : [];
-}
 
 export function toRecord(row: RetrieveRow): RetrieveRecord {
   const options = JSON.parse(row.options) as Options;

@@ -13,6 +13,7 @@ import { STATUS } from '#server/dimse/command-set.ts';
 import { isAbandoned } from '#server/jobs/jobs.ts';
 import type { RetrieveStudy } from '#server/api/query-retrieve-schemas.ts';
 import type { Source } from '#server/query-retrieve/sources.ts';
+import { parseStudies } from '#server/query-retrieve/study-list.ts';
 import {
   finishRetrieve,
   importJobsSince,
@@ -85,6 +86,16 @@ function errorText(err: unknown): string {
   if (err instanceof DimseError) return err.message;
   if (err instanceof MiaError) return err.details ? `${err.message}: ${err.details}` : err.message;
   return 'unexpected error';
+}
+
+/** Studies a stop cut short end failed, saying so; the counts stay as they were reached. */
+function unfinished(studies: RetrieveStudy[]): RetrieveStudy[] {
+  for (const study of studies) {
+    if (study.status !== 'running' && study.status !== 'pending') continue;
+    study.status = 'failed';
+    study.error ??= 'interrupted';
+  }
+  return studies;
 }
 
 function progressOf(studies: readonly RetrieveStudy[]): RetrieveProgress {
@@ -219,7 +230,7 @@ export function createRetrieveRunner(deps: ImportDeps): RetrieveRunner {
       for (const row of await listRunningRetrieves(deps.db, 1000)) {
         if (active.has(row.id) || queue.some((j) => j.row.id === row.id)) continue;
         if (await isAbandoned(deps.db, deps.node, 'retrieve', row, nowMs)) {
-          await finishRetrieve(deps.db, row.id, null, { studies: row.studies, completed: row.completed, failed: row.failed, warning: row.warning, status: 'interrupted', error: INTERRUPTED }, now());
+          await finishRetrieve(deps.db, row.id, null, { ...progressOf(unfinished(parseStudies(row.studies))), status: 'interrupted', error: INTERRUPTED }, now());
         }
       }
     },
@@ -233,8 +244,7 @@ export function createRetrieveRunner(deps: ImportDeps): RetrieveRunner {
       const left = [...queue, ...[...active.values()].map((a) => a.job)];
       queue.length = 0;
       for (const job of left) {
-        for (const study of job.studies) if (study.status === 'running' || study.status === 'pending') study.status = 'failed';
-        await finishRetrieve(deps.db, job.row.id, deps.node.id, { ...progressOf(job.studies), status: 'interrupted', error: INTERRUPTED }, now()).catch(() => false);
+        await finishRetrieve(deps.db, job.row.id, deps.node.id, { ...progressOf(unfinished(job.studies)), status: 'interrupted', error: INTERRUPTED }, now()).catch(() => false);
       }
     },
   };

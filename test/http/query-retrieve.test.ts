@@ -5,6 +5,7 @@
  * The same against Orthanc, by C-FIND/C-MOVE too: test/dicom-net/query-retrieve.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { insertRetrieve } from '#server/store/retrieves.ts';
 import { seedImportedInstance, type SeededInstance } from '../helpers/image-fixture.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
@@ -72,6 +73,19 @@ describe('query/retrieve API', () => {
     expect(reply.json.error.details).toContain('--dicom-port');
     const unknown = await t.request('POST', '/v1/dicom/query', { key: reader, body: { peer: 'nobody' } });
     expect(unknown.status).toBe(404);
+  });
+
+  it('marks a retrieve whose process is gone as interrupted, keeping what its studies had reached', async () => {
+    const studies = [{ study_uid: '1.2.3', series_uid: null, study_date: '20240101', description: '', modalities: ['CT'], expected_instances: 4, status: 'running', completed: 2, failed: 0, warning: 0, remaining: 2, import_jobs: [], error: null }];
+    // A node row that does not exist: the process that ran it stopped (or was killed).
+    const row = await insertRetrieve(t.server.services.db, {
+      peer_id: ids.node, peer_name: 'pacs', method: 'c-move', target_kind: 'study', study_uid: '1.2.3', series_uid: null, patient_id: 'P1', options: '{}',
+      status: 'running', studies: JSON.stringify(studies), error: null, owner_node: 987_654, owner_pid: 1, created_by: 'test', at: t.clock.now().toISOString(),
+    });
+    await t.server.runtime.retrieves.sweep();
+    const swept = (await t.request('GET', `/v1/dicom/retrieves/${row.public_id}`, { key: reader })).json.data;
+    expect(swept).toMatchObject({ status: 'interrupted', error: expect.stringMatching(/^mia stopped before the retrieve finished; retrieve again/) });
+    expect(swept.studies[0]).toMatchObject({ status: 'failed', error: 'interrupted', completed: 2, remaining: 2 });
   });
 
   it('searches and retrieves through a DICOMweb server (mia itself): found, in the archive, duplicates', async () => {
