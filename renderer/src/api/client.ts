@@ -85,6 +85,7 @@ export type Client = {
   get<T>(path: string, options?: RequestOptions): Promise<T>;
   post<T>(path: string, options?: RequestOptions): Promise<T>;
   patch<T>(path: string, options?: RequestOptions): Promise<T>;
+  put<T>(path: string, options?: RequestOptions): Promise<T>;
   del<T>(path: string, options?: RequestOptions): Promise<T>;
   /** Every page of a list endpoint, up to `max` items. */
   all<T>(path: string, options?: RequestOptions & { max?: number }): Promise<T[]>;
@@ -197,6 +198,7 @@ export function createClient(options: ClientOptions): Client {
     get: (path, request) => json('GET', path, request),
     post: (path, request) => json('POST', path, request),
     patch: (path, request) => json('PATCH', path, request),
+    put: (path, request) => json('PUT', path, request),
     del: (path, request) => json('DELETE', path, request),
     async all<T>(path: string, request: RequestOptions & { max?: number } = {}) {
       const items: T[] = [];

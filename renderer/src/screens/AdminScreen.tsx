@@ -12,6 +12,7 @@ import { hasScope, useSession } from '../session.ts';
 import { useAction } from '../use-action.ts';
 import { useLoad } from '../use-load.ts';
 import { DevicesPanel } from './DevicesPanel.tsx';
+import { DicomPanel } from './DicomPanel.tsx';
 import { QuarantinePanel } from './QuarantinePanel.tsx';
 import { SecretNotice, type Secret } from './SecretNotice.tsx';
 
@@ -22,6 +23,7 @@ export function AdminScreen() {
       {hasScope(me, 'manage:users') ? <UsersAndKeys /> : null}
       {hasScope(me, 'manage:users') ? <DevicesPanel /> : null}
       {hasScope(me, 'manage:users') ? <QuarantinePanel /> : null}
+      {hasScope(me, 'manage:users') ? <DicomPanel /> : null}
       {hasScope(me, 'read:audit') ? <AuditTrail /> : null}
     </section>
   );
