@@ -85,7 +85,7 @@ async function plan(source: Source, body: RetrieveBody): Promise<Plan> {
     try {
       return source.kind === 'dimse' ? await findOnNode(source.node, 'study', filters, limit) : await searchWeb(source.remote, 'study', filters, limit);
     } catch (err) {
-      throw peerFailure(source.info, err);
+      throw peerFailure(source, err);
     }
   };
   if (body.priors_of_patient_id !== undefined) {
@@ -115,7 +115,7 @@ async function plan(source: Source, body: RetrieveBody): Promise<Plan> {
         ? await findOnNode(source.node, 'series', { study_uid: studyUid }, 10_000)
         : await searchWeb(source.remote, 'series', { study_uid: studyUid }, 10_000);
     } catch (err) {
-      throw peerFailure(source.info, err);
+      throw peerFailure(source, err);
     }
     const one = series.items.find((item) => item.level === 'series' && item.series_uid === seriesUid);
     if (!one || one.level !== 'series') return { studies: [], patientId: study.patient_id, notFound: `series ${seriesUid} is not in study ${studyUid} on ${source.info.name}` };

@@ -180,7 +180,7 @@ export async function searchPeer(deps: SourceDeps, body: QueryBody): Promise<Que
   try {
     found = source.kind === 'dimse' ? await findOnNode(source.node, body.level, body.filters, body.limit) : await searchWeb(source.remote, body.level, body.filters, body.limit);
   } catch (err) {
-    throw peerFailure(source.info, err);
+    throw peerFailure(source, err);
   }
   const { items, capped } = found;
   const local = await studiesInArchive(deps.db, items.flatMap((i) => (i.level === 'study' ? [i.study_uid] : [])));

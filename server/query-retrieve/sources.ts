@@ -63,15 +63,19 @@ export async function resolveSource(deps: SourceDeps, ref: string, options: { ca
  * connection, association rejected with the reason, a timeout, a refused request). 422: the
  * request was understood but the peer did not serve it; a retry helps once the peer does.
  */
-export function peerFailure(source: SourceInfo, err: unknown): unknown {
+export function peerFailure(source: Source, err: unknown): unknown {
   if (!(err instanceof DimseError)) return err;
+  const { info } = source;
   const title: Record<DimseError['kind'], string> = {
-    connect: `${source.name} is not reachable`,
-    timeout: `${source.name} did not answer in time`,
-    rejected: `${source.name} rejected the association`,
-    aborted: `${source.name} aborted the association`,
-    protocol: `${source.name} broke the DICOM protocol`,
-    refused: `${source.name} refused the request`,
+    connect: `${info.name} is not reachable`,
+    timeout: `${info.name} did not answer in time`,
+    rejected: `${info.name} rejected the association`,
+    aborted: `${info.name} aborted the association`,
+    protocol: `${info.name} broke the DICOM protocol`,
+    refused: `${info.name} refused the request`,
   };
-  return new MiaError('unprocessable', title[err.kind], err.message);
+  // Orthanc (and other PACS) abort or reject a caller they do not know rather than say why.
+  const callingAeTitle = source.kind === 'dimse' ? source.node.callingAeTitle : '';
+  const hint = err.kind === 'aborted' || err.kind === 'rejected' ? `; a PACS that does not know mia's AE title ${callingAeTitle} as a DICOM node refuses it this way` : '';
+  return new MiaError('unprocessable', title[err.kind], `${err.message}${hint}`);
 }

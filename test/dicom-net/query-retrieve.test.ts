@@ -263,6 +263,20 @@ describe.skipIf(!orthancInstalled())('search and retrieve from a PACS through th
     expect(removed.status, removed.stderr).toBe(0);
   });
 
+  it('names the likely cause when the PACS refuses an AE title it does not know', async () => {
+    const port = await freePort();
+    const stranger = await startTestServer({ dicom: { port, host: '127.0.0.1', aeTitle: 'STRANGER' } });
+    try {
+      await stranger.request('POST', '/v1/dicom/peers', { body: { kind: 'dimse', name: 'pacs', ae_title: orthanc.aeTitle, host: '127.0.0.1', port: orthanc.dicomPort } });
+      const reply = await stranger.request('POST', '/v1/dicom/query', { body: { peer: 'pacs', filters: { patient_id: PATIENT_A } } });
+      expect(reply.status).toBe(422);
+      expect(reply.json.error.message).toMatch(/^pacs (aborted|rejected) the association$/);
+      expect(reply.json.error.details).toContain("a PACS that does not know mia's AE title STRANGER as a DICOM node refuses it this way");
+    } finally {
+      await stranger.close();
+    }
+  });
+
   it('names the fix when the PACS does not know mia as a move destination', async () => {
     // Orthanc knows the caller (MIA) but not the AE title the instances should go to.
     const record = await startRetrieve(t.server.runtime, t.server.runtime.retrieves, { peer: 'pacs', study_uid: studyOf('20230707') }, 'test', { aeTitle: 'NOWHERE', port: 11112 });
