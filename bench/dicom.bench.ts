@@ -643,7 +643,7 @@ async function qido(work: string): Promise<string[]> {
     lines.push(
       `Answers: each of the ${searchesChecked} distinct searches was asked once of each server and the floor, and checked against the generator's manifest ` +
         '(the set of studies that match, or for a page: its size, and that every study on it matches). ' +
-        (checks.length === 0 ? 'All answered as expected.' : `${checks.length} answers differed:`),
+        (checks.length === 0 ? 'All answered as expected.' : `${checks.length} ${checks.length === 1 ? 'answer' : 'answers'} differed:`),
     );
     if (checks.length) {
       lines.push('', '| server | search | what differed |', '|---|---|---|');
