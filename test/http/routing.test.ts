@@ -7,7 +7,9 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeAnalysisSr } from '#server/dicom-sr/structured-reports.ts';
-import { BACKOFF_MS, JITTER } from '#server/routing/send-worker.ts';
+import { registerNode } from '#server/jobs/node.ts';
+import { objectSource } from '#server/routing/objects.ts';
+import { BACKOFF_MS, createSendWorker, JITTER } from '#server/routing/send-worker.ts';
 import { freePort } from '../helpers/orthanc.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { analyseViaApi, importPhantoms, type PhantomWorkstation } from '../helpers/workstation-seed.ts';
@@ -240,5 +242,30 @@ describe('send jobs', () => {
     expect(of(never)).toEqual(['retrying', 'retrying', 'gave_up', 'sent']);
     expect(audit.every((e) => e.patient_id === null)).toBe(true);
     expect(JSON.stringify(audit)).not.toContain(phantoms.second.patient_id);
+  });
+
+  it('two nodes sending from one database send each job once', async () => {
+    // A hub's nodes share the database: each claims a job with its owner (FOR UPDATE SKIP LOCKED
+    // on PostgreSQL), so a job is sent by one of them only.
+    const port = await freePort();
+    await addPeer('shared-peer', port);
+    const peer = await stowPeer(port, 'store');
+    const other = await registerNode(t.server.services.db, t.clock, { heartbeat: false });
+    try {
+      const made: string[] = [];
+      for (let i = 0; i < 6; i += 1) made.push((await t.request('POST', `/v1/analyses/${secondAnalysis}/send`, { body: { peer: 'shared-peer' } })).json.data.id as string);
+      const services = t.server.services;
+      const options = { source: objectSource({ analysis: writeAnalysisSr, report: null }), cStore: null, aeTitle: 'MIA', maxAttempts: MAX_ATTEMPTS, pollMs: 1_000 };
+      const first = createSendWorker(services, options);
+      const second = createSendWorker({ ...services, node: other }, options);
+      const [a, b] = await Promise.all([first.runDue(), second.runDue()]);
+      expect(a + b).toBe(made.length);
+      expect(peer.received).toHaveLength(made.length);
+      for (const id of made) expect((await t.request('GET', `/v1/dicom/sends/${id}`)).json.data).toMatchObject({ status: 'sent', attempts: 1 });
+      await Promise.all([first.stop(), second.stop()]);
+    } finally {
+      await other.stop();
+      await peer.close();
+    }
   });
 });
