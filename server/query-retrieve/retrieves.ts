@@ -9,6 +9,7 @@
 import type { RetrieveBody, RetrieveRecord, RetrieveStudy } from '#server/api/query-retrieve-schemas.ts';
 import { MAX_PRIOR_STUDIES } from '#server/api/query-retrieve-schemas.ts';
 import { conflict, invalid, notFound } from '#server/errors.ts';
+import { findIncomingPeers } from '#server/store/dicom-peers.ts';
 import { findOnNode, searchWeb } from '#server/query-retrieve/search.ts';
 import { peerFailure, resolveSource, type Source, type SourceDeps } from '#server/query-retrieve/sources.ts';
 import type { RetrieveRunner } from '#server/query-retrieve/runner.ts';
@@ -125,6 +126,15 @@ async function plan(source: Source, body: RetrieveBody): Promise<Plan> {
 }
 
 /**
+ * Whether any rule lets the peer's AE title call mia's SCP (an allowed peer, or --dicom-allow):
+ * only when none does is a failed move blamed on it (the host check is the SCP's, per call).
+ */
+async function mayCallIn(deps: RetrieveDeps, aeTitle: string): Promise<boolean> {
+  if ((deps.config.dicom?.allow ?? []).some((a) => a.aeTitle === aeTitle)) return true;
+  return (await findIncomingPeers(deps.db, aeTitle)).length > 0;
+}
+
+/**
  * Settles what to fetch, records the retrieve and hands it to the runner. A study or series the
  * peer does not have makes a record that is failed from the start, naming what is missing.
  */
@@ -157,7 +167,10 @@ export async function startRetrieve(deps: RetrieveDeps, runner: RetrieveRunner, 
     created_by: by,
     at,
   });
-  if (status === 'running') runner.launch({ row, source, studies: planned.studies, destination: destination?.aeTitle ?? '', destinationPort: destination?.port ?? null, by });
+  if (status === 'running') {
+    const peerMayCallIn = source.kind !== 'dimse' || (await mayCallIn(deps, source.node.calledAeTitle));
+    runner.launch({ row, source, studies: planned.studies, destination: destination?.aeTitle ?? '', destinationPort: destination?.port ?? null, peerMayCallIn, by });
+  }
   return toRecord(row);
 }
 

@@ -41,6 +41,8 @@ export type LaunchedRetrieve = {
   /** mia's AE title as C-MOVE destination, and the port its SCP listens on (for the error text). */
   destination: string;
   destinationPort: number | null;
+  /** Whether mia's SCP lets the peer's AE title call in from its host (its C-MOVE stores come so). */
+  peerMayCallIn: boolean;
   by: string;
 };
 
@@ -136,7 +138,9 @@ export function createRetrieveRunner(deps: ImportDeps): RetrieveRunner {
       // mia's SCP refused some: the peer's failure status is about those, not about mia's AE title.
       const problem = refused > 0 && report.status !== STATUS.success
         ? `mia refused ${refused} instance(s) ${source.info.name} sent (import jobs ${study.import_jobs.join(', ')} say why: already held with other bytes, or not an image mia reads), and ${source.info.name} ended the move with status ${hex(report.status)}`
-        : moveProblem(report, source.info.name, job.destination, job.destinationPort);
+        : !job.peerMayCallIn && report.completed === 0 && report.status !== STATUS.success
+          ? `mia does not let ${source.info.name} (AE ${source.node.calledAeTitle}) call in, and a C-MOVE's instances come on an association it opens: allow incoming on the peer (Admin, DICOM peers) or mia serve --dicom-allow ${source.node.calledAeTitle}@${source.node.host} (${source.info.name} ended the move with status ${hex(report.status)})`
+          : moveProblem(report, source.info.name, job.destination, job.destinationPort);
       study.status = problem === null ? 'completed' : 'failed';
       study.error = problem;
       return;

@@ -174,6 +174,19 @@ describe.skipIf(!orthancInstalled())('search and retrieve from a PACS through th
     expect(Number(count?.n)).toBe(9);
   });
 
+  it('says when mia does not let the PACS call in with the instances of a C-MOVE', async () => {
+    const closed = await t.request('PUT', `/v1/dicom/peers/${peers.dimse}`, { body: { kind: 'dimse', name: 'pacs', ae_title: orthanc.aeTitle, host: '127.0.0.1', port: orthanc.dicomPort, allow_incoming: false } });
+    expect(closed.status, closed.text).toBe(200);
+    try {
+      const done = await finished((await retrieve({ peer: 'pacs', study_uid: studyOf('20230707') })).id);
+      expect(done.status).toBe('failed');
+      expect(done.error).toMatch(/^mia does not let pacs \(AE ORTHANC\) call in, and a C-MOVE's instances come on an association it opens: allow incoming on the peer \(Admin, DICOM peers\) or mia serve --dicom-allow ORTHANC@127\.0\.0\.1 \(pacs ended the move with status 0x[0-9A-F]{4}\)$/);
+      expect(await archived(instancesOf(studyOf('20230707'))[0]?.sop_instance ?? '')).toBeNull();
+    } finally {
+      await t.request('PUT', `/v1/dicom/peers/${peers.dimse}`, { body: { kind: 'dimse', name: 'pacs', ae_title: orthanc.aeTitle, host: '127.0.0.1', port: orthanc.dicomPort, allow_incoming: true } });
+    }
+  });
+
   it('retrieves through Orthanc\'s DICOMweb (QIDO-RS, then WADO-RS into the import pipeline)', async () => {
     const study = studyOf('20230707');
     const started = await retrieve({ peer: 'pacs-web', study_uid: study });
