@@ -141,11 +141,13 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
   sr report REPORT_ID --out FILE
                                a signed report as a DICOM Basic Text SR, as
                                GET /v1/reports/{id}/sr
-  routes add NAME --event analysis.finished|report.finalized --peer PEER
+  routes add NAME --event analysis.finished|report.finalized|instance.received
+        --peer PEER
         [--modality CT,MR] [--labels L1,L2] [--model ID] [--positive-only]
         [--object analysis_sr|report_sr] [--disabled]
                                a routing rule: when the event happens and the
-                               conditions hold, send the SR to the DICOM peer
+                               conditions hold, send the SR (or forward the
+                               received image) to the DICOM peer
                                (by C-STORE to a node, STOW-RS to a DICOMweb
                                server; peers: GET/POST /v1/dicom/peers)
   routes list                  the rules

@@ -48,7 +48,7 @@ function bodyOf(name: string, options: RoutesOptions): ReturnType<typeof ruleBod
   const parsed = ruleBody.safeParse({
     name,
     enabled: options.disabled !== true,
-    event: options.event ?? fail('routes add: --event analysis.finished|report.finalized is required'),
+    event: options.event ?? fail('routes add: --event analysis.finished|report.finalized|instance.received is required'),
     ...(options.object === undefined ? {} : { object: options.object }),
     conditions,
     peer: options.peer ?? fail('routes add: --peer NAME (a DICOM peer, see GET /v1/dicom/peers) is required'),
@@ -113,8 +113,8 @@ export async function routesCommand(sub: string | undefined, args: readonly stri
         const updated = await updateRule(deps, rule.id, {
           name: rule.name,
           enabled: sub === 'enable',
-          event: rule.event === 'instance.received' ? fail('routes: instance.received rules are not offered yet') : rule.event,
-          object: rule.object === 'instance' ? undefined : rule.object,
+          event: rule.event,
+          object: rule.object,
           conditions: rule.conditions,
           peer: rule.peer_id,
         });

@@ -4,6 +4,7 @@
  * touches the index; committing never touches the disk; so a crash between the two leaves only
  * unreferenced archive files.
  */
+import { routeEvent } from '#server/routing/rules.ts';
 import { mapInOrder } from '#server/in-order.ts';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -279,6 +280,9 @@ export async function commitBatch(
       return { outcome: 'conflict', path: p.path, sop_instance_uid: sop, reason: conflictReason(sop), bytes: p.bytes };
     });
     await recordChanges(tx, replica, batch.flatMap((p, i) => (p.kind === 'store' && outcomes[i]?.outcome === 'imported' ? [instanceChange(p)] : [])));
+    // Routing rules on instance.received: their send jobs commit with the instances they forward.
+    const received = batch.flatMap((p, i) => (p.kind === 'store' && outcomes[i]?.outcome === 'imported' ? [{ sopInstanceUid: p.instance.sopInstanceUid, modality: p.instance.modality.trim() || 'OT' }] : []));
+    await routeEvent(tx, { event: 'instance.received', instances: received }, at);
     for (const o of outcomes) {
       delta.filesSeen += 1;
       delta.bytes += o.bytes;

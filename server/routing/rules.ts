@@ -31,14 +31,16 @@ import {
 /** More than a site has; rules are read whole for each event. */
 export const MAX_RULES = 200;
 
-/** The events a rule can follow. instance.received is in the schema for forwarding received
- * images but not hooked yet, so the API does not offer it. */
-export const ROUTED_EVENTS = ['analysis.finished', 'report.finalized'] as const;
+/** The events a rule can follow: an analysis finished, a report signed, an image stored (by any
+ * import: the SCP, STOW-RS, uploads, folders), which forwards it as received. */
+export const ROUTED_EVENTS = ['analysis.finished', 'report.finalized', 'instance.received'] as const;
 
-/** What each event can send: an analysis's SR once it finished; a report's SR, or its analysis's. */
+/** What each event can send: an analysis's SR once it finished; a report's SR, or its analysis's;
+ * the image itself. The first is the default. */
 const OBJECTS_OF: Record<(typeof ROUTED_EVENTS)[number], readonly ObjectKind[]> = {
   'analysis.finished': ['analysis_sr'],
   'report.finalized': ['report_sr', 'analysis_sr'],
+  'instance.received': ['instance'],
 };
 
 const modality = z.string().regex(/^[A-Z0-9]{1,16}$/, 'a DICOM modality such as CT or MR (upper case)');
@@ -65,8 +67,8 @@ export const ruleBody = z
     name: ruleName,
     enabled: z.boolean().default(true),
     event: z.enum(ROUTED_EVENTS),
-    /** Defaults to the event's own object: the analysis SR, or the report SR. */
-    object: z.enum(['analysis_sr', 'report_sr']).optional(),
+    /** Defaults to the event's own object: the analysis SR, the report SR, or the image. */
+    object: z.enum(['analysis_sr', 'report_sr', 'instance']).optional(),
     conditions: ruleConditions.default({}),
     /** The destination, by peer id or name. */
     peer: z.string().min(1).max(64),
@@ -129,8 +131,13 @@ export async function resolvePeerRef(db: Database, ref: string): Promise<PeerRow
 }
 
 async function toFields(db: Database, body: RuleBody): Promise<RuleFields> {
-  const object = body.object ?? (body.event === 'analysis.finished' ? 'analysis_sr' : 'report_sr');
+  const object = body.object ?? OBJECTS_OF[body.event][0] ?? 'analysis_sr';
   if (!OBJECTS_OF[body.event].includes(object)) throw invalid(`A rule on ${body.event} cannot send ${object}`, `object: one of ${OBJECTS_OF[body.event].join(', ')}`);
+  // An image arriving has a modality but no analysis yet: only modalities can be asked of it.
+  const { modalities: _modalities, ...aboutAnalysis } = body.conditions;
+  if (body.event === 'instance.received' && Object.keys(aboutAnalysis).length > 0) {
+    throw invalid('A rule on instance.received can only ask for modalities', `conditions: ${Object.keys(aboutAnalysis).join(', ')} need an analysis`);
+  }
   const peer = await resolvePeerRef(db, body.peer);
   return { name: body.name, enabled: body.enabled, event: body.event, object_kind: object, conditions: JSON.stringify(body.conditions), peer_id: peer.public_id };
 }
@@ -191,7 +198,9 @@ export function matches(conditions: RuleConditions, facts: AnalysisFacts): boole
 
 export type RoutedEvent =
   | { event: 'analysis.finished'; analysisRef: number }
-  | { event: 'report.finalized'; reportId: string };
+  | { event: 'report.finalized'; reportId: string }
+  /** The instances one import batch stored (bounded by the batch size). */
+  | { event: 'instance.received'; instances: ReadonlyArray<{ sopInstanceUid: string; modality: string }> };
 
 /**
  * Makes a send job for every enabled rule of the event whose conditions hold. Call inside the
@@ -199,8 +208,10 @@ export type RoutedEvent =
  * Returns how many jobs were made.
  */
 export async function routeEvent(db: Database, routed: RoutedEvent, at: string): Promise<number> {
+  if (routed.event === 'instance.received' && routed.instances.length === 0) return 0;
   const rules = await listEnabledRules(db, routed.event, MAX_RULES);
   if (rules.length === 0) return 0;
+  if (routed.event === 'instance.received') return await routeInstances(db, rules, routed.instances, at);
   const analysisRef = routed.event === 'analysis.finished' ? routed.analysisRef : (await findReportAnalysisRef(db, routed.reportId))?.analysis_ref ?? null;
   const facts = analysisRef === null ? undefined : await findAnalysisFacts(db, analysisRef);
   let made = 0;
@@ -213,6 +224,21 @@ export async function routeEvent(db: Database, routed: RoutedEvent, at: string):
     const peer = await findPeer(db, row.peer_id);
     if (!peer) continue;
     if (await insertSendJob(db, { ruleId: row.public_id, event: routed.event, subject, objectKind: row.object_kind, peerId: peer.public_id, method: methodOf(peer), createdBy: `rule:${row.public_id}`, at })) made += 1;
+  }
+  return made;
+}
+
+async function routeInstances(db: Database, rules: readonly RuleRow[], instances: ReadonlyArray<{ sopInstanceUid: string; modality: string }>, at: string): Promise<number> {
+  let made = 0;
+  for (const row of rules) {
+    const peer = await findPeer(db, row.peer_id);
+    if (!peer) continue;
+    const modalities = conditionsOf(row).modalities ?? [];
+    for (const instance of instances) {
+      if (modalities.length > 0 && !modalities.includes(instance.modality.toUpperCase())) continue;
+      const job = { ruleId: row.public_id, event: 'instance.received', subject: instance.sopInstanceUid, objectKind: 'instance' as const, peerId: peer.public_id, method: methodOf(peer), createdBy: `rule:${row.public_id}`, at };
+      if (await insertSendJob(db, job)) made += 1;
+    }
   }
   return made;
 }

@@ -10,6 +10,8 @@ import { writeAnalysisSr } from '#server/dicom-sr/structured-reports.ts';
 import { registerNode } from '#server/jobs/node.ts';
 import { objectSource } from '#server/routing/objects.ts';
 import { BACKOFF_MS, createSendWorker, JITTER } from '#server/routing/send-worker.ts';
+import { readFileSync } from 'node:fs';
+import { CT_SMALL, seedImportedInstance } from '../helpers/image-fixture.ts';
 import { freePort } from '../helpers/orthanc.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { analyseViaApi, importPhantoms, type PhantomWorkstation } from '../helpers/workstation-seed.ts';
@@ -95,6 +97,8 @@ describe('routing rules', () => {
       [{ name: 'c', event: 'analysis.finished', conditions: { colour: 'red' }, peer: peerId }, 400, /colour/],
       [{ name: 'd', event: 'analysis.finished', object: 'report_sr', peer: peerId }, 400, /object/],
       [{ name: 'e', event: 'analysis.finished', peer: 'no such peer' }, 404, /Peer/],
+      [{ name: 'f', event: 'instance.received', conditions: { positive_only: true }, peer: peerId }, 400, /positive_only/],
+      [{ name: 'g', event: 'instance.received', object: 'analysis_sr', peer: peerId }, 400, /object/],
       [{ name: 'CT to PACS', event: 'analysis.finished', peer: peerId }, 409, /name/],
     ];
     for (const [body, status, field] of cases) {
@@ -266,6 +270,34 @@ describe('send jobs', () => {
     } finally {
       await other.stop();
       await peer.close();
+    }
+  });
+
+  it('an image arriving is forwarded as received to the peers of matching instance.received rules', async () => {
+    const port = await freePort();
+    await addPeer('forward-peer', port);
+    const rule = async (name: string, modalities: string[]) =>
+      (await t.request('POST', '/v1/dicom/routes', { body: { name, event: 'instance.received', conditions: { modalities }, peer: 'forward-peer' } })).json.data as { id: string; object: string };
+    const ct = await rule('forward CT', ['CT']);
+    expect(ct.object).toBe('instance');
+    const mr = await rule('forward MR', ['MR']);
+    const imported = await seedImportedInstance(t, CT_SMALL);
+    const made = (await jobs('?status=queued&limit=500')).filter((j) => j.subject === imported.instanceUid);
+    expect(made.map((j) => j.rule_id)).toEqual([ct.id]);
+    expect(made[0]).toMatchObject({ event: 'instance.received', object: 'instance' });
+
+    const peer = await stowPeer(port, 'store');
+    try {
+      expect(await t.server.runtime.routing.runDue()).toBe(1);
+      expect(await t.request('GET', `/v1/dicom/sends/${made[0]!.id as string}`)).toMatchObject({ json: { data: { status: 'sent', sop_instance_uid: imported.instanceUid } } });
+      const { contentType, body } = peer.received[0]!;
+      const boundary = contentType.split('boundary=')[1]!;
+      const part = body.subarray(body.indexOf('\r\n\r\n') + 4, body.lastIndexOf(Buffer.from(`\r\n--${boundary}--`)));
+      // The file as it was received, byte for byte.
+      expect(Buffer.compare(part, readFileSync(CT_SMALL))).toBe(0);
+    } finally {
+      await peer.close();
+      for (const r of [ct, mr]) await t.request('DELETE', `/v1/dicom/routes/${r.id}`);
     }
   });
 });

@@ -15,7 +15,7 @@ export type DicomPeer = {
   updated_at: string;
 };
 
-export type RoutedEvent = 'analysis.finished' | 'report.finalized';
+export type RoutedEvent = 'analysis.finished' | 'report.finalized' | 'instance.received';
 
 export type RuleConditions = { modalities?: string[]; model_id?: string; labels?: string[]; positive_only?: boolean };
 
@@ -23,7 +23,7 @@ export type RoutingRule = {
   id: string;
   name: string;
   enabled: boolean;
-  event: RoutedEvent | 'instance.received';
+  event: RoutedEvent;
   object: 'analysis_sr' | 'report_sr' | 'instance';
   conditions: RuleConditions;
   peer_id: string;

@@ -12,7 +12,8 @@ import { useSession } from '../session.ts';
 import { useAction } from '../use-action.ts';
 import { useLoad } from '../use-load.ts';
 
-const EVENTS: Record<RoutedEvent, string> = { 'analysis.finished': 'An analysis finishes', 'report.finalized': 'A report is signed' };
+const EVENTS: Record<RoutedEvent, string> = { 'analysis.finished': 'An analysis finishes', 'report.finalized': 'A report is signed', 'instance.received': 'An image arrives' };
+const EVENT_VALUES = Object.keys(EVENTS) as RoutedEvent[];
 const STATUS_TEXT: Record<SendStatus, string> = { queued: 'queued', running: 'sending', sent: 'sent', failed: 'failed, retrying', gave_up: 'gave up' };
 
 function peerAddress(peer: DicomPeer): string {
@@ -92,14 +93,18 @@ export function DicomPanel() {
     const list = modalities.split(/[\s,]+/).map((m) => m.trim().toUpperCase()).filter((m) => m !== '');
     void act(async () => {
       await client.post<RoutingRule>('/v1/dicom/routes', {
-        body: { name: ruleName, event: ruleEvent, peer: rulePeer, conditions: { ...(list.length > 0 ? { modalities: list } : {}), ...(positiveOnly ? { positive_only: true } : {}) } },
+        body: {
+          name: ruleName,
+          event: ruleEvent,
+          peer: rulePeer,
+          conditions: { ...(list.length > 0 ? { modalities: list } : {}), ...(positiveOnly && ruleEvent !== 'instance.received' ? { positive_only: true } : {}) },
+        },
       });
       setRuleName('');
       setModalities('');
     });
   };
   const setEnabled = (rule: RoutingRule, enabled: boolean) => {
-    if (rule.event === 'instance.received' || rule.object === 'instance') return;
     void act(async () => {
       await client.put<RoutingRule>(`/v1/dicom/routes/${encodeURIComponent(rule.id)}`, {
         body: { name: rule.name, enabled, event: rule.event, object: rule.object, conditions: rule.conditions, peer: rule.peer_id },
@@ -238,7 +243,7 @@ export function DicomPanel() {
           </label>
           <label>
             When
-            <select value={ruleEvent} onChange={(e) => setRuleEvent(e.target.value === 'report.finalized' ? 'report.finalized' : 'analysis.finished')} data-testid="rule-event">
+            <select value={ruleEvent} onChange={(e) => setRuleEvent(EVENT_VALUES.find((v) => v === e.target.value) ?? 'analysis.finished')} data-testid="rule-event">
               {Object.entries(EVENTS).map(([value, text]) => (
                 <option key={value} value={value}>
                   {text}
@@ -251,11 +256,11 @@ export function DicomPanel() {
             <input value={modalities} onChange={(e) => setModalities(e.target.value)} placeholder="any, or e.g. CT MR" data-testid="rule-modalities" />
           </label>
           <label className="check">
-            <input type="checkbox" checked={positiveOnly} onChange={(e) => setPositiveOnly(e.target.checked)} />
+            <input type="checkbox" checked={positiveOnly && ruleEvent !== 'instance.received'} disabled={ruleEvent === 'instance.received'} onChange={(e) => setPositiveOnly(e.target.checked)} />
             only with a finding
           </label>
           <label>
-            Send its SR to
+            {ruleEvent === 'instance.received' ? 'Forward it to' : 'Send its SR to'}
             <select value={rulePeer} onChange={(e) => setRulePeer(e.target.value)} required data-testid="rule-peer">
               <option value="">choose a peer</option>
               {peers.map((p) => (
@@ -270,7 +275,7 @@ export function DicomPanel() {
           </button>
         </form>
         {rules.length === 0 ? (
-          <p className="muted">No rule: nothing is sent by itself. A rule sends an analysis&apos;s SR when it finishes, or a report&apos;s SR when it is signed.</p>
+          <p className="muted">No rule: nothing is sent by itself. A rule sends an analysis&apos;s SR when it finishes, a report&apos;s SR when it is signed, or forwards an image as it arrives.</p>
         ) : (
           <table className="grid">
             <thead>
@@ -288,7 +293,7 @@ export function DicomPanel() {
               {rules.map((r) => (
                 <tr key={r.id} data-rule-id={r.id}>
                   <td>{r.name}</td>
-                  <td>{r.event in EVENTS ? EVENTS[r.event as RoutedEvent] : r.event}</td>
+                  <td>{EVENTS[r.event]}</td>
                   <td>{conditionsText(r)}</td>
                   <td>{r.object === 'report_sr' ? 'report SR' : r.object === 'analysis_sr' ? 'analysis SR' : 'the image'}</td>
                   <td>
