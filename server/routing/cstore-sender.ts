@@ -36,6 +36,9 @@ export function dimseCStoreSender(spoolDir: string): CStoreSender {
         results = await dicomStore(peer, [file]);
       } catch (err) {
         if (err instanceof DimseError) return dimseFailure(err, destination.name);
+        // The SCU's own protocol-level errors ("connection closed" when a peer hangs up on an
+        // association it will not take): worth another attempt, and their words say what happened.
+        if (err instanceof Error && !('code' in err)) return { kind: 'transient', error: `C-STORE to ${destination.name}: ${err.message.slice(0, 200)}` };
         throw err;
       }
       const result = results[0];

@@ -88,4 +88,23 @@ describe('routing to Orthanc', () => {
     expect(jobs.filter((j) => j.subject === mr.id)).toEqual([]);
     expect(await orthanc.instanceIds()).toHaveLength(2);
   });
+
+  it('a PACS that does not know mia\'s AE title rejects the association: the job is retried, not given up', async () => {
+    const stranger = await startOrthanc({ aeTitle: 'STRANGER' });
+    try {
+      const peer = await t.request('POST', '/v1/dicom/peers', { body: { kind: 'dimse', name: 'stranger', ae_title: 'STRANGER', host: '127.0.0.1', port: stranger.dicomPort } });
+      expect(peer.status).toBe(201);
+      const analysisId = ((await t.request('GET', '/v1/dicom/sends?limit=500')).json.data.items as Array<{ object: string; subject: string }>).find((j) => j.object === 'analysis_sr')!.subject;
+      const job = await t.request('POST', `/v1/analyses/${analysisId}/send`, { body: { peer: 'stranger' } });
+      expect(job.status).toBe(202);
+      const failed = await waitForJob((j) => j['id'] === job.json.data.id);
+      expect(failed, JSON.stringify(failed)).toMatchObject({ status: 'failed', attempts: 1, method: 'c-store' });
+      // Orthanc hangs up on a calling AE it does not know rather than answering A-ASSOCIATE-RJ.
+      expect(failed['last_error']).toMatch(/C-STORE to stranger: (rejected|connection closed)/);
+      expect(failed['next_attempt_at']).not.toBeNull();
+      expect(await stranger.instanceIds()).toEqual([]);
+    } finally {
+      await stranger.stop();
+    }
+  }, 60_000);
 });
