@@ -20,6 +20,8 @@ import { stowSend } from '#server/routing/stow-sender.ts';
 export const BACKOFF_MS = [10_000, 30_000, 120_000, 600_000, 1_800_000, 3_600_000] as const;
 export const JITTER = 0.2;
 export const DEFAULT_MAX_ATTEMPTS = 8;
+/** How often the background loop looks for jobs whose sending node is gone (real time). */
+const RECLAIM_EVERY_MS = 10_000;
 
 export function backoffMs(attempts: number, random: () => number = Math.random): number {
   const base = BACKOFF_MS[Math.min(Math.max(attempts, 1), BACKOFF_MS.length) - 1] ?? BACKOFF_MS[0];
@@ -66,6 +68,7 @@ export function createSendWorker(services: Services, options: SendWorkerOptions)
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   let looping: Promise<number> | undefined;
+  let lastReclaim = 0;
 
   const attempt = async (job: SendJobRow): Promise<Attempt> => {
     const target = `send:${job.public_id} peer:${job.peer_id} ${job.object_kind}:${job.subject}`;
@@ -164,6 +167,11 @@ export function createSendWorker(services: Services, options: SendWorkerOptions)
   const tick = (): void => {
     if (stopped || looping) return;
     void (async () => {
+      // A running job of a node that died is not due, so it is looked for on its own schedule.
+      if (Date.now() - lastReclaim >= RECLAIM_EVERY_MS) {
+        lastReclaim = Date.now();
+        await reclaimAbandoned();
+      }
       const due = await nextDueAt(db);
       if (due !== undefined && due <= clock.now().toISOString()) await runDue();
     })().catch((err: unknown) => log.error('routing.worker_error', { error: networkError(err) }));

@@ -7,6 +7,7 @@
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeAnalysisSr } from '#server/dicom-sr/structured-reports.ts';
+import { claimNextSend } from '#server/jobs/jobs.ts';
 import { registerNode } from '#server/jobs/node.ts';
 import { objectSource } from '#server/routing/objects.ts';
 import { BACKOFF_MS, createSendWorker, JITTER } from '#server/routing/send-worker.ts';
@@ -269,6 +270,25 @@ describe('send jobs', () => {
       await Promise.all([first.stop(), second.stop()]);
     } finally {
       await other.stop();
+      await peer.close();
+    }
+  });
+
+  it('a job whose sending node died is sent again by another', async () => {
+    const port = await freePort();
+    await addPeer('takeover-peer', port);
+    const id = (await t.request('POST', `/v1/analyses/${secondAnalysis}/send`, { body: { peer: 'takeover-peer' } })).json.data.id as string;
+    // Another node claims it and dies before finishing: its row goes, the job stays running.
+    const dead = await registerNode(t.server.services.db, t.clock, { heartbeat: false });
+    expect((await claimNextSend(t.server.services.db, dead, t.clock.now().toISOString()))?.public_id).toBe(id);
+    await dead.stop();
+    expect((await t.request('GET', `/v1/dicom/sends/${id}`)).json.data).toMatchObject({ status: 'running', attempts: 1 });
+    const peer = await stowPeer(port, 'store');
+    try {
+      expect(await t.server.runtime.routing.runDue()).toBe(1);
+      expect((await t.request('GET', `/v1/dicom/sends/${id}`)).json.data).toMatchObject({ status: 'sent', attempts: 2 });
+      expect(peer.received).toHaveLength(1);
+    } finally {
       await peer.close();
     }
   });
