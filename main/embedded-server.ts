@@ -17,6 +17,7 @@ import { authenticate } from '#server/auth/authenticate.ts';
 import { issueKeyForUser, revokeKey } from '#server/auth/api-keys.ts';
 import { systemClock, type Clock } from '#server/clock.ts';
 import { createServer, type MiaServer } from '#server/create-server.ts';
+import type { DicomConfigInput } from '#server/dimse/scp-config.ts';
 import { openDatabase } from '#server/store/sqlite.ts';
 import { findOrCreateUser } from '#server/users/users.ts';
 import type { SecretBox } from '#server/sync/hub-link.ts';
@@ -50,6 +51,8 @@ export type EmbeddedServerOptions = {
   closeTimeoutMs?: number;
   /** The OS keychain (main/keychain.ts), which seals the device key; null: a 0600 file. */
   secretBox?: SecretBox | null;
+  /** mia's DICOM listener (C-ECHO, C-STORE from modalities and PACS); null: none. */
+  dicom?: DicomConfigInput | null;
 };
 
 /** The main process acting for the person at the workstation, who is its local admin. */
@@ -67,7 +70,7 @@ const DESKTOP_CALLER: AuthContext = {
 
 export async function startEmbeddedServer(options: EmbeddedServerOptions): Promise<EmbeddedServer> {
   const clock = options.clock ?? systemClock;
-  const server = await createServer({ dataDir: options.dataDir, uiDir: options.uiDir, modelsDirs: options.modelsDirs ?? null, clock, logToStderr: false, secretBox: options.secretBox ?? null });
+  const server = await createServer({ dataDir: options.dataDir, uiDir: options.uiDir, modelsDirs: options.modelsDirs ?? null, clock, logToStderr: false, secretBox: options.secretBox ?? null, dicom: options.dicom ?? null });
   const deps = { db: server.services.db, clock };
   // First launch creates the workstation's local admin; later launches find it.
   const { user, created } = await findOrCreateUser(deps, { email: LOCAL_ADMIN_EMAIL, role: 'admin' });

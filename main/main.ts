@@ -16,6 +16,18 @@ import { createQuitSequence } from './quit.ts';
 import { buildWindowOptions, contentSecurityPolicy, isAllowedNavigation, permissionDecision } from './window-options.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
+
+/**
+ * A workstation that receives images from a modality or PACS over DICOM: MIA_DICOM_PORT (and
+ * MIA_AE_TITLE, default MIA) start mia's SCP beside the app; callers are the DICOM peers the
+ * admin allowed in Admin > DICOM. A bad value fails the launch with the schema's message.
+ */
+function desktopDicom(): { port: number; aeTitle: string } | null {
+  const port = process.env['MIA_DICOM_PORT'];
+  if (!port) return null;
+  return { port: /^\d+$/.test(port) ? Number(port) : Number.NaN, aeTitle: process.env['MIA_AE_TITLE'] ?? 'MIA' };
+}
+
 // Packaged: dist-desktop/ beside renderer/dist inside the asar; in development the same layout.
 const UI_DIR = join(here, '..', 'renderer', 'dist');
 const PRELOAD = join(here, 'preload.cjs');
@@ -49,7 +61,7 @@ async function start(): Promise<void> {
   try {
     const dataDir = process.env['MIA_DATA'] ?? app.getPath('userData');
     const modelsDirs = bundledModelsDirs({ packaged: app.isPackaged, resourcesPath: process.resourcesPath, bundleDir: here });
-    embedded = await startEmbeddedServer({ dataDir, uiDir: existsSync(UI_DIR) ? UI_DIR : null, modelsDirs, secretBox: keychainBox(safeStorage) });
+    embedded = await startEmbeddedServer({ dataDir, uiDir: existsSync(UI_DIR) ? UI_DIR : null, modelsDirs, secretBox: keychainBox(safeStorage), dicom: desktopDicom() });
   } catch (error) {
     fail(error);
     return;

@@ -5,6 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { LOCAL_ADMIN_EMAIL, startEmbeddedServer } from '../../../main/embedded-server.ts';
 import { authenticate } from '#server/auth/authenticate.ts';
 import { systemClock } from '#server/clock.ts';
+import { dicomEcho } from '#server/dimse/scu.ts';
 import { openDatabase } from '#server/store/sqlite.ts';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'mia-desktop-'));
@@ -103,5 +104,15 @@ describe('embedded server for the desktop app', () => {
       await embedded.stop();
     }
     expect(await keyWorks(dataDir, embedded.apiKey)).toBe(false);
+  });
+  it('with a DICOM port, the desktop also answers C-ECHO as its AE title, and stops listening on quit', async () => {
+    const embedded = await startEmbeddedServer({ dataDir, uiDir: null, dicom: { port: 0, host: '127.0.0.1', aeTitle: 'READINGROOM1', allow: [{ aeTitle: 'CTSCANNER', host: 'localhost' }] } });
+    const listener = embedded.server.runtime.dicomListener();
+    expect(listener?.aeTitle).toBe('READINGROOM1');
+    const peer = { host: '127.0.0.1', port: listener?.port ?? 0, calledAeTitle: 'READINGROOM1', callingAeTitle: 'CTSCANNER' };
+    await dicomEcho(peer);
+    await expect(dicomEcho({ ...peer, callingAeTitle: 'STRANGER' })).rejects.toThrow();
+    await embedded.stop();
+    await expect(dicomEcho(peer)).rejects.toThrow();
   });
 });
