@@ -72,7 +72,8 @@ const NAMES: Readonly<Record<string, string>> = {
 };
 
 const TEXT_VRS = new Set(['AE', 'AS', 'CS', 'DA', 'DS', 'DT', 'IS', 'LO', 'LT', 'PN', 'SH', 'ST', 'TM', 'UC', 'UI', 'UR', 'UT']);
-const BINARY: Readonly<Record<string, { size: number; read: (view: DataView, at: number, little: boolean) => number }>> = {
+/** The binary number VRs: bytes per value and how to read one. */
+export const BINARY_NUMBER_VRS: Readonly<Record<string, { size: number; read: (view: DataView, at: number, little: boolean) => number }>> = {
   US: { size: 2, read: (v, at, le) => v.getUint16(at, le) },
   SS: { size: 2, read: (v, at, le) => v.getInt16(at, le) },
   UL: { size: 4, read: (v, at, le) => v.getUint32(at, le) },
@@ -94,7 +95,7 @@ function valueOf(el: Element, bytes: Uint8Array, values: ValueReader, bigEndian:
   if (el.length <= 0 || el.length === 0xffffffff || el.dataOffset + el.length > bytes.length) return el.length === 0 ? '' : null;
   const vr = el.vr;
   const cut = (s: string) => (s.length > MAX_VALUE ? `${s.slice(0, MAX_VALUE)}…` : s);
-  const binary = vr ? BINARY[vr] : undefined;
+  const binary = vr ? BINARY_NUMBER_VRS[vr] : undefined;
   if (binary) {
     const view = new DataView(bytes.buffer, bytes.byteOffset + el.dataOffset, el.length);
     const out: number[] = [];

@@ -9,6 +9,7 @@ import type { DataSet } from 'dicom-parser';
 import { byteParser, type Element } from '#server/dicom/data-set.ts';
 import { textDecoderFor } from '#server/dicom/charset.ts';
 import { topLevelElements } from '#server/dicom/parse.ts';
+import { BINARY_NUMBER_VRS } from '#server/dicom/tags.ts';
 import { implicitVr } from '#server/dicomweb/implicit-vr.ts';
 import { personName, sortedByTag, type DicomJson } from '#server/dicomweb/qido.ts';
 
@@ -19,14 +20,6 @@ const MAX_INLINE_BYTES = 64 * 1024;
 
 const STRING_VRS = new Set(['AE', 'AS', 'CS', 'DA', 'DT', 'LO', 'SH', 'TM', 'UC', 'UI']);
 const SINGLE_TEXT_VRS = new Set(['LT', 'ST', 'UT', 'UR']);
-const BINARY_NUMBERS: Readonly<Record<string, { size: number; read: (v: DataView, at: number, le: boolean) => number }>> = {
-  US: { size: 2, read: (v, at, le) => v.getUint16(at, le) },
-  SS: { size: 2, read: (v, at, le) => v.getInt16(at, le) },
-  UL: { size: 4, read: (v, at, le) => v.getUint32(at, le) },
-  SL: { size: 4, read: (v, at, le) => v.getInt32(at, le) },
-  FL: { size: 4, read: (v, at, le) => v.getFloat32(at, le) },
-  FD: { size: 8, read: (v, at, le) => v.getFloat64(at, le) },
-};
 
 type Context = {
   bytes: Uint8Array;
@@ -61,7 +54,7 @@ function valueBytes(element: Element, ctx: Context): Uint8Array | null {
 }
 
 function numbersOf(vr: string, raw: Uint8Array, ctx: Context): number[] | null {
-  const spec = BINARY_NUMBERS[vr];
+  const spec = BINARY_NUMBER_VRS[vr];
   if (!spec) return null;
   const count = Math.floor(raw.length / spec.size);
   if (count > MAX_VALUES) return null;
