@@ -326,6 +326,16 @@ function pixelDataReason(i: DicomInstance): string | null {
   return null;
 }
 
+/**
+ * Where the data set starts after the File Meta Information (0 without one), or null when the
+ * bytes are not DICOM: two files of one instance that differ only in their meta information (who
+ * wrote the file, when) hold the same data set from here on.
+ */
+export function dataSetStart(bytes: Uint8Array): number | null {
+  const encoding = encodingOf(bytes);
+  return 'reason' in encoding ? null : encoding.dataSetStart;
+}
+
 export function parseDicom(bytes: Uint8Array): ParseResult {
   return parseSafely(bytes, undefined);
 }

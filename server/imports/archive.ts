@@ -45,6 +45,8 @@ export function tempWriterPid(name: string): number | null {
 }
 
 export type ArchiveWriter = {
+  /** The data folder the archive is in. */
+  readonly dataDir: string;
   /** Writes the bytes under a temporary name (not yet durable); returns the final relative path. */
   stage(bytes: Uint8Array, sha256: string): string;
   /** fsync of staged files, rename into place, fsync of their directories. Then they may be indexed. */
@@ -95,6 +97,7 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
   };
 
   return {
+    dataDir,
     stage(bytes, sha256) {
       const relative = archivePathFor(sha256);
       const final = join(dataDir, relative);

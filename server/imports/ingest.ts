@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { FrameValue } from '#server/api/import-schemas.ts';
-import { readDicom, type DicomInstance, type FrameValues } from '#server/dicom/parse.ts';
+import { dataSetStart, readDicom, type DicomInstance, type FrameValues } from '#server/dicom/parse.ts';
 import { describeTransferSyntax, findTransferSyntax } from '#server/dicom/transfer-syntax.ts';
 import { archivePathFor, type ArchiveWriter } from '#server/imports/archive.ts';
 import { insertInstance, upsertPatient, upsertScan, upsertStudy } from '#server/store/archive-index.ts';
@@ -58,7 +58,7 @@ export async function prepareFile(db: Database, archive: ArchiveWriter, source: 
   } catch (err) {
     return rejected(source.path, readError(err));
   }
-  const checked = await inspect(db, source.path, bytes);
+  const checked = await inspect(db, archive.dataDir, source.path, bytes);
   if (checked.kind === 'done') return checked;
   const archivePath = archive.stage(bytes, checked.sha256);
   return { ...checked, archivePath };
@@ -77,14 +77,27 @@ export async function prepareArchived(db: Database, dataDir: string, sha256: str
   } catch (err) {
     return rejected(path, readError(err));
   }
-  const checked = await inspect(db, path, bytes);
+  const checked = await inspect(db, dataDir, path, bytes);
   if (checked.kind === 'done') return checked;
   if (checked.sha256 !== sha256) return rejected(path, `stored file does not match its digest ${sha256}`, bytes.byteLength);
   return { ...checked, archivePath };
 }
 
+/** Whether the stored file under `storedSha` holds the same data set bytes as `bytes`. */
+function sameDataSet(dataDir: string, storedSha: string, bytes: Buffer): boolean {
+  let stored: Buffer;
+  try {
+    stored = readFileSync(join(dataDir, archivePathFor(storedSha)));
+  } catch {
+    return false;
+  }
+  const a = dataSetStart(stored);
+  const b = dataSetStart(bytes);
+  return a !== null && b !== null && stored.subarray(a).equals(bytes.subarray(b));
+}
+
 /** Parse, reject rules, digest and the duplicate check: everything but placing the file. */
-async function inspect(db: Database, path: string, bytes: Buffer): Promise<Prepared | Omit<Extract<Prepared, { kind: 'store' }>, 'archivePath'>> {
+async function inspect(db: Database, dataDir: string, path: string, bytes: Buffer): Promise<Prepared | Omit<Extract<Prepared, { kind: 'store' }>, 'archivePath'>> {
   const size = bytes.byteLength;
   if (size === 0) return rejected(path, 'empty file', 0);
   const parsed = await readDicom(new Uint8Array(bytes.buffer, bytes.byteOffset, size));
@@ -103,6 +116,11 @@ async function inspect(db: Database, path: string, bytes: Buffer): Promise<Prepa
     return { kind: 'done', result: { outcome: 'duplicate', path, sop_instance_uid: sop, scan_id: instance.seriesInstanceUid, bytes: size } };
   }
   if (stored !== undefined) {
+    // The same instance by another route (C-MOVE after WADO-RS, a PACS re-sending it) carries
+    // another file header; what was stored is the same, so it is a duplicate, not a conflict.
+    if (sameDataSet(dataDir, stored, bytes)) {
+      return { kind: 'done', result: { outcome: 'duplicate', path, sop_instance_uid: sop, scan_id: instance.seriesInstanceUid, bytes: size } };
+    }
     return { kind: 'done', result: { outcome: 'conflict', path, sop_instance_uid: sop, reason: conflictReason(sop), bytes: size } };
   }
   return { kind: 'store', path, instance, sha256, bytes: size };

@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CORPUS } from '../dicom/helpers/reference.ts';
 import { CT_SMALL, fixtureFolder } from '../helpers/image-fixture.ts';
+import { dataSetStart, parseDicom } from '#server/dicom/parse.ts';
+import { encodeFileMeta } from '#server/dimse/part10.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
 const MR_SMALL = join(CORPUS, 'MR_small.dcm');
@@ -59,6 +61,24 @@ describe('POST /v1/instances', () => {
     expect(again.json.data.outcomes[0].outcome).toBe('duplicate');
     const job = await t.request('GET', `/v1/imports/${again.json.data.job_id}`);
     expect(job.json.data).toMatchObject({ kind: 'upload', status: 'completed', counts: { files_seen: 1, duplicates: 1 } });
+  });
+
+  it('takes the same data set under another file header (another route, another writer) as a duplicate; other content stays a conflict', async () => {
+    const original = readFileSync(join(CORPUS, 'SC_rgb_dcmtk_+eb+cy+np.dcm'));
+    const start = dataSetStart(original) ?? 0;
+    const parsed = parseDicom(original);
+    if (!parsed.ok) throw new Error(parsed.reason);
+    const { sopClassUid, sopInstanceUid, transferSyntaxUid } = parsed.instance;
+    const rewrapped = Buffer.concat([encodeFileMeta({ sopClassUid, sopInstanceUid, transferSyntaxUid, sourceAeTitle: 'OTHERPACS' }), original.subarray(start)]);
+    expect(rewrapped.equals(original)).toBe(false);
+    const send = (body: Buffer) => t.request('POST', '/v1/instances', { rawBody: body, headers: { 'Content-Type': 'application/dicom' } });
+    expect((await send(original)).json.data.outcomes[0].outcome).toBe('imported');
+    expect((await send(rewrapped)).json.data.outcomes[0].outcome).toBe('duplicate');
+    // One byte of the data set changed (a pixel sample): the first copy is kept.
+    const altered = Buffer.from(rewrapped);
+    altered[altered.length - 100] = (altered[altered.length - 100] ?? 0) ^ 0xff;
+    const conflict = await send(altered);
+    expect(conflict.status, conflict.text).toBe(409);
   });
 
   it('answers 422 with the reason for a body that is not DICOM, and stores nothing', async () => {
