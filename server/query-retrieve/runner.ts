@@ -156,8 +156,8 @@ export function createRetrieveRunner(deps: ImportDeps): RetrieveRunner {
     for (const seriesUid of seriesUids) {
       const pulled = await pullFromRemote(deps, source.remote, { studyUid: study.study_uid, seriesUid }, job.by);
       study.completed += pulled.counts.imported + pulled.counts.duplicates;
-      // A conflict is an instance the archive already holds with other bytes (the same image
-      // received earlier by C-MOVE, with another file meta header): here, but not this copy.
+      // A conflict is an instance the archive already holds with another data set: the first
+      // copy is kept, so the instance is here, but not as this peer has it.
       study.warning += pulled.counts.conflicts;
       study.failed += pulled.counts.rejected;
       study.import_jobs.push(...pulled.jobs);
