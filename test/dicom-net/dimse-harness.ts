@@ -2,7 +2,7 @@
  * The DIMSE tests' parts, all real: `mia serve --dicom-port` as a process, dcmtk's network tools,
  * DICOM files written by pydicom (dimse_fixtures.py), and reads of what landed in mia's archive.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -124,8 +124,8 @@ export function dataSetDigest(path: string): string {
 }
 
 /** Every archived file of a data folder: its name (the digest of its bytes) and its data set's digest. */
-export function archivedFiles(dataDir: string): Array<{ name: string; fileDigest: string; dataSetDigest: string }> {
-  const found: Array<{ name: string; fileDigest: string; dataSetDigest: string }> = [];
+export function archivedFiles(dataDir: string): Array<{ name: string; path: string; fileDigest: string; dataSetDigest: string }> {
+  const found: Array<{ name: string; path: string; fileDigest: string; dataSetDigest: string }> = [];
   const walk = (dir: string): void => {
     for (const entry of readdirSync(dir)) {
       if (entry.startsWith('.')) continue;
@@ -133,12 +133,19 @@ export function archivedFiles(dataDir: string): Array<{ name: string; fileDigest
       if (statSync(path).isDirectory()) walk(path);
       else {
         const bytes = readFileSync(path);
-        found.push({ name: entry, fileDigest: sha256(bytes), dataSetDigest: sha256(bytes.subarray(dataSetOffset(bytes))) });
+        found.push({ name: entry, path, fileDigest: sha256(bytes), dataSetDigest: sha256(bytes.subarray(dataSetOffset(bytes))) });
       }
     }
   };
   walk(join(dataDir, 'archive'));
   return found;
+}
+
+/** The errors dicom3tools' dciodvfy finds in a file (it exits 1 when there are any). */
+export function dciodvfyErrors(path: string): string[] {
+  const result = spawnSync('dciodvfy', [path], { encoding: 'utf8' });
+  if (result.error) throw new Error(`dciodvfy could not run (apt-get install dicom3tools): ${result.error.message}`);
+  return `${result.stdout}${result.stderr}`.split('\n').filter((line) => line.startsWith('Error'));
 }
 
 /** Files left in the spool folders of received C-STOREs (should be none once answered). */
