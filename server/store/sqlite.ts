@@ -9,8 +9,9 @@
  * statements out of it; so while one is open every other statement of the process waits at the
  * gate until it commits or rolls back (transactions do database work only: the wait is short).
  */
-import { chmodSync, existsSync, mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, fsync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import BetterSqlite3 from 'better-sqlite3';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
 import { statementText, type Database, type Params, type Statement, type TransactionOptions } from '#server/store/database.ts';
@@ -63,7 +64,32 @@ type Connection = {
   gate: Gate;
   statements: Map<string, BetterSqlite3.Statement>;
   savepoints: number;
+  /** The write-ahead log, opened at the first durable commit (see `syncWal`). */
+  walFd?: number;
 };
+
+const fsyncAsync = promisify(fsync);
+
+/**
+ * A durable commit's fsync, on libuv's thread pool instead of in the event loop. The commit ran
+ * with synchronous = NORMAL, so its frames are in the WAL file but not yet on disk; fsync of that
+ * file makes them so, which is exactly what synchronous = FULL adds in WAL mode (one sync of the
+ * WAL per commit, sqlite.org/pragma.html#pragma_synchronous and wal.html). Frames are appended
+ * after their WAL header, so a cut before this fsync ends loses the commit whole, never corrupts
+ * (each frame's checksum chains from the header): the caller has not been answered yet.
+ *
+ * Measured (docs/dicom-network.md): with FULL, better-sqlite3 sat in fsync inside the event loop,
+ * ~3 ms a commit, during which no socket or finished file fsync could be handled; C-STOREs on
+ * parallel associations then queued one commit each instead of sharing one.
+ *
+ * The fd stays open for the connection's life: SQLite keeps the WAL file (same inode) while a
+ * connection is open in WAL mode, and SQLite does not lock the WAL file itself (its locks are in
+ * the -shm file), so this descriptor cannot release one of SQLite's POSIX locks when closed.
+ */
+async function syncWal(conn: Connection): Promise<void> {
+  conn.walFd ??= openSync(`${conn.db.name}-wal`, 'r');
+  await fsyncAsync(conn.walFd);
+}
 
 /** Prepared statements are cached per connection: preparing costs more than running most of our
  * queries, and the texts are constants. */
@@ -170,7 +196,6 @@ async function transaction<T>(conn: Connection, work: (tx: Database) => Promise<
   await conn.gate.acquire();
   let open = false;
   try {
-    if (options.durable) conn.db.pragma('synchronous = FULL');
     // IMMEDIATE: concurrent writers (a CLI command beside the server) queue on busy_timeout
     // instead of deadlocking on a lock upgrade.
     conn.db.exec('BEGIN IMMEDIATE');
@@ -178,6 +203,8 @@ async function transaction<T>(conn: Connection, work: (tx: Database) => Promise<
     const result = await work(transactionHandle(conn, () => open));
     conn.db.exec('COMMIT');
     open = false;
+    // Still holding the gate: no statement of this process sees the commit before it is durable.
+    if (options.durable) await syncWal(conn);
     return result;
   } catch (err) {
     // A failed COMMIT (full disk) may already have rolled back: SQLite then has no transaction.
@@ -185,13 +212,6 @@ async function transaction<T>(conn: Connection, work: (tx: Database) => Promise<
     throw err;
   } finally {
     open = false;
-    if (options.durable) {
-      try {
-        conn.db.pragma('synchronous = NORMAL');
-      } catch {
-        // The connection keeps FULL: slower, never less safe.
-      }
-    }
     conn.gate.release();
   }
 }
@@ -236,6 +256,7 @@ export function openDatabase(dataDir: string, nativeBinding = process.env['MIA_S
     close() {
       // After the statements already queued; later ones fail as on any closed connection.
       closing ??= conn.gate.acquire().then(() => {
+        if (conn.walFd !== undefined) closeSync(conn.walFd);
         db.close();
         conn.gate.release();
       });
