@@ -33,6 +33,7 @@ import { allowListCheck } from '#server/dimse/scp-config.ts';
 import { callerAllowed } from '#server/peers/caller-check.ts';
 import { createStoreReceiver } from '#server/dimse/store-import.ts';
 import { UPLOADS_DIR } from '#server/imports/upload.ts';
+import { stagingTempPath } from '#server/imports/archive.ts';
 import { join } from 'node:path';
 import type { Services } from '#server/services.ts';
 import { readSyncStatus, startSyncAgent, type SyncAgent, type SyncStatus } from '#server/sync/agent.ts';
@@ -160,8 +161,9 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
         const listed = allowListCheck(dicom.allow);
         dicomScp = await startDimseScp({
           ...dicom,
-          // Spooled where uploads are: a later start removes what a dead process left there.
-          spoolDir: join(config.dataDir, UPLOADS_DIR),
+          // Received straight into the archive's staging folder: the import renames the file into
+          // place, and a later start removes what a dead process left there (leftovers.ts).
+          spoolFile: () => stagingTempPath(config.dataDir),
           // The admin's DICOM peers with "allow incoming", and any --dicom-allow entries.
           isCallerAllowed: async (caller) => (await listed(caller)) || (await callerAllowed(services, caller)),
           receiver: createStoreReceiver(services),

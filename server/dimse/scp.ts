@@ -3,13 +3,12 @@
  * title and port. It faces any host on the hospital network, so every step is bounded: the
  * number of associations, the time to negotiate one (ARTIM, PS3.8 9.1.5) and the time between
  * PDUs, every length read from the wire (pdu-reader.ts), and the size of a received instance,
- * which streams to a spool file instead of memory. A peer that breaks the protocol is aborted
+ * which streams to a file instead of memory. A peer that breaks the protocol is aborted
  * and logged (without patient data); the listener goes on serving the next one.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdir, open, rm, type FileHandle } from 'node:fs/promises';
 import { createServer, type Server, type Socket } from 'node:net';
-import { join } from 'node:path';
+import { dirname } from 'node:path';
 import type { Logger } from '#server/log.ts';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
 import { PduChannel, sendMessage } from '#server/dimse/channel.ts';
@@ -62,8 +61,12 @@ export type DimseScpOptions = {
   maxPduLength: number;
   /** The largest data set of one C-STORE. */
   maxInstanceBytes: number;
-  /** Where received instances are spooled before import (one folder per association). */
-  spoolDir: string;
+  /**
+   * A new path for one received instance, in a folder only this process writes and that a later
+   * start clears of what a dead process left. The runtime names a file in the archive's staging
+   * folder, so the import renames it into place instead of copying it (server/imports/archive.ts).
+   */
+  spoolFile: () => string;
   isCallerAllowed: IsCallerAllowed;
   receiver: StoreReceiver;
   log: Logger;
@@ -102,10 +105,10 @@ class FileSink implements DataSink {
   ) {}
 
   /** A sink even when the file cannot be made (a full disk): the store is then answered A700. */
-  static async create(dir: string, path: string, header: Buffer, maxBytes: number): Promise<FileSink> {
+  static async create(path: string, header: Buffer, maxBytes: number): Promise<FileSink> {
     let sink: FileSink;
     try {
-      await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+      await mkdir(dirname(path), { recursive: true, mode: PRIVATE_DIR_MODE });
       sink = new FileSink(path, await open(path, 'wx', PRIVATE_FILE_MODE), maxBytes);
     } catch (err) {
       sink = new FileSink(path, undefined, maxBytes);
@@ -189,8 +192,6 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
     let peerMaxPdu = 0;
     let reader: MessageReader<Sink> | undefined;
     let session: StoreSession | undefined;
-    let spool: string | undefined;
-    let stored = 0;
     let inFlight: Promise<void> = Promise.resolve();
 
     const channel = new PduChannel(socket, options.maxPduLength, async () => undefined, (problem) => {
@@ -235,15 +236,13 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
       const sopClass = parseUid(command.affectedSopClassUid ?? '');
       const sopInstance = parseUid(command.affectedSopInstanceUid ?? '');
       if (command.commandField !== COMMAND.cStoreRq || !sopClass.ok || !sopInstance.ok) return new DropSink(options.maxInstanceBytes);
-      // The pid first: a later start removes the folders of receivers that died (leftovers.ts).
-      spool ??= join(options.spoolDir, `${process.pid}-${randomBytes(8).toString('hex')}`);
       const header = encodeFileMeta({
         sopClassUid: sopClass.uid,
         sopInstanceUid: sopInstance.uid,
         transferSyntaxUid: accepted.get(contextId) ?? '',
         sourceAeTitle: caller?.callingAeTitle ?? '',
       });
-      return await FileSink.create(spool, join(spool, `${(stored += 1)}.dcm`), header, options.maxInstanceBytes);
+      return await FileSink.create(options.spoolFile(), header, options.maxInstanceBytes);
     };
 
     const onStore = async (message: DimseMessage<Sink>): Promise<Command> => {
@@ -343,7 +342,6 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
       } catch (err) {
         log.error('dimse.session_close_failed', { ...label, error: err instanceof Error ? err.name : 'non-error' });
       } finally {
-        if (spool) await rm(spool, { recursive: true, force: true });
         live.delete(entry);
         if (state === 'established' || (state === 'ending' && caller && !released)) {
           log.info('dimse.closed', { ...label, calling_ae: caller?.callingAeTitle ?? null, reason: reason ?? 'closed' });

@@ -1,7 +1,9 @@
 /**
- * Instances received by C-STORE go through the import pipeline uploads use (prepareFile: parse,
- * reject rules, digest, archive staging; commitBatch: index), one import job per association,
- * created by the calling AE and listed under /v1/imports like any other. A C-STORE is answered
+ * Instances received by C-STORE go through the import pipeline uploads use (parse, reject rules,
+ * digest, archive staging; commitBatch: index), one import job per association, created by the
+ * calling AE and listed under /v1/imports like any other. The SCP writes each instance straight
+ * into the archive's staging folder, so staging it renames that file instead of writing a copy
+ * (prepareStagedFile). A C-STORE is answered
  * from here only after its instance is fsynced into the archive and its batch committed.
  *
  * The index commits of all associations go through one commit queue (commit-queue.ts): the
@@ -10,7 +12,7 @@
  */
 import { createImportJob, type ImportDeps } from '#server/imports/import-job.ts';
 import { createArchiveWriter } from '#server/imports/archive.ts';
-import { commitBatch, prepareFile, type FileOutcome, type Prepared } from '#server/imports/ingest.ts';
+import { commitBatch, prepareStagedFile, type FileOutcome, type Prepared } from '#server/imports/ingest.ts';
 import type { Services } from '#server/services.ts';
 import { codeOf, storageErrorOf } from '#server/storage-errors.ts';
 import { finishImportJob, setImportJobTotal, type ImportJobRow } from '#server/store/import-jobs.ts';
@@ -77,7 +79,7 @@ export function createStoreReceiver(s: Services): StoreReceiver {
               release = s.node.hold('import', job.id);
             }
             files += 1;
-            const prepared = await prepareFile(s.db, archive, { path: `C-STORE ${files} from ${caller.callingAeTitle}`, file });
+            const prepared = await prepareStagedFile(s.db, archive, { path: `C-STORE ${files} from ${caller.callingAeTitle}`, file });
             await archive.flush();
             const outcome = await slot.submit({ jobRef: job.id, prepared });
             return outcome ? storeStatusOf(outcome) : { status: STATUS.outOfResources, errorComment: 'import produced no outcome' };

@@ -49,6 +49,12 @@ export type ArchiveWriter = {
   readonly dataDir: string;
   /** Writes the bytes under a temporary name (not yet durable); returns the final relative path. */
   stage(bytes: Uint8Array, sha256: string): string;
+  /**
+   * Takes a file already written whole under a name from `stagingTempPath` (a C-STORE streamed
+   * there as it arrived) as staged, so it is renamed into place rather than copied; returns the
+   * final relative path. Flushed and discarded like what `stage` wrote.
+   */
+  adopt(temp: string, sha256: string): string;
   /** fsync of staged files, rename into place, fsync of their directories. Then they may be indexed. */
   flush(): Promise<void>;
   /** Closes and removes what was staged and not flushed, after a failure: a full disk is a
@@ -77,6 +83,14 @@ export async function fsyncDir(path: string): Promise<void> {
 }
 
 let tempCounter = 0;
+
+/**
+ * A new temporary name in the staging folder for a file whose digest is not known yet (written
+ * as it arrives): "0" stands for the digest prefix, so leftovers.ts still reads the writer's pid.
+ */
+export function stagingTempPath(dataDir: string): string {
+  return join(dataDir, STAGING_DIR, `.0.${process.pid}.${(tempCounter += 1)}.tmp`);
+}
 
 export function createArchiveWriter(dataDir: string): ArchiveWriter {
   const staging = join(dataDir, STAGING_DIR);
@@ -120,6 +134,18 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
         throw err;
       }
       staged.push({ fd, temp, final });
+      stagedFinals.add(final);
+      return relative;
+    },
+    adopt(temp, sha256) {
+      const relative = archivePathFor(sha256);
+      const final = join(dataDir, relative);
+      // The same content staged twice in one batch: the first is renamed, this one is left to its
+      // writer to remove (or the next start's cleanup).
+      if (stagedFinals.has(final)) return relative;
+      ensureDir(dirname(final));
+      // Read-only is enough for fsync (POSIX fsync needs no write access on Linux).
+      staged.push({ fd: openSync(temp, constants.O_RDONLY), temp, final });
       stagedFinals.add(final);
       return relative;
     },

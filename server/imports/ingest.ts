@@ -65,6 +65,23 @@ export async function prepareFile(db: Database, archive: ArchiveWriter, source: 
 }
 
 /**
+ * `prepareFile` for a file already written in the archive's staging folder (`stagingTempPath`):
+ * the same checks, then the file itself is staged (renamed into place at the flush), never copied.
+ * Whatever the outcome, the caller still owns `source.file` until the archive is flushed.
+ */
+export async function prepareStagedFile(db: Database, archive: ArchiveWriter, source: ImportFile): Promise<Prepared> {
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(source.file);
+  } catch (err) {
+    return rejected(source.path, readError(err));
+  }
+  const checked = await inspect(db, archive.dataDir, source.path, bytes);
+  if (checked.kind === 'done') return checked;
+  return { ...checked, archivePath: archive.adopt(source.file, checked.sha256) };
+}
+
+/**
  * A file already in the archive under its digest (a blob a workstation uploaded to the hub, or
  * one pulled from it): checked and read like any import, and refused if its content is not the
  * digest it is stored under.

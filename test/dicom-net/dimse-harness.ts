@@ -148,9 +148,11 @@ export function dciodvfyErrors(path: string): string[] {
   return `${result.stdout}${result.stderr}`.split('\n').filter((line) => line.startsWith('Error'));
 }
 
-/** Files left in the spool folders of received C-STOREs (should be none once answered). */
+/**
+ * Files left where received C-STOREs are written before they are stored (should be none once
+ * answered): the archive's staging folder, and the upload spool the SCP used before.
+ */
 export function spooledFiles(dataDir: string): string[] {
-  const spool = join(dataDir, 'tmp', 'uploads');
   const found: string[] = [];
   const walk = (dir: string): void => {
     let entries: string[];
@@ -161,11 +163,15 @@ export function spooledFiles(dataDir: string): string[] {
     }
     for (const entry of entries) {
       const path = join(dir, entry);
-      if (statSync(path).isDirectory()) walk(path);
+      // Renamed into the archive meanwhile: no longer spooled.
+      const isDir = statSync(path, { throwIfNoEntry: false })?.isDirectory();
+      if (isDir === undefined) continue;
+      if (isDir) walk(path);
       else found.push(path);
     }
   };
-  walk(spool);
+  walk(join(dataDir, 'tmp', 'uploads'));
+  walk(join(dataDir, 'archive', '.staging'));
   return found;
 }
 
