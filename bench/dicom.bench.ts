@@ -342,7 +342,7 @@ async function cstore(work: string, miaHasScp: boolean): Promise<string[]> {
       'load); mia serve\'s main thread was idle for 88% of the profile. Since then the SCP commits what arrives together in one ' +
       'transaction with its WAL fsynced off the event loop (2.8 fsyncs per instance on 4 associations, 3.6 on one, where no two ' +
       'instances are ever waiting); with fsyncs cheap (under 0.5 ms) mia was bound by CPU instead, 4-5 ms per instance on one core, ' +
-      'and throughput did not move (docs/dicom-network.md, "Why a C-STORE costs what it does").',
+      'and writing each instance once (no staging copy) moved throughput little (docs/dicom-network.md, "Why a C-STORE costs what it does").',
   );
   if (problems.length) lines.push('', 'Problems seen (storescu messages, missing instances):', '', ...problems.slice(0, 20).map((p) => `- ${p}`));
   lines.push('');

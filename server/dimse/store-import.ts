@@ -3,8 +3,8 @@
  * digest, archive staging; commitBatch: index), one import job per association, created by the
  * calling AE and listed under /v1/imports like any other. The SCP writes each instance straight
  * into the archive's staging folder, so staging it renames that file instead of writing a copy
- * (prepareStagedFile). A C-STORE is answered
- * from here only after its instance is fsynced into the archive and its batch committed.
+ * (prepareStagedFile). A C-STORE is answered from here only after its instance is fsynced into
+ * the archive and its batch committed.
  *
  * The index commits of all associations go through one commit queue (commit-queue.ts): the
  * instances that were made durable in the archive while a commit ran are indexed together in the
