@@ -191,6 +191,19 @@ describe('viewer layouts and synchronized scrolling', () => {
     await ui.page.context().close();
   });
 
+  it('counts every wheel step of a pane, even when they come faster than the screen redraws', async () => {
+    const ui = await openCurrent();
+    await ui.page.getByTestId('layout-1x2').click();
+    await expect.poll(() => pane(ui, 2).getByTestId('pane-canvas').getAttribute('data-rendered-slice'), WAIT).not.toBe('');
+    const from = await paneSlice(ui, 2);
+    // Three steps dispatched in one task: React has no chance to re-render between them.
+    await pane(ui, 2).getByTestId('pane-canvas').evaluate((canvas) => {
+      for (let i = 0; i < 3; i++) canvas.dispatchEvent(new WheelEvent('wheel', { deltaY: -100, bubbles: true, cancelable: true }));
+    });
+    await expect.poll(() => paneSlice(ui, 2), WAIT).toBe(Math.max(0, from - 3));
+    await ui.page.context().close();
+  });
+
   it('puts a series in a pane by clicking its thumbnail with the pane selected, or by dragging it there', async () => {
     const ui = await openCurrent();
     await ui.page.getByTestId('layout-1x2').click();

@@ -167,7 +167,20 @@ function PaneStack({ primary, scan, index, linked, link, sync, onSlices, onScrol
     canvas.dataset['renderedSlice'] = frame ? String(at) : '';
   }, [frame, effectiveWindow, transform, size, at, frameVersion]);
 
-  const step = useCallback((delta: number) => onScroll(Math.max(0, Math.min(slices.length - 1, at + delta))), [onScroll, slices.length, at]);
+  // The slice the last step went to: wheel events can come faster than the parent re-renders
+  // with the new `at`, and each must step from where the one before it went, or steps are lost.
+  const stepTarget = useRef(at);
+  useEffect(() => {
+    stepTarget.current = at;
+  }, [at]);
+  const step = useCallback(
+    (delta: number) => {
+      const next = Math.max(0, Math.min(slices.length - 1, stepTarget.current + delta));
+      stepTarget.current = next;
+      onScroll(next);
+    },
+    [onScroll, slices.length],
+  );
 
   // Wheel: non-passive so the page does not scroll while the stack does.
   useEffect(() => {
