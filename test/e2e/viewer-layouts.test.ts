@@ -195,12 +195,22 @@ describe('viewer layouts and synchronized scrolling', () => {
     const ui = await openCurrent();
     await ui.page.getByTestId('layout-1x2').click();
     await expect.poll(() => pane(ui, 2).getByTestId('pane-canvas').getAttribute('data-rendered-slice'), WAIT).not.toBe('');
-    const from = await paneSlice(ui, 2);
-    // Three steps dispatched in one task: React has no chance to re-render between them.
-    await pane(ui, 2).getByTestId('pane-canvas').evaluate((canvas) => {
-      for (let i = 0; i < 3; i++) canvas.dispatchEvent(new WheelEvent('wheel', { deltaY: -100, bubbles: true, cancelable: true }));
-    });
-    await expect.poll(() => paneSlice(ui, 2), WAIT).toBe(Math.max(0, from - 3));
+    // Steps dispatched in one task: React has no chance to re-render between them.
+    const steps = (n: number, deltaY: number) =>
+      pane(ui, 2)
+        .getByTestId('pane-canvas')
+        .evaluate(
+          (canvas, { n, deltaY }) => {
+            const Wheel = (globalThis as unknown as { WheelEvent: new (type: string, init: object) => Event }).WheelEvent;
+            for (let i = 0; i < n; i++) canvas.dispatchEvent(new Wheel('wheel', { deltaY, bubbles: true, cancelable: true }));
+          },
+          { n, deltaY },
+        );
+    // To the first slice (whatever the pane settled on), then three down from there.
+    await steps(30, -100);
+    await expect.poll(() => paneSlice(ui, 2), WAIT).toBe(0);
+    await steps(3, 100);
+    await expect.poll(() => paneSlice(ui, 2), WAIT).toBe(3);
     await ui.page.context().close();
   });
 
