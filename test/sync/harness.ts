@@ -14,20 +14,37 @@ export const BIN = join(import.meta.dirname, '../../bin/mia.js');
 export type Run = { status: number | null; stdout: string; stderr: string };
 
 /**
+ * Debian's faketime forks the command and does not pass signals on: killing it alone left the
+ * workstation's `mia serve` running after the test (found piling up after CI runs). Processes
+ * under faketime are spawned in their own group, and the whole group gets the signal.
+ */
+function killProcess(child: ChildProcess, signal: NodeJS.Signals): void {
+  if (child.spawnargs[0] === 'faketime' && child.pid !== undefined) {
+    try {
+      process.kill(-child.pid, signal);
+      return;
+    } catch {
+      // The group is gone already.
+    }
+  }
+  child.kill(signal);
+}
+
+/**
  * One `mia` command as a process; `input` goes to its standard input. `clockOffset` runs it under
  * Debian's faketime (e.g. '+10m', '+2d'): its wall clock is off, as a workstation's can be; the
  * monotonic clock its timers use is left alone.
  */
 export async function mia(args: readonly string[], options: { input?: string; timeoutMs?: number; clockOffset?: string } = {}): Promise<Run> {
   const child = options.clockOffset
-    ? spawn('faketime', ['-f', options.clockOffset, process.execPath, BIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, FAKETIME_DONT_FAKE_MONOTONIC: '1' } })
+    ? spawn('faketime', ['-f', options.clockOffset, process.execPath, BIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, FAKETIME_DONT_FAKE_MONOTONIC: '1' }, detached: true })
     : spawn(process.execPath, [BIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
   child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   child.stdin.end(options.input ?? '');
-  const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 120_000);
+  const timer = setTimeout(() => killProcess(child, 'SIGKILL'), options.timeoutMs ?? 120_000);
   const status = await new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   clearTimeout(timer);
   return { status, stdout, stderr };
@@ -64,7 +81,7 @@ export async function startWorkstation(dataDir: string, syncIntervalSeconds = 0,
 
 async function startServe(args: readonly string[], clockOffset?: string): Promise<Hub> {
   const child = clockOffset
-    ? spawn('faketime', ['-f', clockOffset, process.execPath, BIN, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FAKETIME_DONT_FAKE_MONOTONIC: '1' } })
+    ? spawn('faketime', ['-f', clockOffset, process.execPath, BIN, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FAKETIME_DONT_FAKE_MONOTONIC: '1' }, detached: true })
     : spawn(process.execPath, [BIN, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
@@ -84,7 +101,7 @@ async function startServe(args: readonly string[], clockOffset?: string): Promis
     exited,
     output: () => output,
     stop: async (signal = 'SIGTERM') => {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      if (child.exitCode === null && child.signalCode === null) killProcess(child, signal);
       await exited;
     },
   };
