@@ -52,16 +52,7 @@ function readError(err: unknown): string {
  * parallel. Only a deflated data set waits, for its inflating off the event loop.
  */
 export async function prepareFile(db: Database, archive: ArchiveWriter, source: ImportFile): Promise<Prepared> {
-  let bytes: Buffer;
-  try {
-    bytes = readFileSync(source.file);
-  } catch (err) {
-    return rejected(source.path, readError(err));
-  }
-  const checked = await inspect(db, archive.dataDir, source.path, bytes);
-  if (checked.kind === 'done') return checked;
-  const archivePath = archive.stage(bytes, checked.sha256);
-  return { ...checked, archivePath };
+  return await readAndPlace(db, archive, source, (bytes, sha256) => archive.stage(bytes, sha256));
 }
 
 /**
@@ -70,6 +61,11 @@ export async function prepareFile(db: Database, archive: ArchiveWriter, source: 
  * Whatever the outcome, the caller still owns `source.file` until the archive is flushed.
  */
 export async function prepareStagedFile(db: Database, archive: ArchiveWriter, source: ImportFile): Promise<Prepared> {
+  return await readAndPlace(db, archive, source, (_bytes, sha256) => archive.adopt(source.file, sha256));
+}
+
+/** Read, check, and (for a file to store) put it in the archive the way `place` says. */
+async function readAndPlace(db: Database, archive: ArchiveWriter, source: ImportFile, place: (bytes: Buffer, sha256: string) => string): Promise<Prepared> {
   let bytes: Buffer;
   try {
     bytes = readFileSync(source.file);
@@ -78,7 +74,7 @@ export async function prepareStagedFile(db: Database, archive: ArchiveWriter, so
   }
   const checked = await inspect(db, archive.dataDir, source.path, bytes);
   if (checked.kind === 'done') return checked;
-  return { ...checked, archivePath: archive.adopt(source.file, checked.sha256) };
+  return { ...checked, archivePath: place(bytes, checked.sha256) };
 }
 
 /**
