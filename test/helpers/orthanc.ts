@@ -10,9 +10,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '../../bench/free-port.ts';
 
 export const ORTHANC_BINARY = '/usr/sbin/Orthanc';
 export const DICOMWEB_PLUGIN = '/usr/share/orthanc/plugins/libOrthancDicomWeb.so';
@@ -57,17 +57,8 @@ export function orthancInstalled(): boolean {
   return existsSync(ORTHANC_BINARY) && existsSync(DICOMWEB_PLUGIN);
 }
 
-export async function freePort(): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+/** A loopback port free now: the benchmarks' helper, for the tests too. */
+export { freePort };
 
 export async function startOrthanc(options: OrthancOptions = {}): Promise<Orthanc> {
   if (!orthancInstalled()) throw new Error(`Orthanc is not installed: ${INSTALL_HINT}`);
