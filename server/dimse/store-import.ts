@@ -90,7 +90,7 @@ export function createStoreReceiver(s: Services): StoreReceiver {
             return { status: STATUS.outOfResources, errorComment: storage?.message ?? 'the instance could not be stored' };
           } finally {
             slot.cancel();
-            archive.discard();
+            await archive.discard();
           }
         },
         async close(ending) {

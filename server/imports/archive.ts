@@ -11,12 +11,16 @@
  * The rename into place is durable once the destination directory is fsynced; should the
  * staging folder's own entry survive a power cut too, it is a second name the cleanup removes.
  *
- * Work is done per batch: small writes go straight to the page cache, then the batch's fsyncs run
- * in parallel on the thread pool, where the file system commits them together (one journal
- * commit for many files), which is what makes durable imports fast. `flush` takes what was
- * staged when it is called, so the next batch can be staged while the previous one flushes.
+ * Each staged file is created, written and fsynced on libuv's thread pool as soon as it is staged,
+ * many at once, where the file system commits them together (one journal commit for many files),
+ * which is what makes durable imports fast. None of it runs in the event loop: on ext4 creating
+ * a file waits while the journal commits other files' fsyncs, and with the writes in the event
+ * loop `mia import` spent half its time blocked in open(2) (CPU profile, 2,000 files, 2026-11-26).
+ * `flush` takes what was staged when it is called, waits for those writes, renames them into
+ * place and fsyncs their folders, so the next batch can be staged while the previous one flushes.
  */
-import { closeSync, fsync, mkdirSync, openSync, renameSync, unlinkSync, writeSync, constants, close } from 'node:fs';
+import { fsync, mkdirSync, openSync, constants, close } from 'node:fs';
+import { open, rename, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
@@ -55,23 +59,54 @@ export type ArchiveWriter = {
    * final relative path. Flushed and discarded like what `stage` wrote.
    */
   adopt(temp: string, sha256: string): string;
-  /** fsync of staged files, rename into place, fsync of their directories. Then they may be indexed. */
+  /** Waits for the staged files' writes and fsyncs, renames them into place, fsyncs their directories. Then they may be indexed. */
   flush(): Promise<void>;
-  /** Closes and removes what was staged and not flushed, after a failure: a full disk is a
-   * likely one, and the files would hold on to its space until the next start. */
-  discard(): void;
+  /** Removes what was staged and not flushed (once its write has settled), after a failure: a
+   * full disk is a likely one, and the files would hold on to its space until the next start. */
+  discard(): Promise<void>;
 };
 
-function removeTemp(s: Staged, close: boolean): void {
+/** A staged file: `written` settles once it is whole and fsynced under `temp` (or has failed and is gone). */
+type Staged = { temp: string; final: string; written: Promise<void> };
+
+async function removeTemp(temp: string): Promise<void> {
   try {
-    if (close) closeSync(s.fd);
-    unlinkSync(s.temp);
+    await unlink(temp);
   } catch {
-    // Already gone (or closed): nothing holds the space any more.
+    // Already gone: nothing holds the space any more.
   }
 }
 
-type Staged = { fd: number; temp: string; final: string };
+/** Creates `temp` (never over another file), writes `bytes`, fsyncs; on failure removes it. */
+async function writeDurably(temp: string, bytes: Uint8Array): Promise<void> {
+  const handle = await open(temp, 'wx', PRIVATE_FILE_MODE);
+  try {
+    await handle.writeFile(bytes);
+    await handle.sync();
+  } catch (err) {
+    await handle.close().catch(() => undefined);
+    await removeTemp(temp);
+    throw err;
+  }
+  await handle.close();
+}
+
+/** fsync of a file someone else wrote (read-only is enough for fsync on Linux). */
+async function syncWritten(temp: string): Promise<void> {
+  const handle = await open(temp, constants.O_RDONLY);
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Settles `staged` without rejecting; the first failure, if any. */
+async function settle(staged: readonly Staged[]): Promise<unknown> {
+  const results = await Promise.allSettled(staged.map((s) => s.written));
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  return failed ? (failed.reason as unknown) ?? new Error('archive write failed') : undefined;
+}
 
 export async function fsyncDir(path: string): Promise<void> {
   const fd = openSync(path, constants.O_RDONLY);
@@ -125,15 +160,10 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
       // pid + a counter: unique among concurrent importers without asking for random bytes, and
       // the pid tells a later start whether the writer is still alive (leftovers.ts).
       const temp = join(staging, `.${sha256.slice(0, 16)}.${process.pid}.${(tempCounter += 1)}.tmp`);
-      const fd = openSync(temp, 'wx', PRIVATE_FILE_MODE);
-      try {
-        for (let off = 0; off < bytes.byteLength; ) off += writeSync(fd, bytes, off);
-      } catch (err) {
-        closeSync(fd);
-        unlinkSync(temp);
-        throw err;
-      }
-      staged.push({ fd, temp, final });
+      const written = writeDurably(temp, bytes);
+      // Awaited by flush or discard; until then a failure must not count as unhandled.
+      void written.catch(() => undefined);
+      staged.push({ temp, final, written });
       stagedFinals.add(final);
       return relative;
     },
@@ -144,8 +174,9 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
       // writer to remove (or the next start's cleanup).
       if (stagedFinals.has(final)) return relative;
       ensureDir(dirname(final));
-      // Read-only is enough for fsync (POSIX fsync needs no write access on Linux).
-      staged.push({ fd: openSync(temp, constants.O_RDONLY), temp, final });
+      const written = syncWritten(temp);
+      void written.catch(() => undefined);
+      staged.push({ temp, final, written });
       stagedFinals.add(final);
       return relative;
     },
@@ -153,28 +184,24 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
       const batch = staged;
       staged = [];
       stagedFinals.clear();
-      try {
-        await Promise.all(batch.map((s) => fsyncAsync(s.fd)));
-      } catch (err) {
+      const failure = await settle(batch);
+      if (failure !== undefined) {
         // Not durable, so never renamed into place, and not left behind either.
-        await Promise.all(batch.map((s) => closeAsync(s.fd).catch(() => undefined)));
-        for (const s of batch) removeTemp(s, false);
-        throw err;
+        await Promise.all(batch.map((s) => removeTemp(s.temp)));
+        throw failure;
       }
-      await Promise.all(batch.map((s) => closeAsync(s.fd)));
-      for (const s of batch) {
-        renameSync(s.temp, s.final);
-        touchedDirs.add(dirname(s.final));
-      }
+      await Promise.all(batch.map((s) => rename(s.temp, s.final)));
+      for (const s of batch) touchedDirs.add(dirname(s.final));
       const dirs = [...touchedDirs];
       touchedDirs.clear();
       await Promise.all(dirs.map(fsyncDir));
     },
-    discard() {
+    async discard() {
       const batch = staged;
       staged = [];
       stagedFinals.clear();
-      for (const s of batch) removeTemp(s, true);
+      await settle(batch);
+      await Promise.all(batch.map((s) => removeTemp(s.temp)));
     },
   };
 }

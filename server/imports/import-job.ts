@@ -109,7 +109,7 @@ async function runFiles(deps: ImportDeps, job: ImportJobRow, files: readonly Imp
   } finally {
     // A failure mid-batch: whatever is still flushing is never indexed; its rejection is moot.
     (flushing as { done: Promise<void> } | null)?.done.catch(() => undefined);
-    archive.discard();
+    await archive.discard();
   }
 }
 
