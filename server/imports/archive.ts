@@ -19,8 +19,8 @@
  * `flush` takes what was staged when it is called, waits for those writes, renames them into
  * place and fsyncs their folders, so the next batch can be staged while the previous one flushes.
  */
-import { fsync, mkdirSync, openSync, constants, close } from 'node:fs';
-import { open, rename, unlink } from 'node:fs/promises';
+import { fsync, open, constants, close, rename, unlink, write } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
@@ -29,8 +29,14 @@ export const ARCHIVE_DIR = 'archive';
 /** Where files are written before they are renamed into the archive (relative to the data folder). */
 export const STAGING_DIR = join(ARCHIVE_DIR, '.staging');
 
+// The callback API, promisified: a FileHandle (fs/promises) cost the event loop 0.15 ms per
+// file written and fsynced, these 0.1 ms (2,000 files, 64 in flight, eventLoopUtilization).
 const fsyncAsync = promisify(fsync);
 const closeAsync = promisify(close);
+const openAsync = promisify(open);
+const writeAsync = promisify(write);
+const renameAsync = promisify(rename);
+const unlinkAsync = promisify(unlink);
 
 /** Path of a stored file relative to the data folder (what the instances table keeps). */
 export function archivePathFor(sha256: string): string {
@@ -71,7 +77,7 @@ type Staged = { temp: string; final: string; written: Promise<void> };
 
 async function removeTemp(temp: string): Promise<void> {
   try {
-    await unlink(temp);
+    await unlinkAsync(temp);
   } catch {
     // Already gone: nothing holds the space any more.
   }
@@ -79,25 +85,25 @@ async function removeTemp(temp: string): Promise<void> {
 
 /** Creates `temp` (never over another file), writes `bytes`, fsyncs; on failure removes it. */
 async function writeDurably(temp: string, bytes: Uint8Array): Promise<void> {
-  const handle = await open(temp, 'wx', PRIVATE_FILE_MODE);
+  const fd = await openAsync(temp, 'wx', PRIVATE_FILE_MODE);
   try {
-    await handle.writeFile(bytes);
-    await handle.sync();
+    for (let off = 0; off < bytes.byteLength; ) off += (await writeAsync(fd, bytes, off, bytes.byteLength - off)).bytesWritten;
+    await fsyncAsync(fd);
   } catch (err) {
-    await handle.close().catch(() => undefined);
+    await closeAsync(fd).catch(() => undefined);
     await removeTemp(temp);
     throw err;
   }
-  await handle.close();
+  await closeAsync(fd);
 }
 
 /** fsync of a file someone else wrote (read-only is enough for fsync on Linux). */
 async function syncWritten(temp: string): Promise<void> {
-  const handle = await open(temp, constants.O_RDONLY);
+  const fd = await openAsync(temp, constants.O_RDONLY);
   try {
-    await handle.sync();
+    await fsyncAsync(fd);
   } finally {
-    await handle.close();
+    await closeAsync(fd);
   }
 }
 
@@ -109,7 +115,9 @@ async function settle(staged: readonly Staged[]): Promise<unknown> {
 }
 
 export async function fsyncDir(path: string): Promise<void> {
-  const fd = openSync(path, constants.O_RDONLY);
+  // Opened on the thread pool too: a flush fsyncs up to 256 folders, and opening each in the
+  // event loop waited on the journal like creating a file does.
+  const fd = await openAsync(path, constants.O_RDONLY);
   try {
     await fsyncAsync(fd);
   } finally {
@@ -129,20 +137,28 @@ export function stagingTempPath(dataDir: string): string {
 
 export function createArchiveWriter(dataDir: string): ArchiveWriter {
   const staging = join(dataDir, STAGING_DIR);
-  const knownDirs = new Set<string>();
+  // Each folder is made sure of once, on the thread pool (a fresh archive creates 256 of them:
+  // 0.6 ms each in the event loop, measured, as mkdir waits on the journal like open does).
+  const knownDirs = new Map<string, Promise<void>>();
   const touchedDirs = new Set<string>();
   let staged: Staged[] = [];
   const stagedFinals = new Set<string>();
 
-  const ensureDir = (dir: string): void => {
-    if (knownDirs.has(dir)) return;
-    const created = mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
-    // A new directory's own entry lives in its parent: that parent needs an fsync as well.
-    if (created !== undefined) {
-      for (let d = dir; d.length >= created.length; d = dirname(d)) touchedDirs.add(d);
-      touchedDirs.add(dirname(created));
+  const ensureDir = (dir: string): Promise<void> => {
+    let made = knownDirs.get(dir);
+    if (!made) {
+      made = mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE }).then((created) => {
+        // A new directory's own entry lives in its parent: that parent needs an fsync as well.
+        if (created !== undefined) {
+          for (let d = dir; d.length >= created.length; d = dirname(d)) touchedDirs.add(d);
+          touchedDirs.add(dirname(created));
+        }
+      });
+      // A failure is seen by every file that waits on it; a later file tries again.
+      void made.catch(() => knownDirs.delete(dir));
+      knownDirs.set(dir, made);
     }
-    knownDirs.add(dir);
+    return made;
   };
 
   return {
@@ -154,13 +170,10 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
       // Written even when the final name exists: only instances not yet indexed get here, so an
       // existing file is one a crash left unreferenced (possibly incomplete) or one a concurrent
       // import of the same file is writing; renaming identical bytes over it is safe either way.
-      const dir = dirname(final);
-      ensureDir(dir);
-      ensureDir(staging);
       // pid + a counter: unique among concurrent importers without asking for random bytes, and
       // the pid tells a later start whether the writer is still alive (leftovers.ts).
       const temp = join(staging, `.${sha256.slice(0, 16)}.${process.pid}.${(tempCounter += 1)}.tmp`);
-      const written = writeDurably(temp, bytes);
+      const written = Promise.all([ensureDir(dirname(final)), ensureDir(staging)]).then(() => writeDurably(temp, bytes));
       // Awaited by flush or discard; until then a failure must not count as unhandled.
       void written.catch(() => undefined);
       staged.push({ temp, final, written });
@@ -173,8 +186,7 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
       // The same content staged twice in one batch: the first is renamed, this one is left to its
       // writer to remove (or the next start's cleanup).
       if (stagedFinals.has(final)) return relative;
-      ensureDir(dirname(final));
-      const written = syncWritten(temp);
+      const written = Promise.all([ensureDir(dirname(final)), syncWritten(temp)]).then(() => undefined);
       void written.catch(() => undefined);
       staged.push({ temp, final, written });
       stagedFinals.add(final);
@@ -190,7 +202,7 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
         await Promise.all(batch.map((s) => removeTemp(s.temp)));
         throw failure;
       }
-      await Promise.all(batch.map((s) => rename(s.temp, s.final)));
+      await Promise.all(batch.map((s) => renameAsync(s.temp, s.final)));
       for (const s of batch) touchedDirs.add(dirname(s.final));
       const dirs = [...touchedDirs];
       touchedDirs.clear();
