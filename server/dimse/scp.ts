@@ -42,8 +42,11 @@ export type IsCallerAllowed = (caller: CallerIdentity) => Promise<boolean>;
 export type StoreOutcome = { status: number; errorComment?: string | undefined };
 /** What receives the instances of one association: one import job, finished when it ends. */
 export type StoreSession = {
-  /** Imports the Part 10 file; resolves once the instance is durable and indexed (or refused). */
-  store(file: string): Promise<StoreOutcome>;
+  /**
+   * Imports the Part 10 file; resolves once the instance is durable and indexed (or refused).
+   * `synced` settles when the receiver's own fsync of the file (started as it ended) has.
+   */
+  store(file: string, synced?: Promise<void>): Promise<StoreOutcome>;
   close(ending: 'released' | 'aborted'): Promise<void>;
 };
 export type StoreReceiver = { openSession(caller: CallerIdentity): Promise<StoreSession> };
@@ -109,6 +112,11 @@ class FileSink implements DataSink {
   private size = 0;
   private pending: Buffer[] = [];
   private pendingBytes = 0;
+  /**
+   * The file's fsync and close, started when its last fragment is written: it runs while the
+   * import reads and checks the file, instead of after, in the one answer's wait.
+   */
+  synced: Promise<void> | undefined;
   /** A write that failed (a full disk): the rest is drained and the store answered A700. */
   failure: NodeJS.ErrnoException | undefined;
   private constructor(
@@ -174,7 +182,15 @@ class FileSink implements DataSink {
     await this.put();
     const handle = this.handle;
     this.handle = undefined;
-    await handle?.close();
+    if (!handle) return;
+    if (this.failure) {
+      await handle.close();
+      return;
+    }
+    const synced = handle.sync().finally(() => handle.close());
+    // Awaited by the import (or settled by discard); a failure must not count as unhandled.
+    void synced.catch(() => undefined);
+    this.synced = synced;
   }
 
   async discard(): Promise<void> {
@@ -183,6 +199,7 @@ class FileSink implements DataSink {
     const handle = this.handle;
     this.handle = undefined;
     await handle?.close();
+    await this.synced?.catch(() => undefined);
     await rm(this.path, { force: true });
   }
 }
@@ -297,7 +314,7 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
         }
         if (caller && !session) session = await options.receiver.openSession(caller);
         if (!session) return response(command, COMMAND.cStoreRsp, STATUS.outOfResources, 'no import session');
-        const outcome = await session.store(data.path);
+        const outcome = await session.store(data.path, data.synced);
         return response(command, COMMAND.cStoreRsp, outcome.status, outcome.errorComment);
       } finally {
         await data.discard();

@@ -62,9 +62,10 @@ export type ArchiveWriter = {
   /**
    * Takes a file already written whole under a name from `stagingTempPath` (a C-STORE streamed
    * there as it arrived) as staged, so it is renamed into place rather than copied; returns the
-   * final relative path. Flushed and discarded like what `stage` wrote.
+   * final relative path. Flushed and discarded like what `stage` wrote. `synced`: the writer's
+   * own fsync of the file, already under way (it overlaps the checks), instead of one here.
    */
-  adopt(temp: string, sha256: string): string;
+  adopt(temp: string, sha256: string, synced?: Promise<void>): string;
   /** Waits for the staged files' writes and fsyncs, renames them into place, fsyncs their directories. Then they may be indexed. */
   flush(): Promise<void>;
   /** Removes what was staged and not flushed (once its write has settled), after a failure: a
@@ -180,13 +181,13 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
       stagedFinals.add(final);
       return relative;
     },
-    adopt(temp, sha256) {
+    adopt(temp, sha256, synced) {
       const relative = archivePathFor(sha256);
       const final = join(dataDir, relative);
       // The same content staged twice in one batch: the first is renamed, this one is left to its
       // writer to remove (or the next start's cleanup).
       if (stagedFinals.has(final)) return relative;
-      const written = Promise.all([ensureDir(dirname(final)), syncWritten(temp)]).then(() => undefined);
+      const written = Promise.all([ensureDir(dirname(final)), synced ?? syncWritten(temp)]).then(() => undefined);
       void written.catch(() => undefined);
       staged.push({ temp, final, written });
       stagedFinals.add(final);
