@@ -71,6 +71,11 @@ export type ArchiveWriter = {
   /** Removes what was staged and not flushed (once its write has settled), after a failure: a
    * full disk is a likely one, and the files would hold on to its space until the next start. */
   discard(): Promise<void>;
+  /**
+   * Waits until the bytes staged and not yet written are at most `maxBytes`: a file's bytes stay
+   * in memory until its write ends, so a writer of large files waits here between files.
+   */
+  room(maxBytes: number): Promise<void>;
 };
 
 /** A staged file: `written` settles once it is whole and fsynced under `temp` (or has failed and is gone). */
@@ -143,6 +148,9 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
   const knownDirs = new Map<string, Promise<void>>();
   const touchedDirs = new Set<string>();
   let staged: Staged[] = [];
+  // Writes under way and the bytes they hold (see `room`).
+  const writing = new Set<Promise<void>>();
+  let writingBytes = 0;
   const stagedFinals = new Set<string>();
 
   const ensureDir = (dir: string): Promise<void> => {
@@ -175,6 +183,17 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
       // the pid tells a later start whether the writer is still alive (leftovers.ts).
       const temp = join(staging, `.${sha256.slice(0, 16)}.${process.pid}.${(tempCounter += 1)}.tmp`);
       const written = Promise.all([ensureDir(dirname(final)), ensureDir(staging)]).then(() => writeDurably(temp, bytes));
+      const size = bytes.byteLength;
+      writingBytes += size;
+      const settled = written.then(
+        () => undefined,
+        () => undefined,
+      );
+      writing.add(settled);
+      void settled.then(() => {
+        writing.delete(settled);
+        writingBytes -= size;
+      });
       // Awaited by flush or discard; until then a failure must not count as unhandled.
       void written.catch(() => undefined);
       staged.push({ temp, final, written });
@@ -208,6 +227,9 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
       const dirs = [...touchedDirs];
       touchedDirs.clear();
       await Promise.all(dirs.map(fsyncDir));
+    },
+    async room(maxBytes) {
+      while (writingBytes > maxBytes && writing.size > 0) await Promise.race(writing);
     },
     async discard() {
       const batch = staged;

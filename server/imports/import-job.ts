@@ -70,6 +70,12 @@ export async function createImportJob(
 /** Batches whose files may still be on their way to disk while the next one is prepared. */
 const FLUSHING_BATCHES = 2;
 
+/**
+ * Bytes read and not yet written into the archive: the writes run on the thread pool while the
+ * next files are read, and a folder of large multi-frame files must not all sit in memory.
+ */
+const MAX_WRITING_BYTES = 64 * 1024 * 1024;
+
 /** Files prepared between yields to the event loop, so a server stays responsive while importing. */
 const YIELD_EVERY = 16;
 
@@ -101,6 +107,7 @@ async function runFiles(deps: ImportDeps, job: ImportJobRow, files: readonly Imp
       const prepared: Prepared[] = [];
       for (const file of slice) {
         prepared.push(await prepareFile(deps.db, archive, file));
+        await archive.room(MAX_WRITING_BYTES);
         if (prepared.length % YIELD_EVERY === 0) await new Promise<void>((resolve) => setImmediate(resolve));
       }
       flushing.push({ done: archive.flush(), prepared });
