@@ -1,31 +1,47 @@
 /**
- * DICOM import throughput on a generated corpus (>= 2,000 CT/MR phantom slices), side by side in
- * one run with (a) a bare loop that reads and parses the same files with dicom-parser and (b)
- * Debian's Orthanc on loopback ingesting them over REST (POST /instances, 4 concurrent clients).
- * mia's figure includes everything an import does: parse, SHA-256, archive copy with fsync and
- * rename, directory fsync, and the batched SQLite commits. Runnable alone:
+ * DICOM import on the paths users run, in one run, beside its floors and Orthanc:
+ *   - `mia import DIR` as a process (the CLI), timed from spawn to exit;
+ *   - POST /v1/imports {path} to a running `mia serve`, timed from the request to the job's end;
+ *   - POST /v1/instances uploads to `mia serve`: STOW-style multipart bodies, and one file per
+ *     request as the workstation's drop zone sends them;
+ *   - (a) the bare loop: readFileSync + dicom-parser;
+ *   - (b) the durable floor (bench/durable-floor.ts): read, parse, SHA-256, temporary name, fsync,
+ *     rename, 64 in flight on the thread pool;
+ *   - (c) Debian's Orthanc (test/helpers/orthanc.ts: SyncStorageArea on), REST POST /instances.
+ * Contenders take turns, in a rotated order, over three rounds, each on fresh storage; medians.
+ * mia's processes get the environment a user's shell gives them: the bench's own
+ * UV_THREADPOOL_SIZE (set by `npm run bench`) is removed. Runnable alone:
  * `node --import tsx bench/import.bench.ts`.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, existsSync, fsync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { freePort } from './free-port.ts';
-import { tmpdir } from 'node:os';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { promisify } from 'node:util';
 import dicomParser from 'dicom-parser';
-import { systemClock } from '#server/clock.ts';
-import { createImportJob, runPathJob } from '#server/imports/import-job.ts';
-import { openDataFolder } from '#server/data-folder.ts';
+import { startOrthanc } from '../test/helpers/orthanc.ts';
+import { durableFloor } from './durable-floor.ts';
 
-const PHANTOMS = join(import.meta.dirname, '../models/mia-phantom-detector/phantoms.py');
+const ROOT = join(import.meta.dirname, '..');
+const MIA = join(ROOT, 'bin', 'mia.js');
+const PHANTOMS = join(ROOT, 'models/mia-phantom-detector/phantoms.py');
 const SERIES = 25;
 const SLICES = 80;
-const ORTHANC = '/usr/sbin/Orthanc';
+const ROUNDS = 3;
 const ORTHANC_CLIENTS = 4;
+const UPLOAD_CLIENTS = 4;
+const PARTS_PER_REQUEST = 100;
+const SINGLE_CLIENTS = 4;
 
-type Row = { name: string; files: number; seconds: number; bytes: number };
+type Timed = { seconds: number; note?: string };
+type Contender = { id: string; name: string; userPath: boolean; run: (round: number) => Promise<Timed> };
+
+/** The environment of a user's shell: none of the bench's tuning. */
+function userEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  delete env['UV_THREADPOOL_SIZE'];
+  return env;
+}
 
 function listFiles(dir: string): string[] {
   const out: string[] = [];
@@ -37,180 +53,269 @@ function listFiles(dir: string): string[] {
   return out;
 }
 
-function bareParse(files: readonly string[]): Row {
+function bareParse(files: readonly string[]): Timed {
   const started = performance.now();
-  let bytes = 0;
   for (const file of files) {
     const buffer = readFileSync(file);
-    bytes += buffer.length;
     dicomParser.parseDicom(new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.length));
   }
-  return { name: '(a) bare loop: readFileSync + dicom-parser parseDicom', files: files.length, seconds: (performance.now() - started) / 1000, bytes };
+  return { seconds: (performance.now() - started) / 1000 };
 }
 
-/**
- * The least an importer that keeps its own copy must do: (a) plus writing each file once more
- * (no fsync, no hash, no index). Whatever mia does on top is durability and bookkeeping.
- */
-function copyFloor(files: readonly string[], work: string): Row {
-  const dir = mkdtempSync(join(work, 'copy-floor-'));
+function mia(args: string[]): { status: number | null; stdout: string; stderr: string } {
+  const run = spawnSync(process.execPath, [MIA, ...args], { encoding: 'utf8', env: userEnv(), maxBuffer: 64 * 1024 * 1024 });
+  return { status: run.status, stdout: run.stdout, stderr: run.stderr };
+}
+
+/** The table `mia import` prints: its FILES/S (the job alone, without the process's start). */
+function reportedRate(stdout: string): number {
+  const last = stdout.trim().split('\n').pop() ?? '';
+  return Number(last.trim().split(/\s+/).pop());
+}
+
+async function cliImport(corpus: string, dataDir: string, files: number): Promise<Timed> {
   const started = performance.now();
-  let bytes = 0;
-  files.forEach((file, i) => {
-    const buffer = readFileSync(file);
-    bytes += buffer.length;
-    dicomParser.parseDicom(new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.length));
-    writeFileSync(join(dir, `${i}.dcm`), buffer);
-  });
-  return { name: '(c) (a) plus one plain copy of each file: writeFileSync, no fsync, no hash, no index', files: files.length, seconds: (performance.now() - started) / 1000, bytes };
+  const child = spawn(process.execPath, [MIA, 'import', '--data', dataDir, corpus], { env: userEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  const status = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const seconds = (performance.now() - started) / 1000;
+  if (status !== 0 || !stdout.includes(`completed  ${files}`)) throw new Error(`mia import exited ${status}: ${stdout}${stderr}`);
+  return { seconds, note: `job alone ${reportedRate(stdout)} files/s` };
 }
 
-async function miaImport(corpus: string, work: string, bytes: number): Promise<Row> {
-  const dataDir = join(work, 'mia-data');
-  const folder = await openDataFolder(dataDir);
+type Serve = { url: string; key: string; child: ChildProcess; stop(): Promise<void> };
+
+/** `mia serve` on a fresh data folder, with an admin key made by `mia keys create`. */
+async function startServe(dataDir: string): Promise<Serve> {
+  const created = mia(['keys', 'create', '--role', 'admin', '--email', 'bench@example.org', '--data', dataDir]);
+  if (created.status !== 0) throw new Error(`mia keys create: ${created.stderr}`);
+  const key = created.stdout.trim().split('\n').pop() ?? '';
+  const child = spawn(process.execPath, [MIA, 'serve', '--data', dataDir, '--port', '0'], { env: userEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m?.[1]) resolve(m[1]);
+    });
+    child.once('exit', (code) => reject(new Error(`mia serve exited ${code}: ${err}`)));
+  });
+  return {
+    url,
+    key,
+    child,
+    async stop() {
+      if (child.exitCode !== null) return;
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    },
+  };
+}
+
+async function withServe(dataDir: string, work: (s: Serve) => Promise<Timed>): Promise<Timed> {
+  const serve = await startServe(dataDir);
   try {
-    const deps = { db: folder.db, clock: systemClock, dataDir, node: folder.node, replica: folder.replica };
-    const job = await createImportJob(deps, 'path', [corpus], 'bench');
-    const started = performance.now();
-    const done = await runPathJob(deps, job);
-    const seconds = (performance.now() - started) / 1000;
-    if (done.imported !== done.files_seen) throw new Error(`mia imported ${done.imported} of ${done.files_seen}`);
-    return { name: 'mia import (parse, SHA-256, archive copy + fsync + rename, SQLite)', files: done.imported, seconds, bytes };
+    return await work(serve);
   } finally {
-    await folder.close();
+    await serve.stop();
   }
 }
 
+type JobView = { status: string; counts: { imported: number } };
 
-function ensureOrthanc(): void {
-  if (existsSync(ORTHANC)) return;
-  if (process.getuid?.() !== 0) throw new Error('Orthanc missing: run as root, or apt-get install -y orthanc');
-  spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit' });
-  const install = spawnSync('apt-get', ['install', '-y', '-qq', 'orthanc'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
-  if (install.status !== 0) throw new Error('apt-get install orthanc failed');
+async function httpPathImport(corpus: string, dataDir: string, files: number): Promise<Timed> {
+  return await withServe(dataDir, async ({ url, key }) => {
+    const headers = { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' };
+    const started = performance.now();
+    const reply = await fetch(`${url}/v1/imports`, { method: 'POST', headers, body: JSON.stringify({ path: corpus }) });
+    if (reply.status !== 202) throw new Error(`POST /v1/imports: ${reply.status} ${await reply.text()}`);
+    const { id } = ((await reply.json()) as { data: { id: string } }).data;
+    // Polled as the import screen follows a job; 20 ms apart, so the wait adds at most that.
+    for (;;) {
+      const job = ((await (await fetch(`${url}/v1/imports/${id}`, { headers })).json()) as { data: JobView }).data;
+      if (job.status !== 'running' && job.status !== 'queued') {
+        const seconds = (performance.now() - started) / 1000;
+        if (job.status !== 'completed' || job.counts.imported !== files) throw new Error(`import ${id}: ${JSON.stringify(job)}`);
+        return { seconds };
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  });
 }
 
-async function orthancIngest(files: readonly string[], work: string, bytes: number): Promise<Row & { version: string }> {
-  ensureOrthanc();
-  const port = await freePort();
-  const dir = join(work, 'orthanc');
-  const config = join(work, 'orthanc.json');
-  writeFileSync(
-    config,
-    JSON.stringify({
-      Name: 'bench',
-      HttpPort: port,
-      RemoteAccessAllowed: false,
-      DicomServerEnabled: false,
-      AuthenticationEnabled: false,
-      StorageDirectory: join(dir, 'storage'),
-      IndexDirectory: join(dir, 'index'),
-      Plugins: [],
+function multipartBody(parts: readonly Buffer[], boundary: string): Buffer {
+  const chunks: Buffer[] = [];
+  for (const part of parts) chunks.push(Buffer.from(`--${boundary}\r\nContent-Type: application/dicom\r\n\r\n`), part, Buffer.from('\r\n'));
+  chunks.push(Buffer.from(`--${boundary}--\r\n`));
+  return Buffer.concat(chunks);
+}
+
+/** Sends `bodies` with `clients` requests in flight; each answer must report every part imported. */
+async function sendAll(url: string, key: string, bodies: readonly { body: Buffer; type: string; parts: number }[], clients: number): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < bodies.length) {
+        const { body, type, parts } = bodies[next++]!;
+        const reply = await fetch(`${url}/v1/instances`, { method: 'POST', headers: { Authorization: `Bearer ${key}`, 'Content-Type': type }, body });
+        const text = await reply.text();
+        if (!reply.ok) throw new Error(`POST /v1/instances: ${reply.status} ${text}`);
+        const imported = (text.match(/"outcome":"imported"/g) ?? []).length;
+        if (imported !== parts) throw new Error(`POST /v1/instances: ${imported} of ${parts} imported: ${text.slice(0, 500)}`);
+      }
     }),
   );
-  const child = spawn(ORTHANC, [config], { stdio: 'ignore' });
-  const base = `http://127.0.0.1:${port}`;
+}
+
+async function httpUpload(buffers: readonly Buffer[], dataDir: string, perRequest: number, clients: number): Promise<Timed> {
+  const boundary = 'mia-bench-boundary-7f3a';
+  const bodies: { body: Buffer; type: string; parts: number }[] = [];
+  for (let i = 0; i < buffers.length; i += perRequest) {
+    const slice = buffers.slice(i, i + perRequest);
+    bodies.push(perRequest === 1
+      ? { body: slice[0]!, type: 'application/dicom', parts: 1 }
+      : { body: multipartBody(slice, boundary), type: `multipart/related; type="application/dicom"; boundary=${boundary}`, parts: slice.length });
+  }
+  return await withServe(dataDir, async ({ url, key }) => {
+    const started = performance.now();
+    await sendAll(url, key, bodies, clients);
+    return { seconds: (performance.now() - started) / 1000 };
+  });
+}
+
+async function orthancIngest(buffers: readonly Buffer[]): Promise<Timed & { version: string }> {
+  const orthanc = await startOrthanc();
   try {
-    let version = '';
-    for (let i = 0; i < 200 && !version; i++) {
-      try {
-        const reply = await fetch(`${base}/system`);
-        if (reply.ok) version = ((await reply.json()) as { Version: string }).Version;
-      } catch {
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
-    if (!version) throw new Error('Orthanc did not start');
+    const { Version: version } = await orthanc.restJson<{ Version: string }>('/system');
     let next = 0;
     const started = performance.now();
     await Promise.all(
       Array.from({ length: ORTHANC_CLIENTS }, async () => {
-        while (next < files.length) {
-          const file = files[next++]!;
-          const body = await readFile(file);
-          const reply = await fetch(`${base}/instances`, { method: 'POST', body, headers: { 'Content-Type': 'application/dicom' } });
-          if (!reply.ok) throw new Error(`Orthanc refused ${file}: ${reply.status}`);
+        while (next < buffers.length) {
+          const body = buffers[next++]!;
+          const reply = await orthanc.rest('/instances', { method: 'POST', body, headers: { 'Content-Type': 'application/dicom' } });
           await reply.arrayBuffer();
         }
       }),
     );
     const seconds = (performance.now() - started) / 1000;
-    return { name: `(b) Orthanc ${version}, REST POST /instances, ${ORTHANC_CLIENTS} concurrent clients`, files: files.length, seconds, bytes, version };
+    const stored = (await orthanc.instanceIds()).length;
+    if (stored !== buffers.length) throw new Error(`Orthanc stored ${stored} of ${buffers.length}`);
+    return { seconds, version };
   } finally {
-    child.kill('SIGTERM');
-    await new Promise((resolve) => child.once('exit', resolve));
+    await orthanc.stop();
   }
 }
 
-/** What this disk allows: durable writes of same-sized files, fsynced 100 at a time in parallel. */
-async function fsyncCeiling(work: string, size: number): Promise<number> {
-  const fsyncAsync = promisify(fsync);
-  const buffer = Buffer.alloc(size, 7);
-  const started = performance.now();
-  const n = 400;
-  for (let round = 0; round < n / 100; round++) {
-    const fds = Array.from({ length: 100 }, (_, i) => {
-      const fd = openSync(join(work, `probe-${round}-${i}`), 'w');
-      writeSync(fd, buffer);
-      return fd;
-    });
-    await Promise.all(fds.map((fd) => fsyncAsync(fd)));
-    fds.forEach(closeSync);
-  }
-  return n / ((performance.now() - started) / 1000);
-}
-
-const rate = (r: Row): number => r.files / r.seconds;
-const mbps = (r: Row): number => r.bytes / r.seconds / 1e6;
+const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 export async function run(): Promise<string> {
   const work = mkdtempSync(join(tmpdir(), 'mia-import-bench-'));
+  const load = loadavg();
+  const startedAll = performance.now();
   try {
     const corpus = join(work, 'corpus');
     const gen = spawnSync('/usr/bin/python3', [PHANTOMS, '--out', corpus, '--series', String(SERIES), '--seed', '1', '--size', '128', '--slices', String(SLICES), '--modality', 'both'], { encoding: 'utf8' });
     if (gen.status !== 0) throw new Error(`phantoms.py: ${gen.stderr}`);
     const files = listFiles(corpus);
-    // Warm the page cache so every contender reads from memory.
-    let bytes = 0;
-    for (const file of files) bytes += readFileSync(file).length;
-    // (a), (c) and mia take turns, three rounds, medians: on a shared host speed drifts between
-    // minutes, and each ratio should compare runs that saw the same machine.
-    const rounds: { bare: Row; floor: Row; mia: Row }[] = [];
-    for (let round = 0; round < 3; round++) {
-      rounds.push({ bare: bareParse(files), floor: copyFloor(files, work), mia: await miaImport(corpus, join(work, `round-${round}`), bytes) });
+    // Every contender reads from memory: the page cache for paths, these buffers for uploads.
+    const buffers = files.map((f) => readFileSync(f));
+    const bytes = buffers.reduce((n, b) => n + b.length, 0);
+    // A user's first start after an update compiles the CLI (bin/compiled-cli.js); every later
+    // one, which is what is timed here, loads that copy.
+    if (mia(['--help']).status !== 0) throw new Error('mia --help failed');
+    let orthancVersion = '';
+    const fresh = (name: string, round: number): string => join(work, `${name}-${round}`);
+    const contenders: Contender[] = [
+      { id: 'cli', name: '`mia import DIR` (process: start, import, exit)', userPath: true, run: (r) => cliImport(corpus, fresh('cli', r), files.length) },
+      { id: 'http-path', name: 'POST /v1/imports {path} to `mia serve`, until the job ends', userPath: true, run: (r) => httpPathImport(corpus, fresh('path', r), files.length) },
+      { id: 'http-multipart', name: `POST /v1/instances, multipart of ${PARTS_PER_REQUEST}, ${UPLOAD_CLIENTS} requests in flight`, userPath: true, run: (r) => httpUpload(buffers, fresh('multi', r), PARTS_PER_REQUEST, UPLOAD_CLIENTS) },
+      { id: 'http-single', name: `POST /v1/instances, one file per request, ${SINGLE_CLIENTS} in flight`, userPath: true, run: (r) => httpUpload(buffers, fresh('single', r), 1, SINGLE_CLIENTS) },
+      { id: 'bare', name: '(a) bare loop: readFileSync + dicom-parser parseDicom', userPath: false, run: () => Promise.resolve(bareParse(files)) },
+      { id: 'floor', name: '(b) durable floor: read, parse, SHA-256, temp name, fsync, rename; 64 in flight', userPath: false, run: async (r) => await durableFloor(files, fresh('floor', r)) },
+      {
+        id: 'orthanc',
+        name: `(c) Orthanc, REST POST /instances, ${ORTHANC_CLIENTS} clients (SyncStorageArea)`,
+        userPath: false,
+        run: async () => {
+          const o = await orthancIngest(buffers);
+          orthancVersion = o.version;
+          return o;
+        },
+      },
+    ];
+    const times = new Map<string, Timed[]>(contenders.map((c) => [c.id, []]));
+    for (let round = 0; round < ROUNDS; round++) {
+      // Rotated each round, so no contender always runs right after the same neighbour.
+      const order = contenders.map((_, i) => contenders[(i + round * 2) % contenders.length]!);
+      for (const c of order) {
+        times.get(c.id)!.push(await c.run(round));
+        rmSync(fresh(c.id, round), { recursive: true, force: true });
+      }
     }
-    const middle = (pick: (r: (typeof rounds)[number]) => Row): Row => [...rounds.map(pick)].sort((x, y) => x.seconds - y.seconds)[1] as Row;
-    const bare = middle((r) => r.bare);
-    const floor = middle((r) => r.floor);
-    const mia = middle((r) => r.mia);
-    const orthanc = await orthancIngest(files, work, bytes);
-    const ceiling = await fsyncCeiling(work, Math.round(bytes / files.length));
-    const row = (r: Row): string =>
-      `| ${r.name} | ${r.files} | ${r.seconds.toFixed(2)} | ${rate(r).toFixed(0)} | ${mbps(r).toFixed(1)} | ${(rate(mia) / rate(r)).toFixed(2)}x |`;
+    // The CLI's fixed cost: start, open the data folder, list, import one file, exit.
+    const one = join(work, 'one');
+    mkdirSync(one);
+    copyFileSync(files[0]!, join(one, 'slice.dcm'));
+    const startCosts: number[] = [];
+    for (let i = 0; i < 3; i++) startCosts.push((await cliImport(one, fresh('one', i), 1)).seconds);
+    const rate = (id: string): number => files.length / median(times.get(id)!.map((t) => t.seconds));
+    const floor = rate('floor');
+    const orthanc = rate('orthanc');
+    const rows = contenders.map((c) => {
+      const t = times.get(c.id)!;
+      const s = median(t.map((x) => x.seconds));
+      const name = c.id === 'orthanc' ? c.name.replace('Orthanc', `Orthanc ${orthancVersion}`) : c.name;
+      const notes = t.map((x) => x.note).filter(Boolean);
+      return `| ${name} | ${s.toFixed(2)} | ${t.map((x) => x.seconds.toFixed(2)).join(', ')} | ${rate(c.id).toFixed(0)} | ${(bytes / s / 1e6).toFixed(1)} | ` +
+        `${(rate(c.id) / floor).toFixed(2)}x | ${(rate(c.id) / orthanc).toFixed(2)}x | ${notes.length ? notes.join('; ') : ''} |`;
+    });
+    const goals = contenders.filter((c) => c.userPath).map((c) => {
+      const f = rate(c.id) / floor;
+      const o = rate(c.id) / orthanc;
+      return `- ${c.name}: ${f.toFixed(2)}x the floor (goal 0.8x: ${f >= 0.8 ? 'met' : 'not met'}), ${o.toFixed(1)}x Orthanc (goal 5x: ${o >= 5 ? 'met' : 'not met'})`;
+    });
+    const minutes = (performance.now() - startedAll) / 60_000;
     return [
       '## DICOM import',
       '',
       `${files.length} generated CT/MR phantom slices (models/mia-phantom-detector/phantoms.py, ${SERIES} series x ${SLICES}, ` +
-        `128x128 16-bit, ${(bytes / files.length / 1024).toFixed(1)} KiB each, ${(bytes / 1e6).toFixed(1)} MB), page cache warm, ` +
-        `Node ${process.version}, ${new Date().toISOString().slice(0, 10)}; mia, (a) and (c) in turn, three rounds, the median of each. "mia vs" is mia's files/s over the row's.`,
+        `128x128 16-bit, ${(bytes / files.length / 1024).toFixed(1)} KiB each, ${(bytes / 1e6).toFixed(1)} MB), page cache warm; ` +
+        `Node ${process.version}, ${new Date().toISOString().slice(0, 10)}; load average at the start ${load.map((l) => l.toFixed(2)).join(', ')} ` +
+        `(a shared machine: compare rows of one run, not runs). Contenders take turns in a rotated order, ${ROUNDS} rounds, each on fresh storage; ` +
+        `the median is shown, every round in brackets. mia runs as its user runs it (\`node bin/mia.js\`, no UV_THREADPOOL_SIZE from the bench); ` +
+        `HTTP times exclude the server's start, the CLI's include its own (with the compiled CLI of bin/compiled-cli.js, built before the rounds as at a user's first start after an update). The run took ${minutes.toFixed(1)} minutes.`,
       '',
-      '| contender | files | s | files/s | MB/s | mia vs |',
-      '|---|---|---|---|---|---|',
-      row(mia),
-      row(bare),
-      row(orthanc),
-      row(floor),
+      '| contender | s (median) | rounds, s | files/s | MB/s | vs floor (b) | vs Orthanc (c) | |',
+      '|---|---|---|---|---|---|---|---|',
+      ...rows,
       '',
-      `Goals: mia >= 0.5x (a): ${(rate(mia) / rate(bare)).toFixed(2)}x, ${rate(mia) / rate(bare) >= 0.5 ? 'met' : 'not met'}; ` +
-        `mia >= 3x (b): ${(rate(mia) / rate(orthanc)).toFixed(2)}x, ${rate(mia) / rate(orthanc) >= 3 ? 'met' : 'not met'}. ` +
-        `Row (c) shows what the copy alone costs: (a) plus writing each file once more, with nothing else, runs at ` +
-        `${(rate(floor) / rate(bare)).toFixed(2)}x of (a) on this machine, so a one-thread importer that keeps its own copy ` +
-        `(as the archive must) stays well below 0.5x of a loop that only reads. mia also makes every instance durable before it is indexed (fsync of the file and of its ` +
-        `directory; crash test in test/imports/crash.test.ts), hashes it and indexes it; this disk sustains about ` +
-        `${ceiling.toFixed(0)} fsynced writes/s of this size 100 in parallel, and a batch's fsyncs overlap the next ` +
-        `batch's parsing.`,
+      `The CLI's fixed cost, \`mia import\` of one file from start to exit: ${startCosts.map((x) => x.toFixed(2)).join(', ')} s.`,
       '',
-      'Reproduce: `npm run bench -- import` (installs Debian\'s orthanc when run as root).',
+      'Goals (issue 15): every user path at least 0.8x the durable floor and at least 5x Orthanc.',
+      '',
+      ...goals,
+      '',
+      'Where the user paths lose against the floor (measured 2026-11-26, `node --cpu-prof` of `mia import` and of runPathJob in process, ' +
+        '2,000 of these files): the import job is bound by its event loop, busy 1.1-1.2 s of its 1.2-1.4 s in process on a quiet minute ' +
+        '(eventLoopUtilization), the floor\'s 0.35-0.4 s of user CPU for the same files. On that one thread: the DICOM parse and its checks ' +
+        '(12%), GC (9%), reading the files (4%), SQLite statements and commits (5%), and handing the archive\'s file operations to the thread ' +
+        'pool, of which a durable content-addressed archive does more per file than the floor: files land in 256 folders, so a batch of 100 ' +
+        'fsyncs ~83 folders (the floor fsyncs its one folder once), plus the index\'s WAL per batch. Under CPU contention (load 5-9 during ' +
+        'these runs, other helpers\' benchmarks) that thread gets a share of a core and the ratio drops (job alone 360-520 files/s against ' +
+        'a floor of 1,700 in the same minutes); the floor\'s work is mostly kernel time on the pool. Fixed in this round: the CLI loaded every ' +
+        'command\'s modules through tsx (2.7 s for --help, 0.6-0.8 s before the first file of an import): it now loads one command\'s, ' +
+        'compiled (bin/compiled-cli.js); the archive\'s creates, writes, mkdirs and folder opens ran in the event loop, where on ext4 ' +
+        'they waited for the journal commits of other files\' fsyncs (half of the CLI\'s main thread in open(2)): they run on the pool; ' +
+        'two batches flush while the next is prepared. One file per request stays far below: each request is its own job, batch and ' +
+        'three fsyncs in turn (file, folder, WAL), and requests do not share commits yet.',
+      '',
+      'Reproduce: `npm run bench -- import` (needs Debian\'s orthanc and orthanc-dicomweb: scripts/system-deps.sh).',
       '',
     ].join('\n');
   } finally {

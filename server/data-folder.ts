@@ -10,7 +10,6 @@ import { clearCrashLeftovers } from '#server/imports/leftovers.ts';
 import { registerNode, type JobNode } from '#server/jobs/node.ts';
 import type { Logger } from '#server/log.ts';
 import type { Database } from '#server/store/database.ts';
-import { openPostgres } from '#server/store/postgres.ts';
 import { openDatabase } from '#server/store/sqlite.ts';
 import { openReplica, type Replica } from '#server/sync/replica.ts';
 
@@ -32,7 +31,8 @@ export async function openDataFolder(
   options: { clock?: Clock; log?: Logger; databaseUrl?: string | null } = {},
 ): Promise<DataFolder> {
   const clock = options.clock ?? systemClock;
-  const db = options.databaseUrl ? await openPostgres(options.databaseUrl) : openDatabase(dataDir);
+  // pg is loaded only for a hub: every CLI command opens a data folder, most of them on SQLite.
+  const db = options.databaseUrl ? await (await import('#server/store/postgres.ts')).openPostgres(options.databaseUrl) : openDatabase(dataDir);
   let node: JobNode | undefined;
   let replica: Replica;
   try {

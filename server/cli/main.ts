@@ -16,19 +16,11 @@ import { issueKeyForUser, listKeys, revokeKey, rotateKey } from '#server/auth/ap
 import { recordAudit } from '#server/audit/audit.ts';
 import { systemClock } from '#server/clock.ts';
 import { formatTable } from '#server/cli/table.ts';
-import { analyzeCommand } from '#server/cli/analyze-command.ts';
-import { importCommand } from '#server/cli/import-command.ts';
-import { dicomCommand } from '#server/cli/dicom-command.ts';
-import { dimsePeerOf, pacsCommand } from '#server/cli/pacs-command.ts';
-import { dicomwebCommand } from '#server/cli/dicomweb-command.ts';
-import { srCommand } from '#server/cli/sr-command.ts';
-import { routesCommand } from '#server/cli/routes-command.ts';
-import { devicesCommand, syncCommand, type SyncIo } from '#server/cli/sync-command.ts';
+import type { SyncIo } from '#server/cli/sync-command.ts';
 import { defaultDataDir } from '#server/cli/data-dir.ts';
 import { isValidAeTitle } from '#server/dimse/pdu.ts';
 import { parseAllowedCaller, type DicomConfigInput } from '#server/dimse/scp-config.ts';
 import { DEFAULT_AUDIT_RETENTION_DAYS, DEFAULT_RATE_LIMIT, DEFAULT_SYNC_INTERVAL_MS } from '#server/config.ts';
-import { createServer } from '#server/create-server.ts';
 import { MiaError } from '#server/errors.ts';
 import { storageErrorOf } from '#server/storage-errors.ts';
 import { openDataFolder } from '#server/data-folder.ts';
@@ -306,6 +298,7 @@ async function serve(values: Record<string, unknown>, { dataDir, databaseUrl }: 
   const logDir = typeof values['log-dir'] === 'string' ? resolvePath(values['log-dir']) : null;
   const syncIntervalMs = numberOption(values, 'sync-interval', String(DEFAULT_SYNC_INTERVAL_MS / 1000), z.number().min(0).max(86_400)) * 1000;
   const dicom = dicomServeOptions(values);
+  const { createServer } = await import('#server/create-server.ts');
   const server = await createServer({ dataDir, databaseUrl, rateLimit, logDir, hubMode, allowedHosts, trustedProxies, logToStderr: false, uiDir, watchDir, watchStableMs, analyzeAfterImport, auditRetentionDays, syncIntervalMs, dicom });
   let url: string;
   try {
@@ -419,6 +412,11 @@ async function keysCommand(sub: string | undefined, args: string[], values: Reco
   }
 }
 
+/**
+ * Each command's module is loaded when that command runs: the CLI runs through tsx, which
+ * resolves and transpiles every module at start, and loading all of them (the HTTP server,
+ * PACS clients, analysis) cost `mia import` 0.4-0.6 s before its first file on this machine.
+ */
 export async function main(argv: string[], io: Out = stdio): Promise<number> {
   let parsed;
   try {
@@ -451,24 +449,27 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
         return 0;
       }
       case 'devices':
-        return await devicesCommand(sub, rest, place, syncIo(io));
+        return await (await import('#server/cli/sync-command.ts')).devicesCommand(sub, rest, place, syncIo(io));
       case 'sync':
-        return await syncCommand(sub, rest, values['key-file'], place, syncIo(io));
+        return await (await import('#server/cli/sync-command.ts')).syncCommand(sub, rest, values['key-file'], place, syncIo(io));
       case 'import':
-        return await importCommand([sub, ...rest].filter((p): p is string => p !== undefined), place, {
+        return await (await import('#server/cli/import-command.ts')).importCommand([sub, ...rest].filter((p): p is string => p !== undefined), place, {
           ...io,
           stderrIsTty: process.stderr.isTTY === true,
           writeErr: (text) => process.stderr.write(text),
         });
-      case 'dicom':
+      case 'dicom': {
+        const { dimsePeerOf, pacsCommand } = await import('#server/cli/pacs-command.ts');
         if (sub === 'retrieve' || sub === 'peers') return await pacsCommand(sub, rest, values, place, io);
+        const { dicomCommand } = await import('#server/cli/dicom-command.ts');
         return await dicomCommand(sub, rest, values, io, (ref, callingAeTitle) => dimsePeerOf(place, ref, callingAeTitle));
+      }
       case 'dicomweb':
-        return await dicomwebCommand(sub, values, place, io);
+        return await (await import('#server/cli/dicomweb-command.ts')).dicomwebCommand(sub, values, place, io);
       case 'sr':
-        return await srCommand(sub, rest, values.out, place, io);
+        return await (await import('#server/cli/sr-command.ts')).srCommand(sub, rest, values.out, place, io);
       case 'routes':
-        return await routesCommand(
+        return await (await import('#server/cli/routes-command.ts')).routesCommand(
           sub,
           rest,
           { event: values.event, peer: values.peer, modality: values.modality, labels: values.labels, model: values.model, object: values.object, positiveOnly: values['positive-only'], disabled: values.disabled, status: values.status },
@@ -476,7 +477,7 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
           io,
         );
       case 'analyze':
-        return await analyzeCommand(
+        return await (await import('#server/cli/analyze-command.ts')).analyzeCommand(
           dataDir,
           { all: values.all === true, scanIds: [sub, ...rest].filter((p): p is string => p !== undefined), modelId: values.model, config: { databaseUrl } },
           { ...io, stderrIsTty: process.stderr.isTTY === true, writeErr: (text) => process.stderr.write(text) },

@@ -42,8 +42,11 @@ export type IsCallerAllowed = (caller: CallerIdentity) => Promise<boolean>;
 export type StoreOutcome = { status: number; errorComment?: string | undefined };
 /** What receives the instances of one association: one import job, finished when it ends. */
 export type StoreSession = {
-  /** Imports the Part 10 file; resolves once the instance is durable and indexed (or refused). */
-  store(file: string): Promise<StoreOutcome>;
+  /**
+   * Imports the Part 10 file; resolves once the instance is durable and indexed (or refused).
+   * `synced` settles when the receiver's own fsync of the file (started as it ended) has.
+   */
+  store(file: string, synced?: Promise<void>): Promise<StoreOutcome>;
   close(ending: 'released' | 'aborted'): Promise<void>;
 };
 export type StoreReceiver = { openSession(caller: CallerIdentity): Promise<StoreSession> };
@@ -93,9 +96,27 @@ function negotiate(abstractSyntax: string, proposed: readonly string[]): { resul
   return syntax ? { result: PC_RESULT.acceptance, transferSyntax: syntax } : { result: PC_RESULT.transferSyntaxesNotSupported, transferSyntax: '' };
 }
 
+/** Spool folders made by this process: one mkdir each, not one per instance. */
+const madeSpoolDirs = new Set<string>();
+
+/**
+ * Received fragments are gathered up to this many bytes before a write: a typical instance
+ * (tens of KiB, in 16 KiB PDVs behind its Part 10 header) is then one write, not four thread
+ * pool round trips in turn before the C-STORE can be answered. Bounded, so a large instance
+ * still streams to disk.
+ */
+const SPOOL_WRITE_BYTES = 256 * 1024;
+
 /** A C-STORE data set on its way to a spool file, behind the Part 10 header mia writes. */
 class FileSink implements DataSink {
   private size = 0;
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  /**
+   * The file's fsync and close, started when its last fragment is written: it runs while the
+   * import reads and checks the file, instead of after, in the one answer's wait.
+   */
+  synced: Promise<void> | undefined;
   /** A write that failed (a full disk): the rest is drained and the store answered A700. */
   failure: NodeJS.ErrnoException | undefined;
   private constructor(
@@ -108,20 +129,43 @@ class FileSink implements DataSink {
   static async create(path: string, header: Buffer, maxBytes: number): Promise<FileSink> {
     let sink: FileSink;
     try {
-      await mkdir(dirname(path), { recursive: true, mode: PRIVATE_DIR_MODE });
-      sink = new FileSink(path, await open(path, 'wx', PRIVATE_FILE_MODE), maxBytes);
+      const dir = dirname(path);
+      if (!madeSpoolDirs.has(dir)) {
+        await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+        madeSpoolDirs.add(dir);
+      }
+      const handle = await open(path, 'wx', PRIVATE_FILE_MODE).catch(async (err: unknown) => {
+        // The folder went away (removed by hand while serving): made again, once.
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+        madeSpoolDirs.delete(dir);
+        await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+        madeSpoolDirs.add(dir);
+        return await open(path, 'wx', PRIVATE_FILE_MODE);
+      });
+      sink = new FileSink(path, handle, maxBytes);
     } catch (err) {
       sink = new FileSink(path, undefined, maxBytes);
       sink.failure = err as NodeJS.ErrnoException;
     }
-    await sink.put(header);
+    sink.gather(header);
     return sink;
   }
 
-  private async put(chunk: Buffer): Promise<void> {
+  /** Copied: a fragment may be a view of a PDU buffer that is read into again. */
+  private gather(chunk: Buffer): void {
     if (this.failure || !this.handle) return;
+    this.pending.push(Buffer.from(chunk));
+    this.pendingBytes += chunk.length;
+  }
+
+  private async put(): Promise<void> {
+    const handle = this.handle;
+    const parts = this.pending;
+    this.pending = [];
+    this.pendingBytes = 0;
+    if (this.failure || !handle || parts.length === 0) return;
     try {
-      await this.handle.write(chunk);
+      await handle.writev(parts);
     } catch (err) {
       this.failure = err as NodeJS.ErrnoException;
     }
@@ -130,17 +174,32 @@ class FileSink implements DataSink {
   async write(chunk: Buffer): Promise<void> {
     this.size += chunk.length;
     if (this.size > this.maxBytes) throw new PduError(`C-STORE data set larger than the ${this.maxBytes} bytes allowed`);
-    await this.put(chunk);
+    this.gather(chunk);
+    if (this.pendingBytes >= SPOOL_WRITE_BYTES) await this.put();
   }
 
   async end(): Promise<void> {
+    await this.put();
     const handle = this.handle;
     this.handle = undefined;
-    await handle?.close();
+    if (!handle) return;
+    if (this.failure) {
+      await handle.close();
+      return;
+    }
+    const synced = handle.sync().finally(() => handle.close());
+    // Awaited by the import (or settled by discard); a failure must not count as unhandled.
+    void synced.catch(() => undefined);
+    this.synced = synced;
   }
 
   async discard(): Promise<void> {
-    await this.end();
+    this.pending = [];
+    this.pendingBytes = 0;
+    const handle = this.handle;
+    this.handle = undefined;
+    await handle?.close();
+    await this.synced?.catch(() => undefined);
     await rm(this.path, { force: true });
   }
 }
@@ -255,7 +314,7 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
         }
         if (caller && !session) session = await options.receiver.openSession(caller);
         if (!session) return response(command, COMMAND.cStoreRsp, STATUS.outOfResources, 'no import session');
-        const outcome = await session.store(data.path);
+        const outcome = await session.store(data.path, data.synced);
         return response(command, COMMAND.cStoreRsp, outcome.status, outcome.errorComment);
       } finally {
         await data.discard();

@@ -70,7 +70,7 @@ export function createStoreReceiver(s: Services): StoreReceiver {
       // instance took 0.8 ms of the event loop), and discards only this association's file.
       const archive = createArchiveWriter(s.dataDir);
       const session: StoreSession = {
-        async store(file) {
+        async store(file, synced) {
           // Announced before the file's fsyncs: a commit starting meanwhile waits to take it along.
           const slot = index.reserve();
           try {
@@ -79,7 +79,7 @@ export function createStoreReceiver(s: Services): StoreReceiver {
               release = s.node.hold('import', job.id);
             }
             files += 1;
-            const prepared = await prepareStagedFile(s.db, archive, { path: `C-STORE ${files} from ${caller.callingAeTitle}`, file });
+            const prepared = await prepareStagedFile(s.db, archive, { path: `C-STORE ${files} from ${caller.callingAeTitle}`, file }, synced);
             await archive.flush();
             const outcome = await slot.submit({ jobRef: job.id, prepared });
             return outcome ? storeStatusOf(outcome) : { status: STATUS.outOfResources, errorComment: 'import produced no outcome' };
@@ -90,7 +90,7 @@ export function createStoreReceiver(s: Services): StoreReceiver {
             return { status: STATUS.outOfResources, errorComment: storage?.message ?? 'the instance could not be stored' };
           } finally {
             slot.cancel();
-            archive.discard();
+            await archive.discard();
           }
         },
         async close(ending) {

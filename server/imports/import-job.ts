@@ -67,6 +67,15 @@ export async function createImportJob(
   return await insertImportJob(deps.db, { publicId: newImportJobId(), kind, sources, createdBy, owner: ownerOf(deps.node), at: now(deps), ...(filesTotal === undefined ? {} : { filesTotal }) });
 }
 
+/** Batches whose files may still be on their way to disk while the next one is prepared. */
+const FLUSHING_BATCHES = 2;
+
+/**
+ * Bytes read and not yet written into the archive: the writes run on the thread pool while the
+ * next files are read, and a folder of large multi-frame files must not all sit in memory.
+ */
+const MAX_WRITING_BYTES = 64 * 1024 * 1024;
+
 /** Files prepared between yields to the event loop, so a server stays responsive while importing. */
 const YIELD_EVERY = 16;
 
@@ -77,39 +86,40 @@ const YIELD_EVERY = 16;
 async function runFiles(deps: ImportDeps, job: ImportJobRow, files: readonly ImportFile[], start: number, options: RunOptions): Promise<boolean> {
   const archive = createArchiveWriter(deps.dataDir);
   const batchSize = options.batchSize ?? DEFAULT_BATCH;
-  // A batch's fsyncs (disk time) run while the next batch is read and parsed (CPU time); its
-  // commit waits for them: durable before visible.
-  let flushing: { done: Promise<void>; prepared: Prepared[] } | null = null;
-  const commitFlushed = async (): Promise<void> => {
-    if (!flushing) return;
-    const { done, prepared } = flushing;
-    flushing = null;
-    await done;
-    const { outcomes, job: row } = await commitBatch(deps.db, deps.replica, job.id, prepared, now(deps));
+  // Batches' fsyncs (disk time) run while the next batches are read and parsed (CPU time); each
+  // is committed, in order, once its files are durable: durable before visible, and the
+  // checkpoint only ever covers committed files. Several in flight ride out a slow fsync.
+  const flushing: { done: Promise<void>; prepared: Prepared[] }[] = [];
+  const commitOldest = async (): Promise<void> => {
+    const oldest = flushing.shift();
+    if (!oldest) return;
+    await oldest.done;
+    const { outcomes, job: row } = await commitBatch(deps.db, deps.replica, job.id, oldest.prepared, now(deps));
     if (row) options.onBatch?.(row, outcomes);
   };
   try {
     for (let i = start; i < files.length; i += batchSize) {
       if (options.signal?.aborted) {
-        await commitFlushed();
+        while (flushing.length > 0) await commitOldest();
         return false;
       }
       const slice = files.slice(i, i + batchSize);
       const prepared: Prepared[] = [];
       for (const file of slice) {
         prepared.push(await prepareFile(deps.db, archive, file));
+        await archive.room(MAX_WRITING_BYTES);
         if (prepared.length % YIELD_EVERY === 0) await new Promise<void>((resolve) => setImmediate(resolve));
       }
-      const done = archive.flush();
-      await commitFlushed();
-      flushing = { done, prepared };
+      flushing.push({ done: archive.flush(), prepared });
+      while (flushing.length > FLUSHING_BATCHES) await commitOldest();
     }
-    await commitFlushed();
+    while (flushing.length > 0) await commitOldest();
     return true;
   } finally {
-    // A failure mid-batch: whatever is still flushing is never indexed; its rejection is moot.
-    (flushing as { done: Promise<void> } | null)?.done.catch(() => undefined);
-    archive.discard();
+    // A failure: what is still flushing is never indexed (at worst unreferenced archive files,
+    // which a re-import writes over); waited for, so no temporary file outlives the job.
+    await Promise.allSettled(flushing.map((f) => f.done));
+    await archive.discard();
   }
 }
 

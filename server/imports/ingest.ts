@@ -59,9 +59,10 @@ export async function prepareFile(db: Database, archive: ArchiveWriter, source: 
  * `prepareFile` for a file already written in the archive's staging folder (`stagingTempPath`):
  * the same checks, then the file itself is staged (renamed into place at the flush), never copied.
  * Whatever the outcome, the caller still owns `source.file` until the archive is flushed.
+ * `synced`: the writer's fsync of the file, when it started one as the file ended.
  */
-export async function prepareStagedFile(db: Database, archive: ArchiveWriter, source: ImportFile): Promise<Prepared> {
-  return await readAndPlace(db, archive, source, (_bytes, sha256) => archive.adopt(source.file, sha256));
+export async function prepareStagedFile(db: Database, archive: ArchiveWriter, source: ImportFile, synced?: Promise<void>): Promise<Prepared> {
+  return await readAndPlace(db, archive, source, (_bytes, sha256) => archive.adopt(source.file, sha256, synced));
 }
 
 /** Read, check, and (for a file to store) put it in the archive the way `place` says. */

@@ -171,7 +171,7 @@ async function receiveBucketNow(dataDir: string, body: Readable, maxBytes: numbe
     }
     await writer.flush();
   } catch (err) {
-    writer.discard();
+    await writer.discard();
     throw err;
   }
   return { stored, present: files.length - stored, bytes: total };
