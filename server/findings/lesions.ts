@@ -33,6 +33,8 @@ function spacingSourceOf(findings: readonly FindingV11[]): Pick<Lesion, 'spacing
 }
 
 export function groupLesions(findings: readonly FindingV11[]): Lesion[] {
+  // Most results have no finding: a page of them should not build the structures below for nothing.
+  if (findings.length === 0) return [];
   const parent = findings.map((_, i) => i);
   const root = (i: number): number => {
     let r = i;
