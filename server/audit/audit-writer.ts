@@ -8,16 +8,18 @@
  * Events are written a batch at a time, in one statement and one commit. On a hub a batch is the
  * events of a few milliseconds: on PostgreSQL every commit waits for its WAL to reach the disk,
  * and one per request was a third of a request's database time. On a workstation a batch is the
- * events of one event-loop turn, written in that turn's check phase (setImmediate), before the
- * loop polls for anything else: one commit instead of one per request (a turn under load holds
- * 10-30 requests' events; 82 -> 30 us an event at 10 a commit).
+ * events of one event-loop turn, written at the next check phase (setImmediate): one commit
+ * instead of one per request (a turn under load holds 10-30 requests' events; 82 -> 30 us an
+ * event at 10 a commit).
  *
- * Why a batch loses nothing that writing each at once would keep: an event is queued when its
- * response has been handed to the socket ('close'), as it was written then before; nothing else
- * runs between that and the end of the turn but other callbacks of the same poll, and the turn
- * ends with the write. A process killed within that turn loses the turn's events, as one killed
- * between a response and its insert did; a process stopped (SIGTERM, SIGINT, `stop()`) flushes
- * first (test/http/audit-batch.test.ts kills a serving process and counts the trail).
+ * What this changes for an event's durability: it was inserted in its response's 'close'
+ * callback, after the answer had been handed to the socket, so a process killed between the two
+ * lost it; now the window runs to the next check phase, at most one poll of the loop later, and
+ * ends before any handler that asked for its turn after the event was queued runs (turns are
+ * setImmediate callbacks too, run in order). So a request a client sends once it has an answer
+ * is answered after that answer's event is committed. A process stopped (`stop()`, as on
+ * SIGTERM) flushes first. test/faults/audit-kill.test.ts stops, and kills after one more round
+ * trip, a serving process and counts the trail.
  */
 import { recordRefusal } from '#server/audit/audit.ts';
 import type { Logger } from '#server/log.ts';
