@@ -76,15 +76,7 @@ export async function listResults(deps: ScanDeps, filter: ResultFilter, page: Pa
   // One query for the slices of every series with findings; a series without has no place to give.
   const slices = await loadSliceIndexes(deps.db, rows.items.filter((row) => findings.has(row.analysis_ref)).map((row) => row.id));
   const none = sliceIndexOf([]);
-  const items = rows.items.map((row) =>
-    toScanResult(
-      row,
-      { ...row, public_id: row.analysis_public_id },
-      findings.get(row.analysis_ref) ?? [],
-      filter,
-      slices.get(row.id) ?? none,
-    ),
-  );
+  const items = rows.items.map((row) => toScanResult(row, row.analysis, findings.get(row.analysis_ref) ?? [], filter, slices.get(row.id) ?? none));
   return { items, nextAfterId: rows.nextAfterId };
 }
 

@@ -8,10 +8,16 @@
  * Rows come back as arrays (Database.values) and become objects here, in one fixed shape.
  */
 import { inJsonIds, perDialect, type Database } from '#server/store/database.ts';
-import type { FindingRow } from '#server/store/analyses.ts';
+import type { AnalysisRow, FindingRow } from '#server/store/analyses.ts';
 import { allOf } from '#server/store/conditions.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 import type { ResultFilter } from '#server/store/scans.ts';
+
+/** A scan's latest analysis, as a result shows it. */
+export type ResultAnalysis = Pick<
+  AnalysisRow,
+  'public_id' | 'model_id' | 'model_name' | 'model_version' | 'model_sha256' | 'recommendation' | 'started_at' | 'finished_at'
+>;
 
 /** A scan and its latest analysis, as a result shows them. */
 export type ResultRow = {
@@ -21,14 +27,7 @@ export type ResultRow = {
   patient_id: string;
   modality: string;
   analysis_ref: number;
-  analysis_public_id: string;
-  model_id: string;
-  model_name: string;
-  model_version: string;
-  model_sha256: string;
-  recommendation: string | null;
-  started_at: string | null;
-  finished_at: string | null;
+  analysis: ResultAnalysis;
 };
 
 export type ResultFindingRow = Pick<
@@ -53,7 +52,7 @@ export async function listResultRows(db: Database, filter: ResultFilter, page: P
     filter.scanId !== undefined && 's.scan_id = @scanId',
   ]);
   const rows = (await db.values(
-    `SELECT s.id, s.scan_id, p.patient_id, s.modality, a.id AS analysis_ref, a.public_id AS analysis_public_id,
+    `SELECT s.id, s.scan_id, p.patient_id, s.modality, a.id AS analysis_ref, a.public_id,
             a.model_id, a.model_name, a.model_version, a.model_sha256, a.recommendation, a.started_at, a.finished_at
        FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref
        JOIN analyses a ON a.id = s.latest_analysis_ref
@@ -76,14 +75,16 @@ export async function listResultRows(db: Database, filter: ResultFilter, page: P
       patient_id: v[2] as string,
       modality: v[3] as string,
       analysis_ref: v[4] as number,
-      analysis_public_id: v[5] as string,
-      model_id: v[6] as string,
-      model_name: v[7] as string,
-      model_version: v[8] as string,
-      model_sha256: v[9] as string,
-      recommendation: v[10] as string | null,
-      started_at: v[11] as string | null,
-      finished_at: v[12] as string | null,
+      analysis: {
+        public_id: v[5] as string,
+        model_id: v[6] as string,
+        model_name: v[7] as string,
+        model_version: v[8] as string,
+        model_sha256: v[9] as string,
+        recommendation: v[10] as string | null,
+        started_at: v[11] as string | null,
+        finished_at: v[12] as string | null,
+      },
     }),
   );
   return toPage(rows, page.limit);
