@@ -1,7 +1,9 @@
 /**
  * A benchmark server process: either mia on a data folder seeded with N analysed scans, or a
  * bare Express handler returning a payload of the same size. Prints its URL (and for mia a
- * key) as one JSON line on stdout, then serves until killed.
+ * key) as one JSON line on stdout, then serves until killed. Asked over IPC, it answers with its
+ * CPU time so far (process.cpuUsage): CPU per request holds up on a busy machine where req/s
+ * does not.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -38,5 +40,8 @@ async function bare(payloadBytes: number): Promise<void> {
 }
 
 process.once('SIGINT', () => process.exit(0));
+process.on('message', () => process.send?.(process.cpuUsage()));
+// The IPC channel must not keep a fixture alive once the bench is gone.
+process.channel?.unref();
 if (mode === 'bare') await bare(Number(countArg));
 else await mia(Number(countArg));

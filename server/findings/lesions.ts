@@ -33,6 +33,9 @@ function spacingSourceOf(findings: readonly FindingV11[]): Pick<Lesion, 'spacing
 }
 
 export function groupLesions(findings: readonly FindingV11[]): Lesion[] {
+  // Most results have no finding or one: a page of them should not build the structures below for nothing.
+  if (findings.length === 0) return [];
+  if (findings.length === 1) return findings.map((f) => lesionOf([f]));
   const parent = findings.map((_, i) => i);
   const root = (i: number): number => {
     let r = i;
@@ -51,22 +54,24 @@ export function groupLesions(findings: readonly FindingV11[]): Lesion[] {
     const key = root(i);
     groups.set(key, [...(groups.get(key) ?? []), finding]);
   });
-  return [...groups.values()].map((members) => {
-    const bySlice = [...members].sort((a, b) => (a.place?.slice ?? 0) - (b.place?.slice ?? 0));
-    const slices = bySlice.flatMap((f) => (f.place ? [f.place.slice] : []));
-    const diameters = bySlice.flatMap((f) => (f.place?.width_mm != null && f.place.height_mm != null ? [Math.max(f.place.width_mm, f.place.height_mm)] : []));
-    const first = bySlice[0];
-    return {
-      id: first?.id ?? '',
-      label: first?.label ?? '',
-      finding_ids: bySlice.map((f) => f.id),
-      first_slice: slices.length > 0 ? Math.min(...slices) : null,
-      last_slice: slices.length > 0 ? Math.max(...slices) : null,
-      slices: first?.place?.slices ?? null,
-      largest_diameter_mm: diameters.length > 0 ? Math.max(...diameters) : null,
-      ...spacingSourceOf(bySlice),
-      confidence: Math.max(...members.map((f) => f.confidence)),
-      review: lesionReview(members),
-    };
-  });
+  return [...groups.values()].map(lesionOf);
+}
+
+function lesionOf(members: readonly FindingV11[]): Lesion {
+  const bySlice = [...members].sort((a, b) => (a.place?.slice ?? 0) - (b.place?.slice ?? 0));
+  const slices = bySlice.flatMap((f) => (f.place ? [f.place.slice] : []));
+  const diameters = bySlice.flatMap((f) => (f.place?.width_mm != null && f.place.height_mm != null ? [Math.max(f.place.width_mm, f.place.height_mm)] : []));
+  const first = bySlice[0];
+  return {
+    id: first?.id ?? '',
+    label: first?.label ?? '',
+    finding_ids: bySlice.map((f) => f.id),
+    first_slice: slices.length > 0 ? Math.min(...slices) : null,
+    last_slice: slices.length > 0 ? Math.max(...slices) : null,
+    slices: first?.place?.slices ?? null,
+    largest_diameter_mm: diameters.length > 0 ? Math.max(...diameters) : null,
+    ...spacingSourceOf(bySlice),
+    confidence: Math.max(...members.map((f) => f.confidence)),
+    review: lesionReview(members),
+  };
 }

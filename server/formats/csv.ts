@@ -15,16 +15,30 @@ export type CsvCell = string | number | boolean | null;
  */
 const FORMULA_START = /^(?:[\t\r\n\0]|\s*[=+\-@|\uFF1D\uFF0B\uFF0D\uFF20\uFF5C\uFE66\uFE62\uFE63\uFE6B])/;
 
+/** An ASCII letter or digit first: neither a control character, whitespace nor a trigger. */
+function startsPlain(text: string): boolean {
+  const c = text.charCodeAt(0);
+  return (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a);
+}
+
+const NEEDS_QUOTES = /[",\r\n]/;
+
 export function csvField(cell: CsvCell): string {
   if (cell === null) return '';
   if (typeof cell === 'number') return Number.isFinite(cell) ? String(cell) : '';
   if (typeof cell === 'boolean') return cell ? 'true' : 'false';
-  const text = FORMULA_START.test(cell) ? `'${cell}` : cell;
-  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+  const text = startsPlain(cell) || !FORMULA_START.test(cell) ? cell : `'${cell}`;
+  return NEEDS_QUOTES.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 
 export function toCsv(columns: readonly string[], rows: readonly Record<string, CsvCell>[]): string {
-  const lines = [columns.map(csvField).join(',')];
-  for (const row of rows) lines.push(columns.map((column) => csvField(row[column] ?? null)).join(','));
-  return lines.join('\r\n') + '\r\n';
+  let out = columns.map(csvField).join(',') + '\r\n';
+  for (const row of rows) {
+    for (let i = 0; i < columns.length; i += 1) {
+      const column = columns[i] ?? '';
+      out += i === 0 ? csvField(row[column] ?? null) : `,${csvField(row[column] ?? null)}`;
+    }
+    out += '\r\n';
+  }
+  return out;
 }

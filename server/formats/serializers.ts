@@ -108,20 +108,49 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
     'review_reason',
   ],
   csvRows(result) {
-    const common = {
+    // Each row is one literal with every column, in column order: rows built by spreading a
+    // shared part were dictionary-mode objects, and building them was 90% of a CSV page's
+    // cost (500 results: 16 ms of 19 ms, against 1.1 ms for the whole JSON page).
+    const analysis = result.analysis;
+    if (result.findings.length === 0) {
+      return [
+        {
+          patient_id: result.patient_id,
+          scan_id: result.scan_id,
+          modality: result.modality,
+          recommendation: result.recommendation,
+          finding_index: null,
+          label: null,
+          confidence: null,
+          x: null,
+          y: null,
+          width: null,
+          height: null,
+          instance_uid: null,
+          frame: null,
+          review: null,
+          finding_id: null,
+          analysis_id: analysis.id,
+          model_id: analysis.model.id,
+          model_name: analysis.model.name,
+          model_version: analysis.model.version,
+          analysis_finished_at: analysis.finished_at,
+          slice: null,
+          slices: null,
+          position_mm: null,
+          width_mm: null,
+          height_mm: null,
+          lesion_id: null,
+          source: null,
+          review_reason: null,
+        },
+      ];
+    }
+    return result.findings.map((finding, index) => ({
       patient_id: result.patient_id,
       scan_id: result.scan_id,
       modality: result.modality,
       recommendation: result.recommendation,
-      analysis_id: result.analysis.id,
-      model_id: result.analysis.model.id,
-      model_name: result.analysis.model.name,
-      model_version: result.analysis.model.version,
-      analysis_finished_at: result.analysis.finished_at,
-    };
-    if (result.findings.length === 0) return [common];
-    return result.findings.map((finding, index) => ({
-      ...common,
       finding_index: index,
       label: finding.label,
       confidence: finding.confidence,
@@ -133,6 +162,11 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
       frame: finding.frame,
       review: finding.review,
       finding_id: finding.id,
+      analysis_id: analysis.id,
+      model_id: analysis.model.id,
+      model_name: analysis.model.name,
+      model_version: analysis.model.version,
+      analysis_finished_at: analysis.finished_at,
       slice: finding.place?.slice ?? null,
       slices: finding.place?.slices ?? null,
       position_mm: finding.place?.position_mm ?? null,

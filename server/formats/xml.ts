@@ -10,7 +10,12 @@ export type XmlValue = string | number | boolean | null | readonly XmlValue[] | 
 // (a lone surrogate cannot be encoded as UTF-8 at all).
 const FORBIDDEN_CHARS = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
+/** Anything escapeXml changes; most values (ids, labels, numbers as text) have none of it. */
+const NEEDS_ESCAPE = /[&<>"'\r\u0000-\u0008\u000B\u000C\u000E-\u001F\uD800-\uDFFF\uFFFE\uFFFF]/;
+
 export function escapeXml(text: string): string {
+  // Seven replace passes over every value were half of a results page's XML cost.
+  if (!NEEDS_ESCAPE.test(text)) return text;
   return text
     .replace(FORBIDDEN_CHARS, '')
     .replaceAll('&', '&amp;')
@@ -22,26 +27,43 @@ export function escapeXml(text: string): string {
     .replaceAll('\r', '&#13;');
 }
 
+const XML_NAME = /^[A-Za-z_][A-Za-z0-9_.-]*$/;
+/** Names already checked; they are our schemas' keys, a few dozen, so the set stays small. */
+const checkedNames = new Set<string>();
+const MAX_CHECKED_NAMES = 1000;
+
 /** Element names come from our own schema keys, but are checked so a bug cannot emit bad XML. */
 function elementName(name: string): string {
-  if (!/^[A-Za-z_][A-Za-z0-9_.-]*$/.test(name)) throw new Error(`not an XML element name: ${name}`);
+  if (checkedNames.has(name)) return name;
+  if (!XML_NAME.test(name)) throw new Error(`not an XML element name: ${name}`);
+  if (checkedNames.size < MAX_CHECKED_NAMES) checkedNames.add(name);
   return name;
 }
 
-export function xmlElement(name: string, value: XmlValue, itemNames: Readonly<Record<string, string>>): string {
+/** Appends the element to `out` (one growing string: V8 joins appended pieces lazily, where
+ * building arrays of children and joining them at every level cost a page of results 8x its JSON). */
+function appendElement(out: string, name: string, value: XmlValue, itemNames: Readonly<Record<string, string>>): string {
   const tag = elementName(name);
-  if (value === null) return `<${tag}/>`;
+  if (value === null) return `${out}<${tag}/>`;
+  if (typeof value === 'string') return `${out}<${tag}>${escapeXml(value)}</${tag}>`;
+  if (typeof value === 'number' || typeof value === 'boolean') return `${out}<${tag}>${String(value)}</${tag}>`;
+  out += `<${tag}>`;
   if (Array.isArray(value)) {
     const itemName = itemNames[name] ?? 'item';
-    return `<${tag}>${value.map((item: XmlValue) => xmlElement(itemName, item, itemNames)).join('')}</${tag}>`;
+    for (const item of value as readonly XmlValue[]) out = appendElement(out, itemName, item, itemNames);
+  } else {
+    const record = value as { readonly [key: string]: XmlValue | undefined };
+    for (const key of Object.keys(record)) {
+      const child = record[key];
+      // An absent optional field is left out, as JSON.stringify leaves it out.
+      if (child !== undefined) out = appendElement(out, key, child, itemNames);
+    }
   }
-  if (typeof value === 'object') {
-    const children = Object.entries(value as Record<string, XmlValue>)
-      .map(([key, child]) => xmlElement(key, child, itemNames))
-      .join('');
-    return `<${tag}>${children}</${tag}>`;
-  }
-  return `<${tag}>${escapeXml(String(value))}</${tag}>`;
+  return `${out}</${tag}>`;
+}
+
+export function xmlElement(name: string, value: XmlValue, itemNames: Readonly<Record<string, string>>): string {
+  return appendElement('', name, value, itemNames);
 }
 
 export function toXmlDocument(rootName: string, value: XmlValue, itemNames: Readonly<Record<string, string>>): string {

@@ -65,6 +65,13 @@ function filterTarget(query: unknown): string | null {
   return `filter:${new URLSearchParams(filters.map(([k, v]): [string, string] => [k, String(v)])).toString()}`.slice(0, 300);
 }
 
+/** Pages above this many items wait in the large lane of the turns (server/http/turns.ts). */
+const SMALL_PAGE_LIMIT = 100;
+
+function largePage(query: unknown): boolean {
+  return typeof query === 'object' && query !== null && 'limit' in query && typeof query.limit === 'number' && query.limit > SMALL_PAGE_LIMIT;
+}
+
 function withoutFormat(query: Request['query']): Record<string, unknown> {
   const { format: _format, ...rest } = query as Record<string, unknown>;
   return rest;
@@ -291,7 +298,7 @@ export function createApp(services: Runtime): express.Express {
       }
       body = parseInput(route.body, req.body ?? {}, 'body');
     }
-    await turns.take();
+    await turns.take(largePage(query) ? 'large' : 'small');
     const result = await route.handle({
       params,
       query,

@@ -33,7 +33,6 @@ export async function reviewFinding(
     if (!row) throw notFound('Finding', findingId);
     const followDrafts = await beforeVerdict({ ...deps, db: tx }, row.analysis_ref);
     const now = deps.clock.now().toISOString();
-    const at = review === null ? null : now;
     // A reason is kept with a rejection only (the route refuses one with another verdict).
     const kept = review === 'rejected' ? reason : null;
     // An event that has seen every verdict before it (and so settles a dispute), synced as such.
@@ -42,7 +41,7 @@ export async function reviewFinding(
     // Verdicts on an older analysis's findings do not move the scan: its result is another.
     if (row.is_latest) await reviewChanged(tx, { ref: row.scan_ref, status: row.scan_status }, deps.clock.now().toISOString());
     return {
-      finding: toFinding({ ...row, review, reviewed_by: review === null ? null : reviewer.ref, reviewed_at: at, review_reason: kept, review_disputed: 0 }, await loadSliceIndex(tx, row.scan_ref)),
+      finding: toFinding({ ...row, review, review_reason: kept, review_disputed: 0 }, await loadSliceIndex(tx, row.scan_ref)),
       scanId: row.scan_id,
       patientId: row.patient_id,
     };

@@ -8,14 +8,21 @@ import { groupLesions } from '#server/findings/lesions.ts';
 import { placeOf, type SliceIndex } from '#server/findings/places.ts';
 import { triageOf } from '#server/scans/triage.ts';
 
+/** The columns a result shows (a page of results reads only these: server/store/results.ts). */
+type ShownFinding = Pick<
+  FindingRow,
+  'public_id' | 'label' | 'confidence' | 'x' | 'y' | 'width' | 'height' | 'instance_uid' | 'frame' | 'review' | 'source' | 'review_reason' | 'review_disputed'
+>;
+type ShownAnalysis = Pick<AnalysisRow, 'public_id' | 'model_id' | 'model_name' | 'model_version' | 'model_sha256' | 'recommendation' | 'started_at' | 'finished_at'>;
+
 export type FindingFilter = { label?: string | undefined; minConfidence?: number | undefined };
 
-function keepFinding(row: FindingRow, filter: FindingFilter): boolean {
+function keepFinding(row: Pick<FindingRow, 'label' | 'confidence'>, filter: FindingFilter): boolean {
   return (filter.label === undefined || row.label === filter.label) && (filter.minConfidence === undefined || row.confidence >= filter.minConfidence);
 }
 
 /** `slices` gives the finding's place (slice, size in mm); without it the place is null. */
-export function toFinding(row: FindingRow, slices?: SliceIndex): ScanResultV11['findings'][number] {
+export function toFinding(row: ShownFinding, slices?: SliceIndex): ScanResultV11['findings'][number] {
   return {
     id: row.public_id,
     label: row.label,
@@ -66,9 +73,9 @@ export function toScan(row: ScanRow, findings: readonly FindingRow[] | undefined
 }
 
 export function toScanResult(
-  row: ScanRow,
-  analysis: AnalysisRow,
-  findings: readonly FindingRow[],
+  row: Pick<ScanRow, 'patient_id' | 'scan_id' | 'modality'>,
+  analysis: ShownAnalysis,
+  findings: readonly ShownFinding[],
   filter: FindingFilter,
   slices?: SliceIndex,
 ): ScanResultV11 {

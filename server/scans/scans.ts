@@ -6,7 +6,8 @@ import type { Database } from '#server/store/database.ts';
 import { inTransaction } from '#server/store/database.ts';
 import type { Page, PageRequest } from '#server/store/page.ts';
 import type { ResultFilter, ScanFilter, ScanRow } from '#server/store/scans.ts';
-import { findScan, listScans as listScanRows, listScansWithResults, stampArchived } from '#server/store/scans.ts';
+import { findScan, listScans as listScanRows, stampArchived } from '#server/store/scans.ts';
+import { findResultFindings, listResultRows } from '#server/store/results.ts';
 import { recordChanges, type Replica } from '#server/sync/replica.ts';
 import { formatHlc } from '#server/sync/hlc.ts';
 import { loadSliceIndex, loadSliceIndexes, sliceIndexOf } from '#server/findings/places.ts';
@@ -70,16 +71,12 @@ export async function requestScanStatus(deps: ScanDeps & { replica: Replica }, s
 }
 
 export async function listResults(deps: ScanDeps, filter: ResultFilter, page: PageRequest): Promise<Page<ScanResultV11>> {
-  const rows = await listScansWithResults(deps.db, filter, page);
-  const { analyses, findings } = await loadLatestAnalyses(deps.db, rows.items);
-  const analysed = rows.items.flatMap((row) => {
-    const analysis = row.latest_analysis_ref === null ? undefined : analyses.get(row.latest_analysis_ref);
-    return analysis ? [{ row, analysis, own: findings.get(analysis.id) ?? [] }] : [];
-  });
+  const rows = await listResultRows(deps.db, filter, page);
+  const findings = await findResultFindings(deps.db, rows.items.map((row) => row.analysis_ref));
   // One query for the slices of every series with findings; a series without has no place to give.
-  const slices = await loadSliceIndexes(deps.db, analysed.filter((a) => a.own.length > 0).map((a) => a.row.id));
+  const slices = await loadSliceIndexes(deps.db, rows.items.filter((row) => findings.has(row.analysis_ref)).map((row) => row.id));
   const none = sliceIndexOf([]);
-  const items = analysed.map(({ row, analysis, own }) => toScanResult(row, analysis, own, filter, slices.get(row.id) ?? none));
+  const items = rows.items.map((row) => toScanResult(row, row.analysis, findings.get(row.analysis_ref) ?? [], filter, slices.get(row.id) ?? none));
   return { items, nextAfterId: rows.nextAfterId };
 }
 

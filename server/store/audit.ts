@@ -44,7 +44,7 @@ function boundValues(event: AuditInput): Omit<AuditRow, 'id' | 'count'> {
 
 const AUDIT_COLUMNS = 'at, request_id, key_id, user_id, action, target, patient_id, outcome, status_code, patient_ids, address';
 
-/** Many events with one statement and one commit, in the array's order (a hub's audit writer). */
+/** Many events with one statement and one commit, in the array's order (the audit writer's batches). */
 export async function insertAuditEvents(db: Database, events: readonly AuditInput[]): Promise<void> {
   if (events.length === 0) return;
   await db.run(INSERT_MANY, [JSON.stringify(events.map(boundValues))]);

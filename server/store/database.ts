@@ -36,6 +36,12 @@ export type Database = {
   readonly dialect: Dialect;
   /** Every row the statement returns. */
   all<T>(statement: Statement, params?: Params): Promise<T[]>;
+  /**
+   * Every row as an array of its column values, in the statement's column order: for pages read
+   * in bulk. better-sqlite3 builds a row object a property at a time, which was 40% of a 500-row
+   * results statement (1.52 -> 0.90 ms with the caller building the same objects itself).
+   */
+  values(statement: Statement, params?: Params): Promise<unknown[][]>;
   /** The first row, or undefined. */
   get<T>(statement: Statement, params?: Params): Promise<T | undefined>;
   /** Runs a statement and resolves with the number of rows it changed. */

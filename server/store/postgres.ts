@@ -84,9 +84,9 @@ function values(statement: Prepared, params: Params | undefined): unknown[] {
 
 type Queryable = { query(config: pg.QueryConfig): Promise<pg.QueryResult> };
 
-async function query(on: Queryable, statement: Statement, params: Params | undefined): Promise<pg.QueryResult> {
+async function query(on: Queryable, statement: Statement, params: Params | undefined, rowMode?: 'array'): Promise<pg.QueryResult> {
   const p = prepare(statement);
-  return on.query({ name: p.name, text: p.text, values: values(p, params) });
+  return on.query({ name: p.name, text: p.text, values: values(p, params), ...(rowMode ? { rowMode } : {}) });
 }
 
 /** Serialization failure and deadlock: the transaction lost a race and may simply run again. */
@@ -106,6 +106,10 @@ function clientHandle(client: pg.PoolClient, isOpen: () => boolean, savepoints: 
     async all<T>(statement: Statement, params?: Params) {
       check();
       return (await query(client, statement, params)).rows as T[];
+    },
+    async values(statement, params) {
+      check();
+      return (await query(client, statement, params, 'array')).rows as unknown[][];
     },
     async get<T>(statement: Statement, params?: Params) {
       check();
@@ -190,6 +194,9 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
     pool,
     async all<T>(statement: Statement, params?: Params) {
       return (await query(pool, statement, params)).rows as T[];
+    },
+    async values(statement, params) {
+      return (await query(pool, statement, params, 'array')).rows as unknown[][];
     },
     async get<T>(statement: Statement, params?: Params) {
       return (await query(pool, statement, params)).rows[0] as T | undefined;

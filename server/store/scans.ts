@@ -63,27 +63,6 @@ export async function listScans(db: Database, filter: ScanFilter, page: PageRequ
 
 export type ResultFilter = ScanFilter & { label?: string | undefined; minConfidence?: number | undefined };
 
-/** Scans that have a succeeded analysis; with a label or confidence filter, only scans whose
- * latest analysis has a matching finding. */
-export async function listScansWithResults(db: Database, filter: ResultFilter, page: PageRequest): Promise<Page<ScanRow>> {
-  const findingFilter =
-    filter.label === undefined && filter.minConfidence === undefined
-      ? ''
-      : ` AND EXISTS (SELECT 1 FROM findings f WHERE f.analysis_ref = s.latest_analysis_ref AND ${allOf([
-          filter.label !== undefined && 'f.label = @label',
-          filter.minConfidence !== undefined && 'f.confidence >= @minConfidence',
-        ])})`;
-  const rows = (await db.all(`${SCAN_SELECT} WHERE s.id > @after AND ${filterSql(filter)} AND s.latest_analysis_ref IS NOT NULL${findingFilter}
-       ORDER BY s.id LIMIT @limit`, {
-      ...filterParams(filter),
-      label: filter.label ?? null,
-      minConfidence: filter.minConfidence ?? null,
-      after: page.afterId,
-      limit: page.limit + 1,
-    })) as ScanRow[];
-  return toPage(rows, page.limit);
-}
-
 const SCANS_OF_STUDIES = perDialect((d) => `${SCAN_SELECT} WHERE s.study_ref ${inJsonIds(d)} ORDER BY s.series_number IS NULL, s.series_number, s.id`);
 
 /** Every scan of the given studies, in series order: the series of a page of studies. */

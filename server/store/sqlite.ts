@@ -63,6 +63,8 @@ type Connection = {
   db: BetterSqlite3.Database;
   gate: Gate;
   statements: Map<string, BetterSqlite3.Statement>;
+  /** The same texts prepared to return arrays (a statement's mode is set once, so apart). */
+  rawStatements: Map<string, BetterSqlite3.Statement>;
   savepoints: number;
   /** The write-ahead log, opened at the first durable commit (see `syncWal`). */
   walFd?: number;
@@ -103,6 +105,16 @@ function prepare(conn: Connection, statement: Statement): BetterSqlite3.Statemen
   return prepared;
 }
 
+function prepareRaw(conn: Connection, statement: Statement): BetterSqlite3.Statement {
+  const text = statementText(statement, 'sqlite');
+  let prepared = conn.rawStatements.get(text);
+  if (!prepared) {
+    prepared = conn.db.prepare(text).raw(true);
+    conn.rawStatements.set(text, prepared);
+  }
+  return prepared;
+}
+
 function bind(params: Params | undefined): unknown[] {
   if (params === undefined) return [];
   if (!Array.isArray(params)) return [params];
@@ -115,6 +127,7 @@ function bind(params: Params | undefined): unknown[] {
 
 type Executor = {
   all(statement: Statement, params?: Params): unknown[];
+  values(statement: Statement, params?: Params): unknown[][];
   get(statement: Statement, params?: Params): unknown;
   run(statement: Statement, params?: Params): number;
 };
@@ -122,6 +135,7 @@ type Executor = {
 function executor(conn: Connection): Executor {
   return {
     all: (statement, params) => prepare(conn, statement).all(...bind(params)),
+    values: (statement, params) => prepareRaw(conn, statement).all(...bind(params)) as unknown[][],
     get: (statement, params) => prepare(conn, statement).get(...bind(params)),
     run: (statement, params) => prepare(conn, statement).run(...bind(params)).changes,
   };
@@ -168,6 +182,7 @@ function transactionHandle(conn: Connection, isOpen: () => boolean): Database {
   const handle: Database = {
     dialect: 'sqlite',
     all: <T>(statement: Statement, params?: Params) => inside(isOpen, () => run.all(statement, params) as T[]),
+    values: (statement, params) => inside(isOpen, () => run.values(statement, params)),
     get: <T>(statement: Statement, params?: Params) => inside(isOpen, () => run.get(statement, params) as T | undefined),
     run: (statement, params) => inside(isOpen, () => run.run(statement, params)),
     async transaction<T>(work: (tx: Database) => Promise<T>): Promise<T> {
@@ -243,13 +258,14 @@ export function openDatabase(dataDir: string, nativeBinding = process.env['MIA_S
     throw err;
   }
 
-  const conn: Connection = { db, gate: new Gate(), statements: new Map(), savepoints: 0 };
+  const conn: Connection = { db, gate: new Gate(), statements: new Map(), rawStatements: new Map(), savepoints: 0 };
   const run = executor(conn);
   let closing: Promise<void> | undefined;
   return {
     dialect: 'sqlite',
     connection: db,
     all: <T>(statement: Statement, params?: Params) => outside(conn, () => run.all(statement, params) as T[]),
+    values: (statement, params) => outside(conn, () => run.values(statement, params)),
     get: <T>(statement: Statement, params?: Params) => outside(conn, () => run.get(statement, params) as T | undefined),
     run: (statement, params) => outside(conn, () => run.run(statement, params)),
     transaction: (work, options) => transaction(conn, work, options),

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { seedScan } from '../helpers/seed.ts';
@@ -81,6 +82,20 @@ describe('bad input gets the right status, the error envelope, and loses nothing
     expect(reply.json.error.message).toBe('Host header not allowed');
     const loopback = await t.request('GET', '/v1/auth/me', { headers: { Host: `localhost:${new URL(t.url).port}` } });
     expect(loopback.status).toBe(200);
+  });
+
+  it('two Host headers, however spelled: 400 (RFC 9112 3.2)', async () => {
+    const { port } = new URL(t.url);
+    const ask = (head: string): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const socket = connect(Number(port), '127.0.0.1', () => socket.write(`GET /v1/auth/me HTTP/1.1\r\n${head}Authorization: Bearer ${t.adminKey}\r\nConnection: close\r\n\r\n`));
+        let answer = '';
+        socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+        socket.on('end', () => resolve(answer));
+        socket.on('error', reject);
+      });
+    expect(await ask('Host: 127.0.0.1\r\nHOST: attacker.example\r\n')).toMatch(/^HTTP\/1\.1 400 [\s\S]*More than one Host header/);
+    expect(await ask('Host: 127.0.0.1\r\n')).toMatch(/^HTTP\/1\.1 200 /);
   });
 
   it('a gzip body that does not inflate: 400, not a server error', async () => {

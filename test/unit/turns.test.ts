@@ -56,4 +56,20 @@ describe('turns', () => {
     // The allowance doubles while iterations stay short: 1 + 2 + ... + 128 >= 200 by the 8th.
     expect(iterations).toBeLessThanOrEqual(10);
   });
+
+  it('lets small callers in ahead of a queue of large ones, and still one large one each iteration', async () => {
+    const turns = createTurns(20);
+    const events: string[] = [];
+    const large = Array.from({ length: 6 }, (_, i) =>
+      turns.take('large').then(() => {
+        events.push(`large ${i}`);
+        busy(15);
+      }),
+    );
+    const small = Array.from({ length: 3 }, (_, i) => turns.take('small').then(() => events.push(`small ${i}`)));
+    await Promise.all([...large, ...small]);
+    // Asked after all six large ones, the small ones enter in the first iteration with one large one.
+    expect(events.slice(0, 4).sort()).toEqual(['large 0', 'small 0', 'small 1', 'small 2']);
+    expect(events.filter((e) => e.startsWith('large'))).toEqual(Array.from({ length: 6 }, (_, i) => `large ${i}`));
+  });
 });
