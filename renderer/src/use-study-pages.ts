@@ -15,8 +15,9 @@ export type StudyPages =
   /** `complete` is false while later pages of the first reading are still arriving. */
   | { state: 'ready'; value: readonly Study[]; complete: boolean; reload(): void };
 
-/** The API's largest page. */
+/** The API's largest page; the first is smaller, a few screens, so it arrives and draws sooner. */
 const PAGE = 500;
+const FIRST_PAGE = 100;
 /** How often arriving pages are shown: each showing sorts and filters everything read so far. */
 const SHOW_EVERY_MS = 500;
 /** Far beyond any one archive's worklist; a server that kept sending pages stops here. */
@@ -42,11 +43,11 @@ export function useStudyPages(client: Client): StudyPages {
       let cursor: string | null = null;
       let lastShown = 0;
       do {
-        const page: Page<Study> = await client.get<Page<Study>>('/v1/studies', { signal: controller.signal, query: { limit: PAGE, cursor } });
+        const page: Page<Study> = await client.get<Page<Study>>('/v1/studies', { signal: controller.signal, query: { limit: progressive && cursor === null ? FIRST_PAGE : PAGE, cursor } });
         for (const study of page.items) studies.push(study);
         cursor = page.next_cursor;
         const now = performance.now();
-        if (progressive && cursor && now - lastShown >= SHOW_EVERY_MS) {
+        if (progressive && cursor && (studies.length === page.items.length || now - lastShown >= SHOW_EVERY_MS)) {
           lastShown = now;
           hasValue.current = true;
           setShown({ state: 'ready', value: studies.slice(), complete: false });

@@ -58,6 +58,25 @@ const studyTextOf = (study: Study): string =>
   cached(studyTexts, study, (s) => searchFold([s.patient_name ?? '', s.patient_id, s.accession_number ?? '', s.study_description ?? ''].join(' ')));
 const seriesTextOf = (scan: Scan): string => cached(seriesTexts, scan, (s) => searchFold(s.description ?? ''));
 
+/**
+ * Folds the search text of `studies` ahead of the first search, a slice at a time while the
+ * browser is idle, so that search answers from the cache (40,000 folds took ~150 ms on the
+ * first keystroke). Stops when `signal` aborts.
+ */
+export function warmSearch(studies: readonly Study[], signal: AbortSignal, idle: (work: () => void) => void): void {
+  let next = 0;
+  const slice = () => {
+    if (signal.aborted) return;
+    for (const end = Math.min(studies.length, next + 2000); next < end; next += 1) {
+      const study = studies[next]!;
+      studyTextOf(study);
+      for (const scan of study.series) seriesTextOf(scan);
+    }
+    if (next < studies.length) idle(slice);
+  };
+  idle(slice);
+}
+
 /** String.prototype.localeCompare's order (ECMA-402 defines it as this collator's), without
  * setting up the comparison on every call: for what people wrote (names, IDs, modalities). */
 const text = new Intl.Collator().compare;

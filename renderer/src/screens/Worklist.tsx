@@ -10,7 +10,7 @@
  * Keys: ↑/↓ or j/k select a series, Enter opens it, ←/→ close/open its study, / focuses the
  * search, shift+A analyses the selected scan (a plain `a` means accept in the viewer).
  */
-import { useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type UIEvent } from 'react';
+import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState, type UIEvent } from 'react';
 import { SCAN_STATUSES } from '../../../common/vocabulary.ts';
 import type { Scan, Triage } from '../api/types.ts';
 import { useAnalyses, type AnalysisRun } from '../analyses.ts';
@@ -23,10 +23,11 @@ import { hasScope, useSession } from '../session.ts';
 import { useImportActivity } from '../use-import-activity.ts';
 import { useStudyPages } from '../use-study-pages.ts';
 import '../worklist.css';
-import { DEFAULT_SORT, patientText, worklistRows, type Sort, type SortKey, type StudyRow } from '../worklist-rows.ts';
+import { DEFAULT_SORT, patientText, warmSearch, worklistRows, type Filters, type Sort, type SortKey, type StudyRow } from '../worklist-rows.ts';
 import { lineOffsets, visibleLines, type Line } from '../worklist-window.ts';
 
 const BUSY_STATUSES = new Set(['queued', 'analyzing']);
+const NO_FILTERS: Filters = { search: '', modality: '', status: '', aiOnly: false };
 
 const PRIORITY_TEXT = { urgent: 'Urgent', soon: 'Soon', routine: 'Routine' } as const;
 
@@ -42,7 +43,8 @@ function TriageCell({ triage, empty }: { triage: Triage | null; empty: string })
   );
 }
 
-function StudyLine({ row: { study, series }, open, canAnalyse, onToggle }: { row: StudyRow; open: boolean; canAnalyse: boolean; onToggle: (studyUid: string) => void }) {
+// Memoized: a scroll that draws a few new lines leaves the drawn ones alone.
+const StudyLine = memo(function StudyLine({ row: { study, series }, open, canAnalyse, onToggle }: { row: StudyRow; open: boolean; canAnalyse: boolean; onToggle: (studyUid: string) => void }) {
   const urgent = study.triage?.priority === 'urgent';
   return (
     <tr
@@ -85,13 +87,29 @@ function StudyLine({ row: { study, series }, open, canAnalyse, onToggle }: { row
       <td colSpan={canAnalyse ? 2 : 1} />
     </tr>
   );
-}
+});
 
-function SeriesLine({ scan, row, selected, canAnalyse, run, onSelect }: { scan: Scan; row: StudyRow; selected: boolean; canAnalyse: boolean; run: AnalysisRun | undefined; onSelect: () => void }) {
+const SeriesLine = memo(function SeriesLine({
+  scan,
+  row,
+  index,
+  selected,
+  canAnalyse,
+  run,
+  onSelect,
+}: {
+  scan: Scan;
+  row: StudyRow;
+  index: number;
+  selected: boolean;
+  canAnalyse: boolean;
+  run: AnalysisRun | undefined;
+  onSelect: (index: number) => void;
+}) {
   return (
     <tr
       className={`series-row${selected ? ' selected' : ''}${scan.triage?.priority === 'urgent' ? ' urgent' : ''}`}
-      onClick={onSelect}
+      onClick={() => onSelect(index)}
       onDoubleClick={() => navigate({ name: 'viewer', scanId: scan.scan_id })}
       data-testid="scan-row"
       data-scan-id={scan.scan_id}
@@ -153,7 +171,7 @@ function SeriesLine({ scan, row, selected, canAnalyse, run, onSelect }: { scan: 
       ) : null}
     </tr>
   );
-}
+});
 
 export function Worklist() {
   const { client, setScanOrder, me } = useSession();
@@ -175,7 +193,20 @@ export function Worklist() {
   const allStudies = useMemo(() => (studies.state === 'ready' ? studies.value : []), [studies]);
   const all = useMemo(() => allStudies.flatMap((study) => study.series), [allStudies]);
   const modalities = useMemo(() => [...new Set(all.map((s) => s.modality))].sort(), [all]);
-  const studyRows = useMemo(() => worklistRows(allStudies, { search: patient, modality, status, aiOnly }, sort), [allStudies, patient, modality, status, aiOnly, sort]);
+  // The unfiltered order is kept apart: clearing a search then costs nothing (sorting 40,000
+  // studies takes a few hundred ms), and a search sorts only the studies it matched.
+  const unfiltered = useMemo(() => worklistRows(allStudies, NO_FILTERS, sort), [allStudies, sort]);
+  const studyRows = useMemo(
+    () => (patient === '' && modality === '' && status === '' && !aiOnly ? unfiltered : worklistRows(allStudies, { search: patient, modality, status, aiOnly }, sort)),
+    [unfiltered, allStudies, patient, modality, status, aiOnly, sort],
+  );
+  const everyStudy = studies.state === 'ready' && studies.complete ? studies.value : null;
+  useEffect(() => {
+    if (!everyStudy) return;
+    const controller = new AbortController();
+    warmSearch(everyStudy, controller.signal, (work) => requestIdleCallback(work));
+    return () => controller.abort();
+  }, [everyStudy]);
   // Every series that passes the filters, in list order: the viewer's next/previous scan.
   const matching = useMemo(() => studyRows.flatMap((row) => row.series), [studyRows]);
   // The lines of the table (study rows, and the series rows of open studies) and, among them,
@@ -195,18 +226,21 @@ export function Worklist() {
     }
     return { lines, rows, lineOfRow };
   }, [studyRows, closed]);
-  const toggleStudy = (studyUid: string, open?: boolean) =>
-    setClosed((current) => {
-      const next = new Set(current);
-      if (open ?? next.has(studyUid)) next.delete(studyUid);
-      else next.add(studyUid);
-      return next;
-    });
+  const toggleStudy = useCallback(
+    (studyUid: string, open?: boolean) =>
+      setClosed((current) => {
+        const next = new Set(current);
+        if (open ?? next.has(studyUid)) next.delete(studyUid);
+        else next.add(studyUid);
+        return next;
+      }),
+    [],
+  );
 
   useEffect(() => setScanOrder(matching.map((s) => s.scan_id)), [matching, setScanOrder]);
 
   // Live progress: while anything is queued or analysing, refresh the list every 2 s.
-  const busy = all.some((s) => BUSY_STATUSES.has(s.status));
+  const busy = useMemo(() => all.some((s) => BUSY_STATUSES.has(s.status)), [all]);
   const unanalysed = useMemo(() => all.filter((s) => s.status === 'received' && !analyses.runs.has(s.scan_id)), [all, analyses.runs]);
   const { reload } = scans;
   // A run started here ended: the list now has its status and AI summary.
@@ -267,12 +301,19 @@ export function Worklist() {
   // Virtualized rows (issue 15): only the lines near the scrolled-to window are in the DOM.
   const scroller = useRef<HTMLDivElement>(null);
   const offsets = useMemo(() => lineOffsets(lines), [lines]);
+  const offsetsRef = useRef(offsets);
+  offsetsRef.current = offsets;
   const [view, setView] = useState({ top: 0, height: 1000 });
   const { start, end } = visibleLines(offsets, view.top, view.height);
+  // A scroll within the drawn window changes nothing on screen: no render for it.
   const onScroll = useCallback((event: UIEvent<HTMLDivElement>) => {
     const { scrollTop, clientHeight } = event.currentTarget;
-    setView((current) => (current.top === scrollTop && current.height === clientHeight ? current : { top: scrollTop, height: clientHeight }));
+    setView((current) => {
+      const [drawn, wanted] = [visibleLines(offsetsRef.current, current.top, current.height), visibleLines(offsetsRef.current, scrollTop, clientHeight)];
+      return drawn.start === wanted.start && drawn.end === wanted.end ? current : { top: scrollTop, height: clientHeight };
+    });
   }, []);
+  const selectRow = useCallback((index: number) => setSelected(index), []);
   useLayoutEffect(() => {
     const element = scroller.current;
     if (!element) return;
@@ -405,10 +446,11 @@ export function Worklist() {
                     key={line.scan.scan_id}
                     scan={line.scan}
                     row={line.row}
+                    index={line.index}
                     selected={line.index === selected}
                     canAnalyse={canAnalyse}
                     run={analyses.runs.get(line.scan.scan_id)}
-                    onSelect={() => setSelected(line.index)}
+                    onSelect={selectRow}
                   />
                 ),
               )}
