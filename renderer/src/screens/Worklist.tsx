@@ -324,15 +324,19 @@ export function Worklist() {
     return () => observer.disconnect();
   }, [lines.length > 0]);
   // The selected series stays in view as j/k move it (its row may not be drawn yet to scroll to).
+  // Only a new selection scrolls: pages arriving while the reader scrolls must not pull the list
+  // back to it.
+  const lineOfRowRef = useRef(lineOfRow);
+  lineOfRowRef.current = lineOfRow;
   useEffect(() => {
     const element = scroller.current;
-    const line = lineOfRow[selected];
+    const line = lineOfRowRef.current[selected];
     if (!element || line === undefined) return;
     const header = element.querySelector('thead')?.getBoundingClientRect().height ?? 0;
-    const [top, bottom] = [offsets[line]!, offsets[line + 1]!];
+    const [top, bottom] = [offsetsRef.current[line]!, offsetsRef.current[line + 1]!];
     if (top < element.scrollTop) element.scrollTop = top;
     else if (bottom + header > element.scrollTop + element.clientHeight) element.scrollTop = bottom + header - element.clientHeight;
-  }, [selected, lineOfRow, offsets]);
+  }, [selected]);
 
   const header = (key: SortKey, text: string) => (
     <th
