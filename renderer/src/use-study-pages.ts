@@ -9,11 +9,19 @@ import { useCallback, useEffect, useRef, useState } from 'react';
 import type { Client } from './api/client.ts';
 import type { Page, Study } from './api/types.ts';
 
+/**
+ * `reload` reads the list again, after the reading under way if there is one: for events that
+ * changed it (an analysis finished, an import moved on, the window came back). `refresh` reads it
+ * again only if no reading is under way: for polling, which on a large list would otherwise
+ * keep one reading queued behind the other for ever.
+ */
+type Reloads = { reload(): void; refresh(): void };
+
 export type StudyPages =
-  | { state: 'loading'; reload(): void }
-  | { state: 'error'; error: unknown; reload(): void }
+  | ({ state: 'loading' } & Reloads)
+  | ({ state: 'error'; error: unknown } & Reloads)
   /** `complete` is false while later pages of the first reading are still arriving. */
-  | { state: 'ready'; value: readonly Study[]; complete: boolean; reload(): void };
+  | ({ state: 'ready'; value: readonly Study[]; complete: boolean } & Reloads);
 
 /** The API's largest page; the first is smaller, a few screens, so it arrives and draws sooner. */
 const PAGE = 500;
@@ -81,7 +89,10 @@ export function useStudyPages(client: Client): StudyPages {
     if (reading.current) again.current = true;
     else setGeneration((g) => g + 1);
   }, []);
-  if (shown.state === 'ready') return { ...shown, reload };
-  if (shown.state === 'error') return { ...shown, reload };
-  return { state: 'loading', reload };
+  const refresh = useCallback(() => {
+    if (!reading.current) setGeneration((g) => g + 1);
+  }, []);
+  if (shown.state === 'ready') return { ...shown, reload, refresh };
+  if (shown.state === 'error') return { ...shown, reload, refresh };
+  return { state: 'loading', reload, refresh };
 }

@@ -242,7 +242,7 @@ export function Worklist() {
   // Live progress: while anything is queued or analysing, refresh the list every 2 s.
   const busy = useMemo(() => all.some((s) => BUSY_STATUSES.has(s.status)), [all]);
   const unanalysed = useMemo(() => all.filter((s) => s.status === 'received' && !analyses.runs.has(s.scan_id)), [all, analyses.runs]);
-  const { reload } = scans;
+  const { reload, refresh } = scans;
   // A run started here ended: the list now has its status and AI summary.
   useEffect(() => {
     if (analyses.finished > 0) reload();
@@ -250,9 +250,9 @@ export function Worklist() {
 
   useEffect(() => {
     if (!busy) return;
-    const timer = setInterval(reload, 2000);
+    const timer = setInterval(refresh, 2000);
     return () => clearInterval(timer);
-  }, [busy, reload]);
+  }, [busy, refresh]);
 
   // Imports started anywhere: new series appear as the job advances, whatever else is running.
   const importing = useImportActivity(client, reload);
