@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seedAnalysedScans } from '../../bench/seed-results.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
-/** Many pages of the export's reading (100 scans each); scan i has i % 3 findings. */
+/** Many pages of the export's reading (25 to 100 scans each); scan i has i % 3 findings. */
 const SCANS = 2_345;
 const FINDINGS = Array.from({ length: SCANS }, (_, i) => i % 3).reduce((sum, n) => sum + n, 0);
 /** A scan without findings still has its one CSV line. */
