@@ -928,6 +928,22 @@ const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX retrieves_status ON retrieves (status, id);
     `,
   },
+  {
+    version: 29,
+    name: 'scale: filters on label and on modality with status walk an index',
+    sql: `
+      -- Issue 15 (100,000 scans, 300,000 findings; EXPLAIN QUERY PLAN and timings in the commit).
+      -- Results filtered by label and confidence test each scan's latest analysis for a matching
+      -- finding: with the label and confidence in the index that test reads the index alone
+      -- (a label no scan has: 216 -> 87 ms; a rare one among MG scans: 33 -> 19 ms). It leads
+      -- with analysis_ref, so it serves every lookup findings_analysis served, which goes.
+      CREATE INDEX findings_analysis_label ON findings (analysis_ref, label, confidence);
+      DROP INDEX findings_analysis;
+      -- The worklist's modality and status filters together: one range instead of every scan of
+      -- the modality (CT and queued: 24 -> under 0.1 ms).
+      CREATE INDEX scans_modality_status ON scans (modality, status);
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -5,6 +5,9 @@
 import { useEffect, useRef, useState } from 'react';
 import { useSession } from '../session.ts';
 
+/** How long a thumbnail must stay in view before it is fetched. */
+const SETTLE_MS = 150;
+
 export function Thumbnail({ scanId }: { scanId: string }) {
   const { client } = useSession();
   const ref = useRef<HTMLDivElement>(null);
@@ -15,14 +18,22 @@ export function Thumbnail({ scanId }: { scanId: string }) {
   useEffect(() => {
     const element = ref.current;
     if (!element) return;
+    // Only a thumbnail still in view a moment later is fetched: rows a fast scroll passes over
+    // (the worklist draws only the rows in view, issue 15) ask for nothing.
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const observer = new IntersectionObserver((entries) => {
-      if (entries.some((entry) => entry.isIntersecting)) {
+      clearTimeout(timer);
+      if (!entries.some((entry) => entry.isIntersecting)) return;
+      timer = setTimeout(() => {
         setVisible(true);
         observer.disconnect();
-      }
+      }, SETTLE_MS);
     });
     observer.observe(element);
-    return () => observer.disconnect();
+    return () => {
+      clearTimeout(timer);
+      observer.disconnect();
+    };
   }, []);
 
   useEffect(() => {

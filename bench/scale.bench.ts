@@ -1,0 +1,283 @@
+/**
+ * Hospital scale (issue 15, item 3): a data folder of 100,000 scans with 300,000 findings made by
+ * bench/generate-scale.ts, served by `mia serve` as a process, measured as users meet it: the
+ * worklist in headless Chromium (open, scroll, search), searches and filters over the API, list
+ * endpoints' tail under load beside the same endpoints at 1,000 scans, and a CSV export of
+ * 1,000,000 findings (rows/s and the server's peak RSS, VmHWM from /proc).
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import autocannon from 'autocannon';
+import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR } from '../test/helpers/browser.ts';
+import { generateScale, type ScaleCounts } from './generate-scale.ts';
+
+const MIA = join(import.meta.dirname, '..', 'bin', 'mia.js');
+const CONNECTIONS = 50;
+const DURATION_S = 8;
+
+type Served = { url: string; key: string; child: ChildProcess; dir: string };
+
+async function makeFolder(scans: number, findings: number): Promise<{ dir: string; counts: ScaleCounts }> {
+  const dir = mkdtempSync(join(tmpdir(), 'mia-bench-scale-'));
+  return { dir, counts: await generateScale(dir, { scans, findings, seed: 15 }) };
+}
+
+export async function serve(dir: string): Promise<Served> {
+  const key = execFileSync(process.execPath, [MIA, 'keys', 'create', '--data', dir, '--role', 'admin', '--email', 'scale-bench@bench.local', '--name', 'bench', '--replace'], {
+    stdio: ['ignore', 'pipe', 'ignore'],
+  })
+    .toString()
+    .trim()
+    .split('\n')
+    .at(-1)!;
+  // The per-key limit would cap the load generator; the check itself still runs on every request.
+  const child = spawn(process.execPath, [MIA, 'serve', '--data', dir, '--port', '0', '--ui', UI_DIR, '--rate-limit', '100000000'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    const onData = (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /listening on (http:\/\/[^\s]+)/.exec(out);
+      if (match?.[1]) resolve(match[1]);
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`mia serve exited ${code}: ${out}`)));
+  });
+  return { url, key, child, dir };
+}
+
+export async function stop(served: Served): Promise<void> {
+  const exited = new Promise((resolve) => served.child.once('exit', resolve));
+  served.child.kill('SIGINT');
+  await exited;
+}
+
+/** Lines of the one CSV file in `dir`, less its header. */
+function csvLines(dir: string): number {
+  const name = readdirSync(dir).find((file) => file.endsWith('.csv'));
+  if (!name) throw new Error('no CSV export written');
+  let lines = 0;
+  const bytes = readFileSync(join(dir, name));
+  for (let at = bytes.indexOf(10); at !== -1; at = bytes.indexOf(10, at + 1)) lines += 1;
+  return lines - 1;
+}
+
+function peakRssMb(pid: number): number {
+  const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return match?.[1] ? Number(match[1]) / 1024 : Number.NaN;
+}
+
+async function get(served: Served, path: string): Promise<{ ms: number; body: any }> {
+  const started = performance.now();
+  const reply = await fetch(served.url + path, { headers: { Authorization: `Bearer ${served.key}` } });
+  const body = await reply.json();
+  if (!reply.ok) throw new Error(`${path}: ${reply.status} ${JSON.stringify(body)}`);
+  return { ms: performance.now() - started, body };
+}
+
+/** Median and worst of a few sequential requests (the first warms the statement cache). */
+async function latency(served: Served, path: string, runs = 9): Promise<{ median: number; worst: number; items: number }> {
+  await get(served, path);
+  const times: number[] = [];
+  let items = 0;
+  for (let i = 0; i < runs; i += 1) {
+    const { ms, body } = await get(served, path);
+    times.push(ms);
+    items = body.data.items.length;
+  }
+  times.sort((a, b) => a - b);
+  return { median: times[Math.floor(runs / 2)]!, worst: times.at(-1)!, items };
+}
+
+async function tail(served: Served, path: string): Promise<{ rps: number; p50: number; p99: number; failed: number }> {
+  const result = await autocannon({ url: served.url + path, connections: CONNECTIONS, duration: DURATION_S, headers: { Authorization: `Bearer ${served.key}` } });
+  return { rps: Math.round(result.requests.average), p50: result.latency.p50, p99: result.latency.p99, failed: result.non2xx + result.errors };
+}
+
+/** Scrolls the worklist's box by `step` px a frame for `frames` frames; rows drawn and frame times. */
+const scrollScript = (frames: number, step: number) => `(async () => {
+  const box = document.querySelector('[data-testid="worklist-scroll"]');
+  const times = [];
+  let last = performance.now();
+  const start = last;
+  let most = 0;
+  for (let i = 0; i < ${frames}; i += 1) {
+    box.scrollTop += ${step};
+    await new Promise((resolve) => requestAnimationFrame(resolve));
+    const now = performance.now();
+    times.push(now - last);
+    last = now;
+    most = Math.max(most, document.querySelectorAll('[data-testid="worklist-table"] tbody tr').length);
+  }
+  times.sort((a, b) => a - b);
+  return { frames: ${frames}, ms: performance.now() - start, p95: times[Math.floor(times.length * 0.95)], worst: times[times.length - 1], rows: most, top: box.scrollTop };
+})()`;
+
+type UiFigures = { firstRows: number[]; complete: number; scroll: { frames: number; ms: number; p95: number; worst: number; rows: number; top: number; taskMsPerFrame?: number }; search: number; clear: number; total: string };
+
+export async function worklist(served: Served): Promise<UiFigures> {
+  const browser = await launchBrowser();
+  try {
+    // Cold: a fresh context (empty cache), page load, key check, first study rows drawn.
+    const firstRows: number[] = [];
+    let complete = 0;
+    let total = '';
+    for (let run = 0; run < 3; run += 1) {
+      const started = performance.now();
+      const ui = await openUi(browser, served.url);
+      await ui.signIn(served.key);
+      await ui.page.getByTestId('study-row').first().waitFor();
+      firstRows.push(performance.now() - started);
+      if (run === 2) {
+        await ui.page.getByTestId('worklist-count').waitFor();
+        await ui.page.getByTestId('worklist-loading').waitFor({ state: 'detached', timeout: 120_000 });
+        complete = performance.now() - started;
+        total = (await ui.page.getByTestId('worklist-count').textContent()) ?? '';
+        // Main-thread time the scroll used (Chromium's own task accounting), beside the frame rate:
+        // on a busy machine the frame rate also counts time the page was not given the CPU.
+        const cdp = await ui.page.context().newCDPSession(ui.page);
+        await cdp.send('Performance.enable');
+        const taskSeconds = async () => (await cdp.send('Performance.getMetrics')).metrics.find((m) => m.name === 'TaskDuration')?.value ?? 0;
+        const before = await taskSeconds();
+        const scroll = (await ui.page.evaluate(scrollScript(300, 90))) as UiFigures['scroll'];
+        scroll.taskMsPerFrame = ((await taskSeconds()) - before) * 1000 / scroll.frames;
+        // Search: type, then wait for the count to say fewer scans.
+        let started2 = performance.now();
+        await ui.page.getByTestId('filter-patient').fill('müller');
+        await ui.page.getByTestId('worklist-count').filter({ hasNotText: total }).waitFor();
+        const search = performance.now() - started2;
+        started2 = performance.now();
+        await ui.page.getByTestId('filter-patient').fill('');
+        await ui.page.getByTestId('worklist-count').filter({ hasText: total }).waitFor();
+        const clear = performance.now() - started2;
+        await ui.screenshot('bench-scale-worklist');
+        return { firstRows, complete, scroll, search, clear, total };
+      }
+      await ui.page.context().close();
+    }
+    throw new Error('unreachable');
+  } finally {
+    await browser.close();
+  }
+}
+
+type Tail = Awaited<ReturnType<typeof tail>>;
+
+export async function run(): Promise<string> {
+  ensureRendererBuilt();
+  const large = await makeFolder(100_000, 300_000);
+  const small = await makeFolder(1_000, 3_000);
+  const lists = ['/v1/scans?limit=50', '/v1/studies?limit=50', '/v1/scan/results?limit=50', '/v1/scan/results?limit=50&label=hemorrhage_detected&min_confidence=0.9'];
+  const tails = new Map<string, { small: Tail; large: Tail }>();
+  let served = await serve(small.dir);
+  const smallTails = new Map<string, Tail>();
+  try {
+    for (const path of lists) smallTails.set(path, await tail(served, path));
+  } finally {
+    await stop(served);
+  }
+
+  served = await serve(large.dir);
+  let ui: UiFigures;
+  const searches: [string, string, Awaited<ReturnType<typeof latency>>][] = [];
+  try {
+    // A page deep in the list: the cursor is the 90,000th scan's id.
+    const deep = Buffer.from(JSON.stringify({ a: 90_000 })).toString('base64url');
+    lists.push(`/v1/scans?limit=50&cursor=${deep}`);
+    for (const path of lists) tails.set(path, { small: smallTails.get(path) ?? { rps: 0, p50: 0, p99: 0, failed: 0 }, large: await tail(served, path) });
+    for (const [what, path] of [
+      ['search by name, accent-free (studies)', '/v1/studies?limit=50&q=muller'],
+      ['search by name and given name', '/v1/studies?limit=50&q=garcia%20jose'],
+      ['search that matches nothing (reads every study)', '/v1/studies?limit=50&q=zzzz'],
+      ['patient ID', '/v1/scans?limit=50&patient_id=SC000012345'],
+      ['modality PT (5 %)', '/v1/scans?limit=50&modality=PT'],
+      ['status failed (3 %)', '/v1/scans?limit=50&status=failed'],
+      ['results with a label at 0.95 or more', '/v1/scan/results?limit=50&label=infarct_detected&min_confidence=0.95'],
+    ] as const)
+      searches.push([what, path, await latency(served, path)]);
+    ui = await worklist(served);
+  } finally {
+    await stop(served);
+    rmSync(small.dir, { recursive: true, force: true });
+    rmSync(large.dir, { recursive: true, force: true });
+  }
+
+  // A million findings: about 333,000 scans at three each.
+  const million = await makeFolder(333_334, 1_000_000);
+  const exports: { format: string; seconds: number; rows: number; findings: number; mb: number; peakMb: number }[] = [];
+  // Each format in a server of its own: VmHWM is a process's peak since it started.
+  let idleMb = 0;
+  try {
+    for (const format of ['csv', 'json', 'xml']) {
+      served = await serve(million.dir);
+      try {
+        idleMb = Math.max(idleMb, peakRssMb(served.child.pid!));
+        const started = performance.now();
+        const reply = await fetch(`${served.url}/v1/exports`, {
+          method: 'POST',
+          headers: { Authorization: `Bearer ${served.key}`, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ format }),
+        });
+        const record = ((await reply.json()) as { data: { size_bytes: number; row_count: number } }).data;
+        const seconds = (performance.now() - started) / 1000;
+        // The record counts scan results; CSV lines are findings plus analysed scans without any.
+        const rows = format === 'csv' ? csvLines(join(million.dir, 'exports')) : record.row_count;
+        exports.push({ format, seconds, rows, findings: million.counts.findings, mb: record.size_bytes / 1e6, peakMb: peakRssMb(served.child.pid!) });
+      } finally {
+        await stop(served);
+        rmSync(join(million.dir, 'exports'), { recursive: true, force: true });
+      }
+    }
+  } finally {
+    rmSync(million.dir, { recursive: true, force: true });
+  }
+
+  const ms = (n: number) => n.toFixed(0);
+  const fps = (ui.scroll.frames / ui.scroll.ms) * 1000;
+  return [
+    '## Scale: 100,000 scans',
+    '',
+    `A data folder made by \`bench/generate-scale.ts\` (${large.counts.patients.toLocaleString('en')} patients, ${large.counts.studies.toLocaleString('en')} studies, ${large.counts.scans.toLocaleString('en')} scans, ${large.counts.findings.toLocaleString('en')} findings, ${large.counts.reports.toLocaleString('en')} final reports; written in ${(large.counts.ms / 1000).toFixed(1)} s), served by \`mia serve\` as its own process; ${cpus().length} cores, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}. \`npm run bench -- scale\`.`,
+    '',
+    '### Worklist (headless Chromium, 1400×900, built renderer)',
+    '',
+    '| measure | result | goal |',
+    '|---|---|---|',
+    `| cold open to the first study rows (new context, page load, key check), median of 3 | ${ms([...ui.firstRows].sort((a, b) => a - b)[1]!)} ms (runs: ${ui.firstRows.map(ms).join(', ')}) | under 2,000 ms |`,
+    `| every study read (pages of 500 behind the first) | ${ms(ui.complete)} ms; count: ${ui.total} | - |`,
+    `| scrolling 90 px a frame for ${ui.scroll.frames} frames | ${fps.toFixed(0)} frames/s (95th percentile frame ${ui.scroll.p95.toFixed(1)} ms, worst ${ui.scroll.worst.toFixed(1)} ms); main thread busy ${(ui.scroll.taskMsPerFrame ?? 0).toFixed(1)} ms a frame; at most ${ui.scroll.rows} rows in the DOM | 60 frames/s (16.7 ms a frame) |`,
+    `| search "müller" typed, to the new count | ${ms(ui.search)} ms | under 200 ms |`,
+    `| search cleared, to the full count | ${ms(ui.clear)} ms | under 200 ms |`,
+    '',
+    '### Searches and filters over the API (one client, sequential; median and worst of 9)',
+    '',
+    '| query | median ms | worst ms | items |',
+    '|---|---|---|---|',
+    ...searches.map(([what, path, l]) => `| ${what} \`${path}\` | ${l.median.toFixed(1)} | ${l.worst.toFixed(1)} | ${l.items} |`),
+    '',
+    `### List endpoints under load (${CONNECTIONS} connections, ${DURATION_S} s each, autocannon)`,
+    '',
+    '| endpoint | 1,000 scans req/s | p99 ms | 100,000 scans req/s | p99 ms | failed |',
+    '|---|---|---|---|---|---|',
+    ...[...tails].map(([path, t]) => `| \`${path}\` | ${t.small.rps || '-'} | ${t.small.p99 || '-'} | ${t.large.rps} | ${t.large.p99} | ${t.large.failed} |`),
+    '',
+    `### Export of 1,000,000 findings (${million.counts.scans.toLocaleString('en')} scans, ${million.counts.findings.toLocaleString('en')} findings)`,
+    '',
+    `POST /v1/exports with no filter, timed to its answer (the file is written and fsynced by then), each format in a freshly started server. Server RSS at rest: up to ${idleMb.toFixed(0)} MB.`,
+    '',
+    '| format | seconds | findings/s | rows written | rows/s | file MB | server peak RSS (VmHWM) MB | goal |',
+    '|---|---|---|---|---|---|---|---|',
+    ...exports.map(
+      (e) =>
+        `| ${e.format} | ${e.seconds.toFixed(1)} | ${Math.round(e.findings / e.seconds).toLocaleString('en')} | ${e.rows.toLocaleString('en')} ${e.format === 'csv' ? 'lines' : 'scan results'} | ${Math.round(e.rows / e.seconds).toLocaleString('en')} | ${e.mb.toFixed(0)} | ${e.peakMb.toFixed(0)} | ${e.format === 'csv' ? '200,000 rows/s, under 200 MB' : 'under 200 MB'} |`,
+    ),
+    '',
+    'Where an export\'s time goes (CPU profile of the CSV export at 100,000 scans in-process, pages of 100 scans, with the results statement of perf-api merged, 2026-11-26): reading findings 22 % and scan rows 11 % (better-sqlite3 building row objects: all 300,000 findings take 0.2 s to run the statements, 0.8 s read as arrays, 1.9 s as objects), idle 17 % (module loading and the fsync of the whole file at the end; writes otherwise overlap the next page), CSV text 12 %, lesion grouping 4 %, writing and SHA-256 8 %. Each part is linear in rows, so the rate is about the same at 300,000 and 1,000,000 findings; RSS stays flat because a page is written before the one after the next is read.',
+    '',
+  ].join('\n');
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) process.stdout.write(await run());
