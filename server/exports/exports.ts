@@ -6,7 +6,7 @@
  * one never sits in memory (issue 15: 1,000,000 findings under 200 MB of RSS).
  */
 import { createHash } from 'node:crypto';
-import { mkdir, open, rename, rm } from 'node:fs/promises';
+import { mkdir, open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ExportFormat } from '#common/vocabulary.ts';
 import type { ExportFilters, ExportRecord, ScanResultV11 } from '#server/api/schemas.ts';
@@ -153,6 +153,15 @@ type Written = { rowCount: number; sizeBytes: number; sha256: string };
  * an export's time, by CPU profile); a page waits for the write before it, so the disk sets the
  * pace and memory holds at most two pages.
  */
+/** A write may take fewer bytes than given (interrupted, nearly full disk): the rest follows. */
+async function writeAll(file: FileHandle, bytes: Uint8Array): Promise<void> {
+  for (let done = 0; done < bytes.length; ) {
+    const { bytesWritten } = await file.write(bytes, done, bytes.length - done);
+    if (bytesWritten === 0) throw new Error('export file write made no progress');
+    done += bytesWritten;
+  }
+}
+
 async function writeExportFile(path: string, writer: DocumentWriter, pages: AsyncIterable<ScanResultV11[]>): Promise<Written> {
   const temporary = `${path}.${process.pid}.partial`;
   const file = await open(temporary, 'w', PRIVATE_FILE_MODE);
@@ -166,7 +175,7 @@ async function writeExportFile(path: string, writer: DocumentWriter, pages: Asyn
     hash.update(bytes);
     sizeBytes += bytes.length;
     await inFlight;
-    inFlight = file.write(bytes);
+    inFlight = writeAll(file, bytes);
     // Awaited before the next write or at the end; until then a failure must not count as unhandled.
     inFlight.catch(() => undefined);
   };
