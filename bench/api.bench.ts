@@ -23,7 +23,9 @@ const DURATION_S = 10;
 const WARM_UP_S = 2;
 
 type Started = { url: string; key: string; child: ChildProcess };
-type Row = { name: string; rps: number; p50: number; p99: number; max: number; bytes: number; failed: number; timeouts: number; cpuMs: number | null };
+type Gc = { count: number; totalMs: number; maxMs: number };
+type Row = { name: string; rps: number; p50: number; p99: number; max: number; bytes: number; failed: number; timeouts: number; cpuMs: number | null; gc: Gc | null };
+type Usage = { cpuMs: number; gc: Gc };
 
 async function start(args: string[]): Promise<Started> {
   const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE, ...args], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
@@ -32,17 +34,18 @@ async function start(args: string[]): Promise<Started> {
   return { url, key, child };
 }
 
-/** The server's CPU time so far, in ms (user + system). */
-function cpuOf(server: Started): Promise<number> {
+/** The server's CPU time so far, in ms (user + system), and its GC pauses since the last call. */
+function usageOf(server: Started): Promise<Usage> {
   return new Promise((resolve) => {
-    server.child.once('message', (usage: NodeJS.CpuUsage) => resolve((usage.user + usage.system) / 1000));
+    server.child.once('message', (usage: { cpu: NodeJS.CpuUsage; gc: Gc }) => resolve({ cpuMs: (usage.cpu.user + usage.cpu.system) / 1000, gc: usage.gc }));
     server.child.send('cpu');
   });
 }
 
-function toRow(name: string, result: autocannon.Result, cpuMs: number | null = null): Row {
+function toRow(name: string, result: autocannon.Result, cpuMs: number | null = null, gc: Gc | null = null): Row {
   return {
     cpuMs,
+    gc,
     name,
     rps: Math.round(result.requests.average),
     p50: result.latency.p50,
@@ -59,17 +62,19 @@ function cannon(url: string, key: string, connections: number, duration = DURATI
 }
 
 async function load(name: string, server: Started, url: string): Promise<Row> {
-  const cpuBefore = await cpuOf(server);
+  const before = await usageOf(server);
   const result = await cannon(url, server.key, CONNECTIONS);
-  const cpuMs = (await cpuOf(server)) - cpuBefore;
-  return toRow(name, result, cpuMs / Math.max(1, result.requests.total));
+  const after = await usageOf(server);
+  return toRow(name, result, (after.cpuMs - before.cpuMs) / Math.max(1, result.requests.total), after.gc);
 }
 
 /** Both loads at once, half the connections each. */
 async function beside(server: Started, small: string, large: string): Promise<[Row, Row]> {
   const half = CONNECTIONS / 2;
+  await usageOf(server);
   const [s, l] = await Promise.all([cannon(small, server.key, half), cannon(large, server.key, half)]);
-  return [toRow(`limit 50 (${half} conns) beside limit=500 (${half} conns)`, s), toRow(`limit=500 (${half} conns) beside limit 50 (${half} conns)`, l)];
+  const { gc } = await usageOf(server);
+  return [toRow(`limit 50 (${half} conns) beside limit=500 (${half} conns)`, s, null, gc), toRow(`limit=500 (${half} conns) beside limit 50 (${half} conns)`, l, null, gc)];
 }
 
 function machine(): string {
@@ -107,7 +112,7 @@ export async function run(): Promise<string> {
   const baseline = Math.round(((bareFirst?.rps ?? 0) + (bareLast?.rps ?? 0)) / 2) || 1;
   const json = rows[0]?.rps ?? 0;
   const line = (r: Row): string =>
-    `| ${r.name} | ${r.rps} | ${(r.rps / baseline).toFixed(2)}x | ${r.p50} | ${r.p99} | ${r.max} | ${r.cpuMs === null ? '' : r.cpuMs.toFixed(2)} | ${r.bytes} | ${r.failed} | ${r.timeouts} |`;
+    `| ${r.name} | ${r.rps} | ${(r.rps / baseline).toFixed(2)}x | ${r.p50} | ${r.p99} | ${r.max} | ${r.cpuMs === null ? '' : r.cpuMs.toFixed(2)} | ${r.gc ? `${r.gc.maxMs.toFixed(0)} (${r.gc.totalMs.toFixed(0)} in ${r.gc.count})` : ''} | ${r.bytes} | ${r.failed} | ${r.timeouts} |`;
   const table = [bareFirst, ...rows, bareLast].flatMap((r) => (r ? [line(r)] : [])).join('\n');
   const formats = rows
     .filter((r) => r.name.includes('format='))
@@ -121,13 +126,17 @@ Node ${process.version}, ${new Date().toISOString().slice(0, 10)}. Machine: ${be
 Every mia request is authenticated, rate-limit checked, audited (SQLite, one commit per event-loop turn)
 and logged. The bare handler ran first and last; "vs bare" is against the mean of the two (${baseline} req/s).
 
-| endpoint | req/s | vs bare | p50 ms | p99 ms | max ms | server CPU ms/req | bytes/resp | failed | over 10 s |
-|---|---|---|---|---|---|---|---|---|---|
+| endpoint | req/s | vs bare | p50 ms | p99 ms | max ms | server CPU ms/req | longest GC pause ms (total in pauses) | bytes/resp | failed | over 10 s |
+|---|---|---|---|---|---|---|---|---|---|---|
 ${table}
 
 JSON req/s over each other format's (goal: at most 1.3x): ${formats}.
 "server CPU ms/req" is the server process's user + system CPU time over the run divided by the
 requests it answered: on a machine shared with other work it moves less than req/s does.
+"longest GC pause" is the server's longest garbage collection pause in the row's run (wall time,
+from perf_hooks 'gc' entries), with the sum of all its pauses and their count: a latency max far
+above p99 beside a pause of the same length is the collector, not the request queue (the two
+"beside" rows share one process and so one figure).
 "failed" counts non-2xx answers and connection errors; "over 10 s" requests autocannon gave up on.
 The two "beside" rows ran at the same time, half the connections each: the first is the small
 pages' latency while large pages are being served.

@@ -3,11 +3,12 @@
  * bare Express handler returning a payload of the same size. Prints its URL (and for mia a
  * key) as one JSON line on stdout, then serves until killed. Asked over IPC, it answers with its
  * CPU time so far (process.cpuUsage): CPU per request holds up on a busy machine where req/s
- * does not.
+ * does not, and with the garbage collector's pauses since it was last asked.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { PerformanceObserver } from 'node:perf_hooks';
 import express from 'express';
 import { createServer } from '#server/create-server.ts';
 import { seedAnalysedScans } from './seed-results.ts';
@@ -40,7 +41,20 @@ async function bare(payloadBytes: number): Promise<void> {
 }
 
 process.once('SIGINT', () => process.exit(0));
-process.on('message', () => process.send?.(process.cpuUsage()));
+// Garbage collection pauses since the last question: a long one stops every request at once, so
+// the tail of a latency column is read beside the longest pause of the same run.
+let gc = { count: 0, totalMs: 0, maxMs: 0 };
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    gc.count += 1;
+    gc.totalMs += entry.duration;
+    gc.maxMs = Math.max(gc.maxMs, entry.duration);
+  }
+}).observe({ entryTypes: ['gc'] });
+process.on('message', () => {
+  process.send?.({ cpu: process.cpuUsage(), gc });
+  gc = { count: 0, totalMs: 0, maxMs: 0 };
+});
 // The IPC channel must not keep a fixture alive once the bench is gone.
 process.channel?.unref();
 if (mode === 'bare') await bare(Number(countArg));
