@@ -2,6 +2,7 @@
  * UIDs become a branded type once, at the parse edge, so code further in can trust that a
  * `Uid` is syntactically valid (PS3.5 9.1: digits and dots, at most 64 characters).
  */
+import { trimPadding } from '#server/dicom/values.ts';
 
 export type Uid = string & { readonly __brand: 'Uid' };
 
@@ -19,7 +20,7 @@ const UID_SHAPE = /^[0-9]+(\.[0-9]+)*$/;
  * Anything else (letters, empty components, more than 64 characters) is refused.
  */
 export function parseUid(raw: string): UidResult {
-  const value = raw.replace(/[\0 ]+$/, '').replace(/^ +/, '');
+  const value = trimPadding(raw).replace(/^ +/, '');
   if (value.length === 0) return { ok: false, reason: 'empty UID' };
   if (value.length > 64) return { ok: false, reason: `UID longer than 64 characters: ${value.slice(0, 80)}` };
   if (!UID_SHAPE.test(value)) return { ok: false, reason: `UID is not digits and dots: ${JSON.stringify(value)}` };

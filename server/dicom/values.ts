@@ -23,6 +23,21 @@ export type ValueReader = {
   uint16(tag: string): number | null;
 };
 
+/**
+ * `value` without its trailing padding (space or NUL, PS3.5 6.2). A loop, not
+ * `replace(/[\0 ]+$/, '')`: that regex tries a match at every character of every value, and was
+ * 115 ms of a 2,000-file import's main thread (CPU profile, 2026-11-26).
+ */
+export function trimPadding(value: string): string {
+  let end = value.length;
+  while (end > 0) {
+    const c = value.charCodeAt(end - 1);
+    if (c !== 0x00 && c !== 0x20) break;
+    end -= 1;
+  }
+  return end === value.length ? value : value.slice(0, end);
+}
+
 export function valueReader(bytes: Uint8Array, elements: Elements, bigEndian: boolean, charset: string | undefined): ValueReader {
   const raw = (tag: string): Uint8Array | null => {
     const el = elements.get(tag);
@@ -33,12 +48,12 @@ export function valueReader(bytes: Uint8Array, elements: Elements, bigEndian: bo
   const text = (tag: string): string => {
     const b = raw(tag);
     if (!b) return '';
-    return decode(b).replace(/[\0 ]+$/, '');
+    return trimPadding(decode(b));
   };
   const code = (tag: string): string => {
     const b = raw(tag);
     if (!b) return '';
-    return decodeLatin1(b).replace(/[\0 ]+$/, '');
+    return trimPadding(decodeLatin1(b));
   };
   const texts = (tag: string): string[] => {
     const t = code(tag);

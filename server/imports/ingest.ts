@@ -13,7 +13,7 @@ import type { FrameValue } from '#server/api/import-schemas.ts';
 import { dataSetStart, readDicom, type DicomInstance, type FrameValues } from '#server/dicom/parse.ts';
 import { describeTransferSyntax, findTransferSyntax } from '#server/dicom/transfer-syntax.ts';
 import { archivePathFor, type ArchiveWriter } from '#server/imports/archive.ts';
-import { insertInstance, upsertPatient, upsertScan, upsertStudy } from '#server/store/archive-index.ts';
+import { countScanInstances, insertInstance, insertUncountedInstance, upsertPatient, upsertScan, upsertStudy, type InstanceInput } from '#server/store/archive-index.ts';
 import type { Database } from '#server/store/database.ts';
 import { addImportJobProgress, insertImportReject, type ImportJobRow, type JobCountsDelta } from '#server/store/import-jobs.ts';
 import { encodeSpacing, findStoredDigest } from '#server/store/instances.ts';
@@ -183,7 +183,13 @@ function frameValue(f: FrameValues): FrameValue {
 
 export type RefCache = Map<string, number>;
 
-export async function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, refs: RefCache, at: string): Promise<boolean> {
+/**
+ * Instances indexed per scan and not yet added to its count; given to `indexInstance`, the
+ * caller adds them (`countScanInstances`) before its transaction commits.
+ */
+export type PendingCounts = Map<number, number>;
+
+export async function indexInstance(db: Database, p: Extract<Prepared, { kind: 'store' }>, refs: RefCache, at: string, pending?: PendingCounts): Promise<boolean> {
   const i = p.instance;
   // An empty Patient ID (Type 2, PS3.3 C.7.1.1) still needs a patient row to hang the study on.
   const patientId = i.patientId.trim() || 'UNKNOWN';
@@ -228,40 +234,39 @@ export async function indexInstance(db: Database, p: Extract<Prepared, { kind: '
     );
     refs.set(scanKey, scanRef);
   }
-  return await insertInstance(
-    db,
-    scanRef,
-    {
-      sopInstanceUid: i.sopInstanceUid,
-      sopClassUid: i.sopClassUid,
-      transferSyntax: i.transferSyntaxUid,
-      rows: i.rows,
-      columns: i.columns,
-      frames: i.numberOfFrames,
-      instanceNumber: i.instanceNumber !== null && Number.isInteger(i.instanceNumber) ? i.instanceNumber : null,
-      position: slicePosition(i),
-      pixelSpacing: encodeSpacing(i.pixelSpacing, i.pixelSpacingSource),
-      filePath: p.archivePath,
-      fileSha256: p.sha256,
-      fileSize: p.bytes,
-      imaging: {
-        samplesPerPixel: i.samplesPerPixel,
-        photometric: i.photometricInterpretation,
-        bitsAllocated: i.bitsAllocated,
-        bitsStored: i.bitsStored,
-        pixelRepresentation: i.pixelRepresentation,
-        rescaleSlope: i.rescaleSlope,
-        rescaleIntercept: i.rescaleIntercept,
-        windowCenter: i.windowCenter[0] ?? null,
-        windowWidth: i.windowWidth[0] ?? null,
-        imagePosition: i.imagePositionPatient ? JSON.stringify(i.imagePositionPatient) : null,
-        imageOrientation: i.imageOrientationPatient ? JSON.stringify(i.imageOrientationPatient) : null,
-        frameValues: frameValuesJson(i),
-        framesProblem: i.functionalGroupsProblem,
-      },
+  const input: InstanceInput = {
+    sopInstanceUid: i.sopInstanceUid,
+    sopClassUid: i.sopClassUid,
+    transferSyntax: i.transferSyntaxUid,
+    rows: i.rows,
+    columns: i.columns,
+    frames: i.numberOfFrames,
+    instanceNumber: i.instanceNumber !== null && Number.isInteger(i.instanceNumber) ? i.instanceNumber : null,
+    position: slicePosition(i),
+    pixelSpacing: encodeSpacing(i.pixelSpacing, i.pixelSpacingSource),
+    filePath: p.archivePath,
+    fileSha256: p.sha256,
+    fileSize: p.bytes,
+    imaging: {
+      samplesPerPixel: i.samplesPerPixel,
+      photometric: i.photometricInterpretation,
+      bitsAllocated: i.bitsAllocated,
+      bitsStored: i.bitsStored,
+      pixelRepresentation: i.pixelRepresentation,
+      rescaleSlope: i.rescaleSlope,
+      rescaleIntercept: i.rescaleIntercept,
+      windowCenter: i.windowCenter[0] ?? null,
+      windowWidth: i.windowWidth[0] ?? null,
+      imagePosition: i.imagePositionPatient ? JSON.stringify(i.imagePositionPatient) : null,
+      imageOrientation: i.imageOrientationPatient ? JSON.stringify(i.imageOrientationPatient) : null,
+      frameValues: frameValuesJson(i),
+      framesProblem: i.functionalGroupsProblem,
     },
-    at,
-  );
+  };
+  if (!pending) return await insertInstance(db, scanRef, input, at);
+  if (!(await insertUncountedInstance(db, scanRef, input, at))) return false;
+  pending.set(scanRef, (pending.get(scanRef) ?? 0) + 1);
+  return true;
 }
 
 /**
@@ -298,11 +303,13 @@ export async function commitBatch(
 ): Promise<{ outcomes: FileOutcome[]; job: ImportJobRow | undefined }> {
   return await db.transaction(async (tx) => {
     const refs: RefCache = new Map();
+    // A batch is mostly one or two series: one count update each instead of one per instance.
+    const pending: PendingCounts = new Map();
     const delta: JobCountsDelta = { filesSeen: 0, imported: 0, duplicates: 0, conflicts: 0, rejected: 0, bytes: 0 };
     const outcomes = await mapInOrder(batch, async (p): Promise<FileOutcome> => {
       if (p.kind === 'done') return p.result;
       const sop = p.instance.sopInstanceUid;
-      if (await indexInstance(tx, p, refs, at)) {
+      if (await indexInstance(tx, p, refs, at, pending)) {
         return { outcome: 'imported', path: p.path, sop_instance_uid: sop, scan_id: p.instance.seriesInstanceUid, bytes: p.bytes };
       }
       // Lost a race (same batch, or another process importing the same files): decide now.
@@ -311,6 +318,8 @@ export async function commitBatch(
       }
       return { outcome: 'conflict', path: p.path, sop_instance_uid: sop, reason: conflictReason(sop), bytes: p.bytes };
     });
+    // In id order, so two hub nodes committing batches of the same series lock scans alike.
+    for (const [scanRef, added] of [...pending].sort((a, b) => a[0] - b[0])) await countScanInstances(tx, scanRef, added, at);
     await recordChanges(tx, replica, batch.flatMap((p, i) => (p.kind === 'store' && outcomes[i]?.outcome === 'imported' ? [instanceChange(p)] : [])));
     // Routing rules on instance.received: their send jobs commit with the instances they forward.
     const received = batch.flatMap((p, i) => (p.kind === 'store' && outcomes[i]?.outcome === 'imported' ? [{ sopInstanceUid: p.instance.sopInstanceUid, modality: p.instance.modality.trim() || 'OT' }] : []));

