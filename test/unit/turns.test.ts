@@ -68,8 +68,12 @@ describe('turns', () => {
     );
     const small = Array.from({ length: 3 }, (_, i) => turns.take('small').then(() => events.push(`small ${i}`)));
     await Promise.all([...large, ...small]);
-    // Asked after all six large ones, the small ones enter in the first iteration with one large one.
-    expect(events.slice(0, 4).sort()).toEqual(['large 0', 'small 0', 'small 1', 'small 2']);
+    // Asked after all six large ones, the small ones still enter ahead of them: an iteration lets
+    // in at least one small caller and at most one large one while small ones wait, so the third
+    // small one is in before the fourth large one however the iterations are sized (a host that
+    // slows the timing keeps the allowance at one). First come, first served would put all six
+    // large ones first.
+    expect(events.indexOf('small 2')).toBeLessThan(events.indexOf('large 3'));
     expect(events.filter((e) => e.startsWith('large'))).toEqual(Array.from({ length: 6 }, (_, i) => `large ${i}`));
   });
 });

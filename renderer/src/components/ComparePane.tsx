@@ -24,6 +24,7 @@ import { useLoad } from '../use-load.ts';
 import { DisplayOverlay } from './DisplayOverlay.tsx';
 import { SERIES_DRAG_TYPE } from './SeriesStrip.tsx';
 import { ErrorState, Loading } from './StateMessage.tsx';
+import { wheelSlices } from '../imaging/wheel-slices.ts';
 
 const RESET_VIEW: View = { zoom: 1, panX: 0, panY: 0 };
 /** Fewer background requests than pane 1's four: its frames come first. */
@@ -191,7 +192,7 @@ function PaneStack({ primary, scan, index, linked, link, sync, onSlices, onScrol
       if (event.ctrlKey || event.metaKey) {
         const factor = event.deltaY < 0 ? 1.15 : 1 / 1.15;
         setView((v) => ({ ...v, zoom: Math.max(0.25, Math.min(16, v.zoom * factor)) }));
-      } else step(event.deltaY > 0 ? 1 : -1);
+      } else step(wheelSlices(event));
     };
     canvas.addEventListener('wheel', onWheel, { passive: false });
     return () => canvas.removeEventListener('wheel', onWheel);

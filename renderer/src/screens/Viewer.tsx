@@ -42,6 +42,7 @@ import { navigate } from '../route.ts';
 import { boxSizeText, lesionRows, lesionText } from '../lesion-text.ts';
 import { hasScope, useSession } from '../session.ts';
 import { useLoad } from '../use-load.ts';
+import { wheelSlices } from '../imaging/wheel-slices.ts';
 
 type ViewerData = { scan: Scan; result: ScanResult | null; slices: Slice[]; imagesProblem: string | null };
 
@@ -390,7 +391,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
         const factor = event.deltaY < 0 ? 1.15 : 1 / 1.15;
         setView((v) => ({ ...v, zoom: Math.max(0.25, Math.min(16, v.zoom * factor)) }));
       } else {
-        step(event.deltaY > 0 ? 1 : -1);
+        step(wheelSlices(event));
       }
     };
     canvas.addEventListener('wheel', onWheel, { passive: false });
