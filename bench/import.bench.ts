@@ -306,9 +306,9 @@ export async function run(): Promise<string> {
         '(eventLoopUtilization), the floor\'s 0.35-0.4 s of user CPU for the same files. On that one thread: the DICOM parse and its checks ' +
         '(12%), GC (9%), reading the files (4%), SQLite statements and commits (5%), and handing the archive\'s file operations to the thread ' +
         'pool, of which a durable content-addressed archive does more per file than the floor: files land in 256 folders, so a batch of 100 ' +
-        'fsyncs ~83 folders (the floor fsyncs its one folder once), plus the index\'s WAL per batch. Under CPU contention (load 5-9 during ' +
-        'these runs, other helpers\' benchmarks) that thread gets a share of a core and the ratio drops (job alone 360-520 files/s against ' +
-        'a floor of 1,700 in the same minutes); the floor\'s work is mostly kernel time on the pool. Fixed in this round: the CLI loaded every ' +
+        'fsyncs ~83 folders (the floor fsyncs its one folder once), plus the index\'s WAL per batch. Under CPU contention (load 5-9 when ' +
+        'this was measured during development, with other benchmarks running) that thread gets a share of a core and the ratio drops (job alone 360-520 files/s against ' +
+        'a floor of 1,700 in the same minutes); the floor\'s work is mostly kernel time on the pool. Fixed in issue 15: the CLI loaded every ' +
         'command\'s modules through tsx (2.7 s for --help, 0.6-0.8 s before the first file of an import): it now loads one command\'s, ' +
         'compiled (bin/compiled-cli.js); the archive\'s creates, writes, mkdirs and folder opens ran in the event loop, where on ext4 ' +
         'they waited for the journal commits of other files\' fsyncs (half of the CLI\'s main thread in open(2)): they run on the pool; ' +
