@@ -12,6 +12,7 @@ import { topLevelElements } from '#server/dicom/parse.ts';
 import { BINARY_NUMBER_VRS } from '#server/dicom/tags.ts';
 import { implicitVr } from '#server/dicomweb/implicit-vr.ts';
 import { personName, sortedByTag, type DicomJson } from '#server/dicomweb/qido.ts';
+import { trimPadding } from '#server/dicom/values.ts';
 
 const MAX_DEPTH = 16;
 const MAX_VALUES = 65_536;
@@ -79,17 +80,17 @@ function attributeOf(element: Element, ctx: Context, depth: number, topLevel: bo
   const raw = valueBytes(element, ctx);
   if (!raw) return { vr };
   if (STRING_VRS.has(vr)) {
-    const text = ctx.decode(raw).replace(/[\0 ]+$/, '');
+    const text = trimPadding(ctx.decode(raw));
     const values = splitText(text).map((v) => v.trim());
     return values.length > MAX_VALUES ? { vr } : { vr, Value: values.map((v) => (v === '' ? null : v)) };
   }
-  if (SINGLE_TEXT_VRS.has(vr)) return { vr, Value: [ctx.decode(raw).replace(/[\0 ]+$/, '')] };
+  if (SINGLE_TEXT_VRS.has(vr)) return { vr, Value: [trimPadding(ctx.decode(raw))] };
   if (vr === 'PN') {
-    const text = ctx.decode(raw).replace(/[\0 ]+$/, '');
+    const text = trimPadding(ctx.decode(raw));
     return { vr, Value: splitText(text).slice(0, MAX_VALUES).map((v) => (v.trim() === '' ? null : personName(v.trim()))) };
   }
   if (vr === 'IS' || vr === 'DS') {
-    const values = splitText(ctx.decode(raw).replace(/[\0 ]+$/, '')).slice(0, MAX_VALUES);
+    const values = splitText(trimPadding(ctx.decode(raw))).slice(0, MAX_VALUES);
     // DICOM JSON carries IS and DS as numbers; a value that is not one is dropped, not invented.
     return { vr, Value: values.map((v) => (v.trim() === '' ? null : Number(v.trim()))).map((n) => (n === null || Number.isFinite(n) ? n : null)) };
   }

@@ -7,6 +7,7 @@
 import { decodeText } from '#server/dicom/charset.ts';
 import { EXPLICIT_VR_LITTLE_ENDIAN, IMPLICIT_VR_LITTLE_ENDIAN } from '#server/dicom/transfer-syntax.ts';
 import { PduError } from '#server/dimse/pdu.ts';
+import { trimPadding } from '#server/dicom/values.ts';
 
 /** A tag as group << 16 | element. */
 export type Tag = number;
@@ -162,10 +163,10 @@ function skipSequence(bytes: Buffer, start: number, end: number, explicit: boole
 /** String values of a response, decoded in its Specific Character Set, padding trimmed. */
 export function stringValues(values: Map<Tag, Buffer>): (tag: Tag) => string {
   const charsetRaw = values.get(TAG.specificCharacterSet);
-  const charset = charsetRaw ? charsetRaw.toString('latin1').replace(/[\0 ]+$/, '') : undefined;
+  const charset = charsetRaw ? trimPadding(charsetRaw.toString('latin1')) : undefined;
   return (tag) => {
     const raw = values.get(tag);
     if (!raw) return '';
-    return decodeText(new Uint8Array(raw.buffer, raw.byteOffset, raw.length), charset).replace(/[\0 ]+$/, '').replace(/^ +/, '');
+    return trimPadding(decodeText(new Uint8Array(raw.buffer, raw.byteOffset, raw.length), charset)).replace(/^ +/, '');
   };
 }

@@ -5,6 +5,7 @@
  */
 import { open } from 'node:fs/promises';
 import { EXPLICIT_VR_LITTLE_ENDIAN } from '#server/dicom/transfer-syntax.ts';
+import { trimPadding } from '#server/dicom/values.ts';
 
 /** mia's implementation class UID (a UUID-derived 2.25 root, PS3.5 B.2) and version name. */
 export const IMPLEMENTATION_CLASS_UID = '2.25.216306394366287496614245447961380318211';
@@ -66,7 +67,7 @@ export async function readFileMeta(path: string): Promise<{ ok: true; meta: File
       const length = long ? head.readUInt32LE(at + 8) : head.readUInt16LE(at + 6);
       const start = at + (long ? 12 : 8);
       if (start + length > head.length) return { ok: false, reason: 'file meta information is truncated or longer than 64 KiB' };
-      fields.set(elementNo, head.toString('latin1', start, start + length).replace(/[\0 ]+$/, ''));
+      fields.set(elementNo, trimPadding(head.toString('latin1', start, start + length)));
       at = start + length;
     }
     const sopClassUid = fields.get(0x0002) ?? '';

@@ -5,6 +5,7 @@
  * checks every item length against the bytes that are really there: a malformed item is a
  * `PduError`, never a read past the end.
  */
+import { trimPadding } from '#server/dicom/values.ts';
 
 export const PDU = {
   associateRq: 0x01,
@@ -187,7 +188,7 @@ export function encodePData(pdvs: readonly Pdv[]): Buffer {
 
 /** Trailing NUL or space padding is allowed on UIDs and AE titles (PS3.8 9.3.2, PS3.5 9.1). */
 function trimmed(bytes: Buffer): string {
-  return bytes.toString('latin1').replace(/[\0 ]+$/, '').replace(/^ +/, '');
+  return trimPadding(bytes.toString('latin1')).replace(/^ +/, '');
 }
 
 type Item = { type: number; body: Buffer };

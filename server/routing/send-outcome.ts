@@ -3,6 +3,7 @@
  * the object and said no) is not tried again; a transient one (no connection, a timeout, a busy or
  * failing peer) is, with backoff (server/routing/send-worker.ts).
  */
+import { trimPadding } from '#server/dicom/values.ts';
 
 /** A Part 10 file as mia wrote or stored it, with what a C-STORE needs from its meta header. */
 export type RoutedObject = { bytes: Buffer; sopClassUid: string; sopInstanceUid: string; transferSyntaxUid: string };
@@ -60,7 +61,7 @@ export function readPart10(bytes: Buffer): RoutedObject | undefined {
     const length = long ? (at + 12 <= end ? bytes.readUInt32LE(at + 8) : -1) : bytes.readUInt16LE(at + 6);
     const start = at + (long ? 12 : 8);
     if (length < 0 || start + length > end) return undefined;
-    if (vr === 'UI') values.set(element, bytes.toString('latin1', start, start + length).replace(/[\0 ]+$/, ''));
+    if (vr === 'UI') values.set(element, trimPadding(bytes.toString('latin1', start, start + length)));
     at = start + length;
   }
   const sopClassUid = values.get(0x0002);
