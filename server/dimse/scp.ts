@@ -161,11 +161,14 @@ class FileSink implements DataSink {
   private async put(): Promise<void> {
     const handle = this.handle;
     const parts = this.pending;
+    const bytes = this.pendingBytes;
     this.pending = [];
     this.pendingBytes = 0;
     if (this.failure || !handle || parts.length === 0) return;
     try {
-      await handle.writev(parts);
+      const { bytesWritten } = await handle.writev(parts);
+      // A short write (a nearly full disk) would leave a hole: the store is refused instead.
+      if (bytesWritten !== bytes) throw Object.assign(new Error(`spool write took ${bytesWritten} of ${bytes} bytes`), { code: 'EIO' });
     } catch (err) {
       this.failure = err as NodeJS.ErrnoException;
     }

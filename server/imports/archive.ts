@@ -93,7 +93,12 @@ async function removeTemp(temp: string): Promise<void> {
 async function writeDurably(temp: string, bytes: Uint8Array): Promise<void> {
   const fd = await openAsync(temp, 'wx', PRIVATE_FILE_MODE);
   try {
-    for (let off = 0; off < bytes.byteLength; ) off += (await writeAsync(fd, bytes, off, bytes.byteLength - off)).bytesWritten;
+    for (let off = 0; off < bytes.byteLength; ) {
+      const { bytesWritten } = await writeAsync(fd, bytes, off, bytes.byteLength - off);
+      // A write that takes nothing would loop forever; it is a failed write.
+      if (bytesWritten === 0) throw new Error(`archive write made no progress at byte ${off}`);
+      off += bytesWritten;
+    }
     await fsyncAsync(fd);
   } catch (err) {
     await closeAsync(fd).catch(() => undefined);
