@@ -63,7 +63,7 @@ type Connection = {
   db: BetterSqlite3.Database;
   gate: Gate;
   statements: Map<string, BetterSqlite3.Statement>;
-  /** The same texts prepared to return arrays (a statement's mode is set once, so apart). */
+  /** The same texts prepared to return rows as arrays. */
   rawStatements: Map<string, BetterSqlite3.Statement>;
   savepoints: number;
   /** The write-ahead log, opened at the first durable commit (see `syncWal`). */
@@ -94,23 +94,16 @@ async function syncWal(conn: Connection): Promise<void> {
 }
 
 /** Prepared statements are cached per connection: preparing costs more than running most of our
- * queries, and the texts are constants. */
-function prepare(conn: Connection, statement: Statement): BetterSqlite3.Statement {
+ * queries, and the texts are constants. Statements returning rows as arrays (`values`) are kept
+ * apart: a statement's mode is set once. */
+function prepare(conn: Connection, statement: Statement, rows: 'objects' | 'arrays' = 'objects'): BetterSqlite3.Statement {
   const text = statementText(statement, 'sqlite');
-  let prepared = conn.statements.get(text);
+  const cache = rows === 'arrays' ? conn.rawStatements : conn.statements;
+  let prepared = cache.get(text);
   if (!prepared) {
     prepared = conn.db.prepare(text);
-    conn.statements.set(text, prepared);
-  }
-  return prepared;
-}
-
-function prepareRaw(conn: Connection, statement: Statement): BetterSqlite3.Statement {
-  const text = statementText(statement, 'sqlite');
-  let prepared = conn.rawStatements.get(text);
-  if (!prepared) {
-    prepared = conn.db.prepare(text).raw(true);
-    conn.rawStatements.set(text, prepared);
+    if (rows === 'arrays') prepared.raw(true);
+    cache.set(text, prepared);
   }
   return prepared;
 }
@@ -135,7 +128,7 @@ type Executor = {
 function executor(conn: Connection): Executor {
   return {
     all: (statement, params) => prepare(conn, statement).all(...bind(params)),
-    values: (statement, params) => prepareRaw(conn, statement).all(...bind(params)) as unknown[][],
+    values: (statement, params) => prepare(conn, statement, 'arrays').all(...bind(params)) as unknown[][],
     get: (statement, params) => prepare(conn, statement).get(...bind(params)),
     run: (statement, params) => prepare(conn, statement).run(...bind(params)).changes,
   };
