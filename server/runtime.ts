@@ -31,7 +31,7 @@ import { createRetrieveRunner, type RetrieveRunner } from '#server/query-retriev
 import { startDimseScp, type DimseScp } from '#server/dimse/scp.ts';
 import { allowListCheck } from '#server/dimse/scp-config.ts';
 import { callerAllowed } from '#server/peers/caller-check.ts';
-import { createStoreReceiver } from '#server/dimse/store-import.ts';
+import { createStoreReceiver, INDEX_LINGER_MS } from '#server/dimse/store-import.ts';
 import { UPLOADS_DIR } from '#server/imports/upload.ts';
 import { stagingTempPath } from '#server/imports/archive.ts';
 import { join } from 'node:path';
@@ -110,6 +110,10 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
   let auditRetention: AuditRetention | undefined;
   let syncAgent: SyncAgent | undefined;
   let dicomScp: DimseScp | undefined;
+  // Instances answered over DICOM are indexed by it; what a process that is gone left answered
+  // and not indexed, it indexes at start, with or without a DICOM listener now.
+  const storeReceiver = createStoreReceiver(services, { lingerMs: config.dicom?.indexLingerMs ?? INDEX_LINGER_MS });
+  let recovering: Promise<void> = Promise.resolve();
   const sync: SyncControl = {
     status: async () => (syncAgent ? await syncAgent.status() : await readSyncStatus(services, false, config.secretBox)),
     runNow: async () => (syncAgent ? await syncAgent.runNow() : null),
@@ -130,6 +134,8 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
     await retrieves.stop();
     // Like the HTTP listener: no new associations; a store being imported is answered first.
     await dicomScp?.stop();
+    await recovering;
+    await storeReceiver.stop();
     // The requests are done; their audit events must be stored before the database closes.
     await audit.flush();
     await imports.stop();
@@ -156,6 +162,7 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
       state = 'running';
       if (options.background) imports.start();
       await analyses.start();
+      if (options.background) recovering = storeReceiver.recover();
       if (options.background && config.dicom) {
         const dicom = config.dicom;
         const listed = allowListCheck(dicom.allow);
@@ -166,7 +173,7 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
           spoolFile: () => stagingTempPath(config.dataDir),
           // The admin's DICOM peers with "allow incoming", and any --dicom-allow entries.
           isCallerAllowed: async (caller) => (await listed(caller)) || (await callerAllowed(services, caller)),
-          receiver: createStoreReceiver(services),
+          receiver: storeReceiver,
           log,
         });
       }

@@ -23,6 +23,14 @@ export const dicomConfigSchema = z.object({
   maxPduLength: z.number().int().min(4096).max(4 * 1024 * 1024).default(512 * 1024),
   /** As uploads (2 GiB): a large multi-frame study fits; a runaway sender does not fill the disk. */
   maxInstanceBytes: z.number().int().min(1024).max(64 * 1024 ** 3).default(2 * 1024 ** 3),
+  /**
+   * An instance up to this size is received in memory and answered once it is durable in the
+   * intake log (docs/dicom-network.md); a larger one is spooled to a file and answered once it is
+   * indexed. 0: every instance is spooled.
+   */
+  memoryInstanceBytes: z.number().int().min(0).max(256 * 1024 ** 2).default(8 * 1024 ** 2),
+  /** How long the indexer gathers answered instances into one batch (a release cuts it short). */
+  indexLingerMs: z.number().int().min(0).max(600_000).default(100),
 });
 export type DicomConfig = z.infer<typeof dicomConfigSchema>;
 export type DicomConfigInput = z.input<typeof dicomConfigSchema>;

@@ -40,13 +40,18 @@ export type CallerIdentity = { callingAeTitle: string; calledAeTitle: string; ho
 export type IsCallerAllowed = (caller: CallerIdentity) => Promise<boolean>;
 
 export type StoreOutcome = { status: number; errorComment?: string | undefined };
+/**
+ * A received instance as a Part 10 file: in memory (most), or spooled to a file as it arrived (one
+ * larger than DimseScpOptions.memoryInstanceBytes); `synced` settles when the spool file's fsync,
+ * started as it ended, has.
+ */
+export type ReceivedInstance = { kind: 'bytes'; bytes: Buffer } | { kind: 'file'; file: string; synced?: Promise<void> | undefined };
 /** What receives the instances of one association: one import job, finished when it ends. */
 export type StoreSession = {
-  /**
-   * Imports the Part 10 file; resolves once the instance is durable and indexed (or refused).
-   * `synced` settles when the receiver's own fsync of the file (started as it ended) has.
-   */
-  store(file: string, synced?: Promise<void>): Promise<StoreOutcome>;
+  /** Imports the instance; resolves once it is durable (or refused) with the answer to send. */
+  store(instance: ReceivedInstance): Promise<StoreOutcome>;
+  /** Resolves once every instance stored so far is indexed (or given up on). */
+  settled(): Promise<void>;
   close(ending: 'released' | 'aborted'): Promise<void>;
 };
 export type StoreReceiver = { openSession(caller: CallerIdentity): Promise<StoreSession> };
@@ -64,6 +69,8 @@ export type DimseScpOptions = {
   maxPduLength: number;
   /** The largest data set of one C-STORE. */
   maxInstanceBytes: number;
+  /** A data set up to this size is received in memory; a larger one streams to a spool file. */
+  memoryInstanceBytes: number;
   /**
    * A new path for one received instance, in a folder only this process writes and that a later
    * start clears of what a dead process left. The runtime names a file in the archive's staging
@@ -100,62 +107,75 @@ function negotiate(abstractSyntax: string, proposed: readonly string[]): { resul
 const madeSpoolDirs = new Set<string>();
 
 /**
- * Received fragments are gathered up to this many bytes before a write: a typical instance
- * (tens of KiB, in 16 KiB PDVs behind its Part 10 header) is then one write, not four thread
- * pool round trips in turn before the C-STORE can be answered. Bounded, so a large instance
- * still streams to disk.
+ * Once spooling, received fragments are gathered up to this many bytes before a write: bounded,
+ * so a large instance streams to disk in few thread pool round trips.
  */
 const SPOOL_WRITE_BYTES = 256 * 1024;
 
-/** A C-STORE data set on its way to a spool file, behind the Part 10 header mia writes. */
-class FileSink implements DataSink {
+async function openSpoolFile(path: string): Promise<FileHandle> {
+  const dir = dirname(path);
+  if (!madeSpoolDirs.has(dir)) {
+    await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+    madeSpoolDirs.add(dir);
+  }
+  return await open(path, 'wx', PRIVATE_FILE_MODE).catch(async (err: unknown) => {
+    // The folder went away (removed by hand while serving): made again, once.
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    madeSpoolDirs.delete(dir);
+    await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
+    madeSpoolDirs.add(dir);
+    return await open(path, 'wx', PRIVATE_FILE_MODE);
+  });
+}
+
+/**
+ * A C-STORE data set behind the Part 10 header mia writes: kept in memory up to `memoryBytes`,
+ * past that streamed to a spool file (`spoolPath`, made only then).
+ */
+class InstanceSink implements DataSink {
   private size = 0;
   private pending: Buffer[] = [];
   private pendingBytes = 0;
+  private handle: FileHandle | undefined;
+  /** Set once the data set went past memory: the file it streams to. */
+  path: string | undefined;
+  /** The whole Part 10 file, once ended in memory. */
+  bytes: Buffer | undefined;
   /**
-   * The file's fsync and close, started when its last fragment is written: it runs while the
-   * import reads and checks the file, instead of after, in the one answer's wait.
+   * The spool file's fsync and close, started when its last fragment is written: it runs while
+   * the import reads and checks the file, instead of after, in the one answer's wait.
    */
   synced: Promise<void> | undefined;
   /** A write that failed (a full disk): the rest is drained and the store answered A700. */
   failure: NodeJS.ErrnoException | undefined;
-  private constructor(
-    readonly path: string,
-    private handle: FileHandle | undefined,
-    private readonly maxBytes: number,
-  ) {}
 
-  /** A sink even when the file cannot be made (a full disk): the store is then answered A700. */
-  static async create(path: string, header: Buffer, maxBytes: number): Promise<FileSink> {
-    let sink: FileSink;
-    try {
-      const dir = dirname(path);
-      if (!madeSpoolDirs.has(dir)) {
-        await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
-        madeSpoolDirs.add(dir);
-      }
-      const handle = await open(path, 'wx', PRIVATE_FILE_MODE).catch(async (err: unknown) => {
-        // The folder went away (removed by hand while serving): made again, once.
-        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-        madeSpoolDirs.delete(dir);
-        await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
-        madeSpoolDirs.add(dir);
-        return await open(path, 'wx', PRIVATE_FILE_MODE);
-      });
-      sink = new FileSink(path, handle, maxBytes);
-    } catch (err) {
-      sink = new FileSink(path, undefined, maxBytes);
-      sink.failure = err as NodeJS.ErrnoException;
-    }
-    sink.gather(header);
-    return sink;
+  constructor(
+    header: Buffer,
+    private readonly spoolPath: () => string,
+    private readonly maxBytes: number,
+    private readonly memoryBytes: number,
+  ) {
+    this.pending.push(header);
+    this.pendingBytes = header.length;
   }
 
   /** Copied: a fragment may be a view of a PDU buffer that is read into again. */
   private gather(chunk: Buffer): void {
-    if (this.failure || !this.handle) return;
+    if (this.failure) return;
     this.pending.push(Buffer.from(chunk));
     this.pendingBytes += chunk.length;
+  }
+
+  private async spill(): Promise<void> {
+    const path = this.spoolPath();
+    this.path = path;
+    try {
+      this.handle = await openSpoolFile(path);
+    } catch (err) {
+      this.failure = err as NodeJS.ErrnoException;
+      this.pending = [];
+      this.pendingBytes = 0;
+    }
   }
 
   private async put(): Promise<void> {
@@ -178,10 +198,17 @@ class FileSink implements DataSink {
     this.size += chunk.length;
     if (this.size > this.maxBytes) throw new PduError(`C-STORE data set larger than the ${this.maxBytes} bytes allowed`);
     this.gather(chunk);
-    if (this.pendingBytes >= SPOOL_WRITE_BYTES) await this.put();
+    if (this.path === undefined && this.pendingBytes > this.memoryBytes) await this.spill();
+    if (this.handle && this.pendingBytes >= SPOOL_WRITE_BYTES) await this.put();
   }
 
   async end(): Promise<void> {
+    if (this.path === undefined) {
+      this.bytes = Buffer.concat(this.pending, this.pendingBytes);
+      this.pending = [];
+      this.pendingBytes = 0;
+      return;
+    }
     await this.put();
     const handle = this.handle;
     this.handle = undefined;
@@ -199,11 +226,12 @@ class FileSink implements DataSink {
   async discard(): Promise<void> {
     this.pending = [];
     this.pendingBytes = 0;
+    this.bytes = undefined;
     const handle = this.handle;
     this.handle = undefined;
     await handle?.close();
     await this.synced?.catch(() => undefined);
-    await rm(this.path, { force: true });
+    if (this.path !== undefined) await rm(this.path, { force: true });
   }
 }
 
@@ -223,7 +251,10 @@ class DropSink implements DataSink {
   }
 }
 
-type Sink = FileSink | DropSink;
+type Sink = InstanceSink | DropSink;
+
+/** How long a release waits for the association's instances to be indexed before it is answered. */
+const RELEASE_WAIT_MS = 20_000;
 
 /** Responses carry the request's SOP class and instance, and never a data set here. */
 function response(request: Command, commandField: number, status: number, errorComment?: string): Command {
@@ -294,22 +325,22 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
       reader = new MessageReader<Sink>(new Set(accepted.keys()), (contextId, command) => openSink(contextId, command, accepted), onMessage);
     };
 
-    const openSink = async (contextId: number, command: Command, accepted: ReadonlyMap<number, string>): Promise<Sink> => {
+    const openSink = (contextId: number, command: Command, accepted: ReadonlyMap<number, string>): Promise<Sink> => {
       const sopClass = parseUid(command.affectedSopClassUid ?? '');
       const sopInstance = parseUid(command.affectedSopInstanceUid ?? '');
-      if (command.commandField !== COMMAND.cStoreRq || !sopClass.ok || !sopInstance.ok) return new DropSink(options.maxInstanceBytes);
+      if (command.commandField !== COMMAND.cStoreRq || !sopClass.ok || !sopInstance.ok) return Promise.resolve(new DropSink(options.maxInstanceBytes));
       const header = encodeFileMeta({
         sopClassUid: sopClass.uid,
         sopInstanceUid: sopInstance.uid,
         transferSyntaxUid: accepted.get(contextId) ?? '',
         sourceAeTitle: caller?.callingAeTitle ?? '',
       });
-      return await FileSink.create(options.spoolFile(), header, options.maxInstanceBytes);
+      return Promise.resolve(new InstanceSink(header, options.spoolFile, options.maxInstanceBytes, options.memoryInstanceBytes));
     };
 
     const onStore = async (message: DimseMessage<Sink>): Promise<Command> => {
       const { command, data } = message;
-      if (!(data instanceof FileSink)) return response(command, COMMAND.cStoreRsp, STATUS.cannotUnderstand, 'C-STORE without a valid SOP class or instance UID');
+      if (!(data instanceof InstanceSink)) return response(command, COMMAND.cStoreRsp, STATUS.cannotUnderstand, 'C-STORE without a valid SOP class or instance UID');
       try {
         if (data.failure) {
           log.error('dimse.store_write_failed', { ...label, error: data.failure.code ?? data.failure.name });
@@ -317,7 +348,7 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
         }
         if (caller && !session) session = await options.receiver.openSession(caller);
         if (!session) return response(command, COMMAND.cStoreRsp, STATUS.outOfResources, 'no import session');
-        const outcome = await session.store(data.path, data.synced);
+        const outcome = await session.store(data.bytes ? { kind: 'bytes', bytes: data.bytes } : { kind: 'file', file: data.path ?? '', synced: data.synced });
         return response(command, COMMAND.cStoreRsp, outcome.status, outcome.errorComment);
       } finally {
         await data.discard();
@@ -364,6 +395,9 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
         case PDU.releaseRq:
           state = 'ending';
           await reader?.discard();
+          // Answered once what the sender stored is indexed too (moments after each answer), so a
+          // sender that is done sees it in mia; bounded, as the instances are durable already.
+          await Promise.race([session?.settled(), new Promise((resolve) => setTimeout(resolve, RELEASE_WAIT_MS).unref())]);
           await channel.send(encodeReleaseRp());
           channel.close('released');
           return;
@@ -385,16 +419,19 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
     });
     channel.setDeadline(options.associationTimeoutMs, 'A-ASSOCIATE-RQ');
 
+    let ended: Promise<void> = Promise.resolve();
     const entry = {
       async stop(): Promise<void> {
         // A store being imported is answered first; what has not been answered the sender keeps.
         await Promise.race([inFlight, new Promise((resolve) => setTimeout(resolve, 10_000).unref())]);
         channel.abort('server stopping');
         await channel.closed;
+        // Its import job is finished before the database closes.
+        await ended;
       },
     };
     live.add(entry);
-    void (async () => {
+    ended = (async () => {
       const reason = await channel.closed;
       await inFlight;
       const released = reason === 'released';

@@ -1,24 +1,28 @@
 /**
  * Instances received by C-STORE go through the import pipeline uploads use (parse, reject rules,
- * digest, archive staging; commitBatch: index), one import job per association, created by the
- * calling AE and listed under /v1/imports like any other. The SCP writes each instance straight
- * into the archive's staging folder, so staging it renames that file instead of writing a copy
- * (prepareStagedFile). A C-STORE is answered from here only after its instance is fsynced into
- * the archive and its batch committed.
+ * digest: `inspect`; archive; `commitBatch`: index), one import job per association, created by
+ * the calling AE and listed under /v1/imports like any other.
  *
- * The index commits of all associations go through one commit queue (commit-queue.ts): the
- * instances that were made durable in the archive while a commit ran are indexed together in the
- * next transaction, each under its own association's job.
+ * An instance received in memory (all but very large ones) is answered once it is checked and
+ * durable in the intake log (intake-log.ts); the indexer archives and indexes it moments later,
+ * with whatever else arrived meanwhile, in one transaction. A refusal (no pixel data, a syntax mia
+ * cannot decode, another instance under the same UID) is answered before anything is written. A
+ * very large instance, spooled to a file as it arrived, is answered only once it is indexed, as
+ * before the log. An association's release is answered once its instances are indexed, so a
+ * sender that has finished sees them in mia's worklist and queries.
  */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { unlink } from 'node:fs/promises';
 import { createImportJob, type ImportDeps } from '#server/imports/import-job.ts';
 import { createArchiveWriter } from '#server/imports/archive.ts';
-import { commitBatch, prepareStagedFile, type FileOutcome, type Prepared } from '#server/imports/ingest.ts';
+import { abandonedSegments, openIntakeLog, readIntakeSegment, type Appended } from '#server/imports/intake-log.ts';
+import { commitBatch, inspect, type FileOutcome, type Inspected, type Prepared } from '#server/imports/ingest.ts';
 import type { Services } from '#server/services.ts';
 import { codeOf, storageErrorOf } from '#server/storage-errors.ts';
 import { finishImportJob, setImportJobTotal, type ImportJobRow } from '#server/store/import-jobs.ts';
 import { STATUS } from '#server/dimse/command-set.ts';
-import { createCommitQueue } from '#server/dimse/commit-queue.ts';
-import type { CallerIdentity, StoreOutcome, StoreReceiver, StoreSession } from '#server/dimse/scp.ts';
+import type { CallerIdentity, ReceivedInstance, StoreOutcome, StoreReceiver, StoreSession } from '#server/dimse/scp.ts';
 
 /** C-STORE status of an import outcome (PS3.4 B.2.3): a duplicate is a success for the sender. */
 export function storeStatusOf(outcome: FileOutcome): StoreOutcome {
@@ -33,69 +37,284 @@ export function storeStatusOf(outcome: FileOutcome): StoreOutcome {
   }
 }
 
-/** One instance for the index: prepared and durable in the archive, and the job it counts in. */
-type Durable = { jobRef: number; prepared: Prepared };
+/** Where an item's bytes are for the archive: in memory (and the intake log), or a spool file. */
+type Source = { kind: 'bytes'; bytes: Buffer; record: Appended } | { kind: 'file'; file: string; synced: Promise<void> | undefined } | { kind: 'none' };
 
+/** One instance for the indexer, and the job it counts in. */
+type Item = {
+  jobRef: number;
+  checked: Inspected;
+  source: Source;
+  /** Settles once the item is indexed (its outcome), or could not be (only for items not answered yet). */
+  resolve: (outcome: FileOutcome | undefined) => void;
+  reject: (err: unknown) => void;
+};
+
+/** One transaction indexes at most this many instances, or this many bytes of them. */
+const BATCH_ITEMS = 256;
+const BATCH_BYTES = 64 * 1024 * 1024;
 /**
- * More instances than associations may be open at once never wait together (each association has
- * one C-STORE in flight); the bound keeps a transaction short should that change.
+ * Answered and not yet indexed, held in memory: past this, a new instance waits before it is
+ * answered (the indexer catches up) rather than memory growing with a fast sender.
  */
-const MAX_COMMIT_GROUP = 256;
+const BACKLOG_BYTES = 64 * 1024 * 1024;
+/** How long the indexer waits for a batch to fill before it indexes what it has (the default). */
+export const INDEX_LINGER_MS = 100;
+/** After a failed batch (a full disk), its answered instances are tried again after these. */
+const RETRY_MS = [500, 1000, 2000, 5000, 10_000, 30_000];
 
-export function createStoreReceiver(s: Services): StoreReceiver {
+export type IntakeReceiver = StoreReceiver & {
+  /** Indexes what a process that is gone left in the intake log (answered, never indexed). */
+  recover(): Promise<void>;
+  /** Indexes what was answered, then closes the log. */
+  stop(): Promise<void>;
+};
+
+export function createStoreReceiver(s: Services, options: { lingerMs: number }): IntakeReceiver {
   const deps: ImportDeps = { db: s.db, clock: s.clock, dataDir: s.dataDir, node: s.node, replica: s.replica, log: s.log, config: s.config };
   const now = (): string => s.clock.now().toISOString();
-  // One transaction, one durable commit, for the whole group; each job's instances go through
-  // commitBatch in a savepoint of it, so each job counts its own files as with a lone batch.
-  const index = createCommitQueue<Durable, FileOutcome | undefined>(async (group) => {
+  const intake = openIntakeLog(s.dataDir, (what, err) => s.log.error(what, { error: codeOf(err) ?? (err instanceof Error ? err.name : 'non-error') }));
+  // One writer for every batch: it remembers the archive folders it has made sure of.
+  const archive = createArchiveWriter(s.dataDir);
+  let queue: Item[] = [];
+  let backlogBytes = 0;
+  let indexing: Promise<void> | undefined;
+  let failures = 0;
+  let stopping = false;
+  let wakeRetry: (() => void) | undefined;
+  let lingerWake: (() => void) | undefined;
+  /** Releases (and stops) waiting for the index: no lingering while there are any. */
+  let hurry = 0;
+  const roomWaiters = new Set<() => void>();
+  /** SOP Instance UID to digest of what is answered and not yet indexed: the index cannot tell yet. */
+  const unindexed = new Map<string, string>();
+
+  const sizeOf = (item: Item): number => (item.source.kind === 'bytes' ? item.source.bytes.length : 0);
+  const took = (item: Item): void => {
+    backlogBytes -= sizeOf(item);
+    if (item.source.kind === 'bytes' && item.checked.kind === 'store' && unindexed.get(item.checked.instance.sopInstanceUid) === item.checked.sha256) {
+      unindexed.delete(item.checked.instance.sopInstanceUid);
+    }
+    if (backlogBytes <= BACKLOG_BYTES) for (const wake of [...roomWaiters]) wake();
+  };
+
+  const indexBatch = async (batch: readonly Item[]): Promise<(FileOutcome | undefined)[]> => {
+    const prepared: Prepared[] = batch.map((item) => {
+      const { checked, source } = item;
+      if (checked.kind === 'done') return checked;
+      const archivePath = source.kind === 'bytes' ? archive.stage(source.bytes, checked.sha256) : source.kind === 'file' ? archive.adopt(source.file, checked.sha256, source.synced) : '';
+      return { ...checked, archivePath };
+    });
+    try {
+      await archive.flush();
+    } catch (err) {
+      await archive.discard();
+      throw err;
+    }
     const at = now();
     const byJob = new Map<number, number[]>();
-    group.forEach((d, i) => byJob.set(d.jobRef, [...(byJob.get(d.jobRef) ?? []), i]));
-    const outcomes: (FileOutcome | undefined)[] = group.map(() => undefined);
+    batch.forEach((item, i) => byJob.set(item.jobRef, [...(byJob.get(item.jobRef) ?? []), i]));
+    const outcomes: (FileOutcome | undefined)[] = batch.map(() => undefined);
+    // One transaction, one durable commit, for the batch; each job's instances go through
+    // commitBatch in a savepoint of it, so each job counts its own files as with a lone batch.
     await s.db.transaction(async (tx) => {
       for (const [jobRef, members] of byJob) {
-        const { outcomes: got } = await commitBatch(tx, s.replica, jobRef, members.map((i) => group[i]!.prepared), at);
+        const { outcomes: got } = await commitBatch(tx, s.replica, jobRef, members.map((i) => prepared[i]!), at);
         members.forEach((i, k) => (outcomes[i] = got[k]));
       }
     }, { durable: true, isolation: 'read committed' });
     return outcomes;
-  }, MAX_COMMIT_GROUP);
+  };
+
+  const pause = (millis: number): Promise<void> =>
+    new Promise((resolve) => {
+      const timer = setTimeout(resolve, millis);
+      wakeRetry = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+
+  const drain = async (): Promise<void> => {
+    while (queue.length > 0) {
+      // Gathers a batch: per-batch work (a transaction, its durable commit, routing rules, the
+      // job's counts) costs as much for one instance as for hundreds, and a sender waits on the
+      // intake log, not on this. Cut short when a release or a stop is waiting for the index.
+      if (queue.length < BATCH_ITEMS && backlogBytes < BACKLOG_BYTES / 2 && hurry === 0 && !stopping) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, options.lingerMs);
+          lingerWake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        lingerWake = undefined;
+      }
+      let bytes = 0;
+      let n = 0;
+      while (n < queue.length && n < BATCH_ITEMS && (n === 0 || bytes + sizeOf(queue[n]!) <= BATCH_BYTES)) bytes += sizeOf(queue[n++]!);
+      const batch = queue.slice(0, n);
+      queue = queue.slice(n);
+      try {
+        const outcomes = await indexBatch(batch);
+        failures = 0;
+        batch.forEach((item, i) => {
+          took(item);
+          // Indexed durably: the log no longer needs it.
+          if (item.source.kind === 'bytes') item.source.record.release();
+          item.resolve(outcomes[i]);
+        });
+      } catch (err) {
+        failures += 1;
+        s.log.error('dimse.index_failed', { instances: batch.length, attempt: failures, error: codeOf(err) ?? (err instanceof Error ? err.name : 'non-error') });
+        // Not answered yet (a spooled file): answered now, the sender keeps it. Answered and in the
+        // log: tried again after a pause, or at the next start should this process stop first.
+        const again: Item[] = [];
+        for (const item of batch) {
+          if (item.source.kind === 'file') item.reject(err);
+          else if (item.source.kind === 'bytes') again.push(item);
+          else {
+            took(item);
+            item.resolve(undefined);
+          }
+        }
+        queue = [...again, ...queue];
+        for (const wake of [...roomWaiters]) wake();
+        if (stopping) {
+          for (const item of queue) item.resolve(undefined);
+          queue = [];
+          return;
+        }
+        await pause(RETRY_MS[Math.min(failures, RETRY_MS.length) - 1]!);
+      }
+    }
+  };
+
+  // Started again if an item came in while the last drain was ending (after its loop, before its finally).
+  const kick = (): void => {
+    if (indexing) return;
+    indexing = drain().finally(() => {
+      indexing = undefined;
+      if (queue.length > 0 && !stopping) kick();
+    });
+  };
+
+  const enqueue = (item: Omit<Item, 'resolve' | 'reject'>): Promise<FileOutcome | undefined> =>
+    new Promise((resolve, reject) => {
+      const full: Item = { ...item, resolve, reject };
+      queue.push(full);
+      backlogBytes += sizeOf(full);
+      // An instance answered only once indexed (spooled) is not kept waiting for a batch to fill.
+      if (queue.length >= BATCH_ITEMS || item.source.kind === 'file') lingerWake?.();
+      kick();
+    });
+
+  /** Waits while the backlog is full; refuses while it is full and the indexer is failing. */
+  const room = async (): Promise<void> => {
+    while (backlogBytes > BACKLOG_BYTES) {
+      if (failures > 0) throw Object.assign(new Error('storage is failing: instances received are waiting to be indexed'), { code: 'EIO' });
+      await new Promise<void>((resolve) => {
+        const wake = (): void => {
+          roomWaiters.delete(wake);
+          resolve();
+        };
+        roomWaiters.add(wake);
+      });
+    }
+  };
+
+  /** Durable in the intake log once the backlog has room; the record names its content by digest. */
+  const appendRecord = async (bytes: Buffer, sender: CallerIdentity, receivedAt: string): Promise<Appended> => {
+    await room();
+    const sha256 = createHash('sha256').update(bytes).digest('hex');
+    return await intake.append({ callingAeTitle: sender.callingAeTitle, host: sender.host, receivedAt }, bytes, sha256);
+  };
+
+  /**
+   * Checks an instance and, if it is to be stored, makes it durable; resolves with its answer and
+   * with what settles once it is indexed.
+   */
+  const receive = async (jobRef: number, path: string, input: ReceivedInstance, sender: CallerIdentity, receivedAt: string): Promise<{ answer: StoreOutcome; indexed: Promise<unknown> }> => {
+    let bytes: Buffer;
+    try {
+      bytes = input.kind === 'bytes' ? input.bytes : readFileSync(input.file);
+    } catch (err) {
+      throw Object.assign(new Error('the spooled instance could not be read'), { code: codeOf(err) ?? 'EIO' });
+    }
+    // An instance received in memory is written to the intake log while it is checked: the disk's
+    // wait and the parse overlap (a refused one's record is released at once).
+    const appending = input.kind === 'bytes' ? appendRecord(bytes, sender, receivedAt) : undefined;
+    let checked: Inspected;
+    try {
+      checked = await inspect(s.db, s.dataDir, path, bytes);
+    } catch (err) {
+      void appending?.then((record) => record.release(), () => undefined);
+      throw err;
+    }
+    if (checked.kind === 'store') {
+      const sop = checked.instance.sopInstanceUid;
+      const waiting = unindexed.get(sop);
+      if (waiting !== undefined) {
+        // Answered moments ago and not indexed yet: the index cannot tell, this map can.
+        const result: FileOutcome = waiting === checked.sha256
+          ? { outcome: 'duplicate', path, sop_instance_uid: sop, scan_id: checked.instance.seriesInstanceUid, bytes: bytes.length }
+          : { outcome: 'conflict', path, sop_instance_uid: sop, reason: `SOP Instance UID ${sop} is already stored with different content; kept the first`, bytes: bytes.length };
+        checked = { kind: 'done', result };
+      }
+    }
+    if (checked.kind === 'done') {
+      void appending?.then((record) => record.release(), () => undefined);
+      // Counted in the job with the next batch; the answer does not wait for that.
+      return { answer: storeStatusOf(checked.result), indexed: enqueue({ jobRef, checked, source: { kind: 'none' } }) };
+    }
+    if (!appending) {
+      const outcome = await enqueue({ jobRef, checked, source: input.kind === 'file' ? { kind: 'file', file: input.file, synced: input.synced } : { kind: 'none' } });
+      return { answer: outcome ? storeStatusOf(outcome) : { status: STATUS.outOfResources, errorComment: 'import produced no outcome' }, indexed: Promise.resolve() };
+    }
+    const record = await appending;
+    unindexed.set(checked.instance.sopInstanceUid, checked.sha256);
+    return { answer: { status: STATUS.success }, indexed: enqueue({ jobRef, checked, source: { kind: 'bytes', bytes, record } }) };
+  };
+
   return {
     openSession(caller: CallerIdentity): Promise<StoreSession> {
       let job: ImportJobRow | undefined;
       let release: (() => void) | undefined;
       let files = 0;
-      // One writer for the association's instances, which come one at a time: it remembers the
-      // archive folders it has made sure of (measured: a recursive mkdir of two folders for each
-      // instance took 0.8 ms of the event loop), and discards only this association's file.
-      const archive = createArchiveWriter(s.dataDir);
+      const indexed = new Set<Promise<unknown>>();
       const session: StoreSession = {
-        async store(file, synced) {
-          // Announced before the file's fsyncs: a commit starting meanwhile waits to take it along.
-          const slot = index.reserve();
+        async store(input) {
           try {
             if (!job) {
               job = await createImportJob(deps, 'upload', [`dicom:${caller.callingAeTitle}@${caller.host}`], `dicom:${caller.callingAeTitle}`);
               release = s.node.hold('import', job.id);
             }
             files += 1;
-            const prepared = await prepareStagedFile(s.db, archive, { path: `C-STORE ${files} from ${caller.callingAeTitle}`, file }, synced);
-            await archive.flush();
-            const outcome = await slot.submit({ jobRef: job.id, prepared });
-            return outcome ? storeStatusOf(outcome) : { status: STATUS.outOfResources, errorComment: 'import produced no outcome' };
+            const { answer, indexed: done } = await receive(job.id, `C-STORE ${files} from ${caller.callingAeTitle}`, input, caller, now());
+            const settled = done.then(() => undefined, () => undefined);
+            indexed.add(settled);
+            void settled.then(() => indexed.delete(settled));
+            return answer;
           } catch (err) {
             // A full or failing disk (or database): the sender may retry later or elsewhere.
             const storage = storageErrorOf(err);
             s.log.error('dimse.store_failed', { calling_ae: caller.callingAeTitle, error: codeOf(err) ?? (err instanceof Error ? err.name : 'non-error') });
             return { status: STATUS.outOfResources, errorComment: storage?.message ?? 'the instance could not be stored' };
+          }
+        },
+        async settled() {
+          hurry += 1;
+          lingerWake?.();
+          try {
+            await Promise.all([...indexed]);
           } finally {
-            slot.cancel();
-            await archive.discard();
+            hurry -= 1;
           }
         },
         async close(ending) {
           if (!job) return;
           try {
+            await session.settled();
             await setImportJobTotal(s.db, job.id, files, now());
             const row = ending === 'aborted'
               ? await finishImportJob(s.db, job.id, 'interrupted', 'the association was aborted; instances not acknowledged were not stored', now())
@@ -114,6 +333,45 @@ export function createStoreReceiver(s: Services): StoreReceiver {
         },
       };
       return Promise.resolve(session);
+    },
+    async recover() {
+      const segments = await abandonedSegments(s.dataDir);
+      if (segments.length === 0) return;
+      const job = await createImportJob(deps, 'upload', ['dicom:intake-log'], 'dicom:recovered');
+      const hold = s.node.hold('import', job.id);
+      let files = 0;
+      try {
+        for (const segment of segments) {
+          const pending: Promise<unknown>[] = [];
+          const end = await readIntakeSegment(segment, async (record) => {
+            files += 1;
+            const path = `C-STORE from ${record.meta.callingAeTitle} at ${record.meta.receivedAt}, recovered`;
+            const checked = await inspect(s.db, s.dataDir, path, record.bytes);
+            await room();
+            // Already durable in the segment being read, which goes once all of it is indexed.
+            pending.push(enqueue({ jobRef: job.id, checked, source: checked.kind === 'store' ? { kind: 'bytes', bytes: record.bytes, record: { release: () => undefined } } : { kind: 'none' } }));
+          });
+          const outcomes = await Promise.all(pending);
+          if (end.tornBytes > 0) s.log.info('dimse.intake_torn_tail', { records: end.records, torn_bytes: end.tornBytes, why: end.why });
+          if (outcomes.some((o) => o === undefined)) throw Object.assign(new Error('recovered instances could not be indexed'), { code: 'EIO' });
+          await unlink(segment);
+        }
+        await setImportJobTotal(s.db, job.id, files, now());
+        const row = await finishImportJob(s.db, job.id, 'completed', null, now());
+        s.log.info('dimse.intake_recovered', { job_id: job.public_id, segments: segments.length, instances: files, imported: row?.imported ?? 0, duplicates: row?.duplicates ?? 0 });
+      } catch (err) {
+        s.log.error('dimse.intake_recovery_failed', { job_id: job.public_id, error: codeOf(err) ?? (err instanceof Error ? err.name : 'non-error') });
+        await finishImportJob(s.db, job.id, 'interrupted', 'instances received before a restart could not all be indexed; they are kept for the next start', now()).catch(() => undefined);
+      } finally {
+        hold();
+      }
+    },
+    async stop() {
+      stopping = true;
+      wakeRetry?.();
+      lingerWake?.();
+      await indexing;
+      await intake.close();
     },
   };
 }

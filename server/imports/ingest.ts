@@ -110,8 +110,11 @@ function sameDataSet(dataDir: string, storedSha: string, bytes: Buffer): boolean
   return a !== null && b !== null && stored.subarray(a).equals(bytes.subarray(b));
 }
 
+/** A file checked and not yet placed in the archive: an outcome already, or one to store. */
+export type Inspected = Extract<Prepared, { kind: 'done' }> | Omit<Extract<Prepared, { kind: 'store' }>, 'archivePath'>;
+
 /** Parse, reject rules, digest and the duplicate check: everything but placing the file. */
-async function inspect(db: Database, dataDir: string, path: string, bytes: Buffer): Promise<Prepared | Omit<Extract<Prepared, { kind: 'store' }>, 'archivePath'>> {
+export async function inspect(db: Database, dataDir: string, path: string, bytes: Buffer): Promise<Inspected> {
   const size = bytes.byteLength;
   if (size === 0) return rejected(path, 'empty file', 0);
   const parsed = await readDicom(new Uint8Array(bytes.buffer, bytes.byteOffset, size));

@@ -6,15 +6,14 @@
  * no archive file), the log names the problem, and the next association is served.
  */
 import { readFileSync, readdirSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { COMMAND, decodeCommand, encodeCommand, STATUS } from '#server/dimse/command-set.ts';
-import { decodeAssociateAc, decodePData, encodeAbort, encodeAssociateRq, encodePData, PC_RESULT, PDU } from '#server/dimse/pdu.ts';
+import { COMMAND, decodeCommand, STATUS } from '#server/dimse/command-set.ts';
+import { decodeAssociateAc, decodePData, encodeAbort, encodePData, PC_RESULT, PDU } from '#server/dimse/pdu.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { CT_SMALL } from '../helpers/image-fixture.ts';
 import { freePort } from '../helpers/orthanc.ts';
-import { dataSetOffset, run, spooledFiles, waitFor } from './dimse-harness.ts';
+import { associateRqFrom, dataSetOffset, firstPdu, pdusOf, rawPeer as rawPeerOf, run, spooledFiles, storeCommand, waitFor, type RawPeer } from './dimse-harness.ts';
 
 const AE = 'MIA';
 const CALLER = 'RAWSCU';
@@ -36,6 +35,9 @@ beforeAll(async () => {
       idleTimeoutMs: 1500,
       maxPduLength: 16_384,
       maxAssociations: MAX_ASSOCIATIONS,
+      // Every instance spooled to a file and answered once indexed: the half-received and refused
+      // cases below are about that path (dimse-intake.test.ts has the in-memory one).
+      memoryInstanceBytes: 0,
     },
   });
 });
@@ -44,49 +46,10 @@ afterAll(async () => {
   await t?.close();
 });
 
-/** A raw TCP peer: what it received, and whether the server closed on it. */
-type RawPeer = { socket: Socket; received(): Buffer; closed: Promise<void>; send(bytes: Buffer): void };
-
-async function rawPeer(): Promise<RawPeer> {
-  const socket = connect({ host: '127.0.0.1', port });
-  await new Promise<void>((resolve, reject) => {
-    socket.once('connect', resolve);
-    socket.once('error', reject);
-  });
-  const chunks: Buffer[] = [];
-  socket.on('data', (c: Buffer) => chunks.push(c));
-  socket.on('error', () => undefined);
-  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-  return { socket, received: () => Buffer.concat(chunks), closed, send: (bytes) => socket.write(bytes) };
-}
+const rawPeer = (): Promise<RawPeer> => rawPeerOf(port);
 
 function associateRq(contexts: Array<{ id: number; abstractSyntax: string; transferSyntaxes: string[] }>, calling = CALLER): Buffer {
-  return encodeAssociateRq({
-    calledAeTitle: AE,
-    callingAeTitle: calling,
-    applicationContext: '1.2.840.10008.3.1.1.1',
-    contexts,
-    user: { maxPduLength: 16_384, implementationClassUid: '1.2.3.4', implementationVersionName: 'RAW' },
-  });
-}
-
-/** The complete PDUs in what a peer received. */
-function pdusOf(bytes: Buffer): Array<{ type: number; body: Buffer }> {
-  const pdus: Array<{ type: number; body: Buffer }> = [];
-  let at = 0;
-  while (bytes.length - at >= 6 && bytes.length - at >= 6 + bytes.readUInt32BE(at + 2)) {
-    const length = bytes.readUInt32BE(at + 2);
-    pdus.push({ type: bytes[at] ?? 0, body: bytes.subarray(at + 6, at + 6 + length) });
-    at += 6 + length;
-  }
-  return pdus;
-}
-
-/** Waits until the first PDU of the answer has fully arrived and returns it. */
-async function firstPdu(peer: RawPeer): Promise<{ type: number; body: Buffer }> {
-  await waitFor(() => peer.received().length >= 6 && peer.received().length >= 6 + peer.received().readUInt32BE(2), 'an answer PDU');
-  const bytes = peer.received();
-  return { type: bytes[0] ?? 0, body: bytes.subarray(6, 6 + bytes.readUInt32BE(2)) };
+  return associateRqFrom(AE, calling, contexts);
 }
 
 async function associated(): Promise<RawPeer> {
@@ -136,10 +99,6 @@ function archiveFiles(): string[] {
 async function instanceCount(): Promise<number> {
   const row = await t.server.services.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM instances');
   return Number(row?.n ?? 0);
-}
-
-function storeCommand(sopInstanceUid: string): Buffer {
-  return encodeCommand({ commandField: COMMAND.cStoreRq, messageId: 7, affectedSopClassUid: CT_IMAGE, affectedSopInstanceUid: sopInstanceUid, priority: 0, dataSetType: 0 });
 }
 
 describe('bad peers against mia SCP', () => {

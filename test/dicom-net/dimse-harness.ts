@@ -5,7 +5,10 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
+import { COMMAND, encodeCommand } from '#server/dimse/command-set.ts';
+import { encodeAssociateRq } from '#server/dimse/pdu.ts';
 import { freePort } from '../helpers/orthanc.ts';
 
 const BIN = join(import.meta.dirname, '../../bin/mia.js');
@@ -193,4 +196,55 @@ export async function waitFor(check: () => boolean | Promise<boolean>, what: str
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   throw new Error(`timed out waiting for ${what}`);
+}
+
+/** A raw TCP peer of mia's SCP: what it received, and whether the server closed on it. */
+export type RawPeer = { socket: Socket; received(): Buffer; closed: Promise<void>; send(bytes: Buffer): void };
+
+export async function rawPeer(port: number): Promise<RawPeer> {
+  const socket = connect({ host: '127.0.0.1', port });
+  await new Promise<void>((resolve, reject) => {
+    socket.once('connect', resolve);
+    socket.once('error', reject);
+  });
+  const chunks: Buffer[] = [];
+  socket.on('data', (c: Buffer) => chunks.push(c));
+  socket.on('error', () => undefined);
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  return { socket, received: () => Buffer.concat(chunks), closed, send: (bytes) => socket.write(bytes) };
+}
+
+export function associateRqFrom(calledAe: string, callingAe: string, contexts: Array<{ id: number; abstractSyntax: string; transferSyntaxes: string[] }>): Buffer {
+  return encodeAssociateRq({
+    calledAeTitle: calledAe,
+    callingAeTitle: callingAe,
+    applicationContext: '1.2.840.10008.3.1.1.1',
+    contexts,
+    user: { maxPduLength: 16_384, implementationClassUid: '1.2.3.4', implementationVersionName: 'RAW' },
+  });
+}
+
+/** The complete PDUs in what a peer received. */
+export function pdusOf(bytes: Buffer): Array<{ type: number; body: Buffer }> {
+  const pdus: Array<{ type: number; body: Buffer }> = [];
+  let at = 0;
+  while (bytes.length - at >= 6 && bytes.length - at >= 6 + bytes.readUInt32BE(at + 2)) {
+    const length = bytes.readUInt32BE(at + 2);
+    pdus.push({ type: bytes[at] ?? 0, body: bytes.subarray(at + 6, at + 6 + length) });
+    at += 6 + length;
+  }
+  return pdus;
+}
+
+/** Waits until the first PDU of the answer has fully arrived and returns it. */
+export async function firstPdu(peer: RawPeer): Promise<{ type: number; body: Buffer }> {
+  await waitFor(() => peer.received().length >= 6 && peer.received().length >= 6 + peer.received().readUInt32BE(2), 'an answer PDU');
+  const bytes = peer.received();
+  return { type: bytes[0] ?? 0, body: bytes.subarray(6, 6 + bytes.readUInt32BE(2)) };
+}
+
+export const CT_IMAGE_STORAGE = '1.2.840.10008.5.1.4.1.1.2';
+
+export function storeCommand(sopInstanceUid: string, sopClassUid = CT_IMAGE_STORAGE): Buffer {
+  return encodeCommand({ commandField: COMMAND.cStoreRq, messageId: 7, affectedSopClassUid: sopClassUid, affectedSopInstanceUid: sopInstanceUid, priority: 0, dataSetType: 0 });
 }

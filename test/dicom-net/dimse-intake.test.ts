@@ -1,0 +1,200 @@
+/**
+ * C-STORE through the intake log (server/imports/intake-log.ts): an instance received in memory
+ * is answered once it is durable in the log, indexed moments later, and its association's release
+ * is answered only once it is indexed. What a process that is gone left answered in the log is
+ * indexed at the next start; a torn tail is not. A refused or half-received instance leaves
+ * nothing behind. Real servers, real sockets, real files; storescu and a raw DIMSE client.
+ */
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, appendFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer, type MiaServer } from '#server/create-server.ts';
+import { COMMAND, decodeCommand, STATUS } from '#server/dimse/command-set.ts';
+import { decodePData, encodeAbort, encodePData, encodeReleaseRq, PDU } from '#server/dimse/pdu.ts';
+import { hostNamePart, INTAKE_DIR, parseSegmentName, readIntakeSegment } from '#server/imports/intake-log.ts';
+import { CT_SMALL } from '../helpers/image-fixture.ts';
+import { freePort } from '../helpers/orthanc.ts';
+import {
+  archivedFiles,
+  associateRqFrom,
+  CT_IMAGE_STORAGE,
+  dataSetOffset,
+  firstPdu,
+  listedInstances,
+  pdusOf,
+  rawPeer,
+  sha256,
+  spooledFiles,
+  startMiaDicom,
+  storeCommand,
+  waitFor,
+  type RawPeer,
+} from './dimse-harness.ts';
+
+const AE = 'MIA';
+const CALLER = 'RAWSCU';
+const EXPLICIT_LE = '1.2.840.10008.1.2.1';
+const work = mkdtempSync(join(tmpdir(), 'mia-intake-'));
+const servers: MiaServer[] = [];
+
+/** A server whose indexer waits a minute for a batch, so "answered" and "indexed" can be told apart. */
+async function startHolding(dataDir: string): Promise<{ server: MiaServer; port: number }> {
+  const port = await freePort();
+  const server = await createServer({
+    dataDir,
+    dicom: { port, host: '127.0.0.1', aeTitle: AE, allow: [{ aeTitle: CALLER, host: '127.0.0.1' }, { aeTitle: 'STORESCU', host: '127.0.0.1' }], indexLingerMs: 60_000 },
+  });
+  servers.push(server);
+  return { server, port };
+}
+
+async function instanceCount(server: MiaServer): Promise<number> {
+  const row = await server.services.db.get<{ n: number }>('SELECT COUNT(*) AS n FROM instances');
+  return Number(row?.n ?? 0);
+}
+
+function segments(dataDir: string): string[] {
+  try {
+    return readdirSync(join(dataDir, INTAKE_DIR)).map((name) => join(dataDir, INTAKE_DIR, name));
+  } catch {
+    return [];
+  }
+}
+
+const intakeBytes = (dataDir: string): number => segments(dataDir).reduce((sum, path) => sum + statSync(path).size, 0);
+
+async function associated(port: number): Promise<RawPeer> {
+  const peer = await rawPeer(port);
+  peer.send(associateRqFrom(AE, CALLER, [{ id: 1, abstractSyntax: CT_IMAGE_STORAGE, transferSyntaxes: [EXPLICIT_LE] }]));
+  expect((await firstPdu(peer)).type).toBe(PDU.associateAc);
+  return peer;
+}
+
+/** Sends a C-STORE of `dataSet` in 16 KB fragments and returns its answer. */
+async function store(peer: RawPeer, dataSet: Buffer, uid: string): Promise<{ status: number | undefined; errorComment: string | undefined }> {
+  const before = pdusOf(peer.received()).length;
+  peer.send(encodePData([{ contextId: 1, command: true, last: true, data: storeCommand(uid) }]));
+  for (let at = 0; at < dataSet.length; at += 16_000) {
+    peer.send(encodePData([{ contextId: 1, command: false, last: at + 16_000 >= dataSet.length, data: dataSet.subarray(at, at + 16_000) }]));
+  }
+  await waitFor(() => pdusOf(peer.received()).length > before, 'the C-STORE response');
+  const answer = pdusOf(peer.received())[before];
+  const rsp = decodeCommand(decodePData(answer?.body ?? Buffer.alloc(0))[0]?.data ?? Buffer.alloc(0));
+  expect(rsp.commandField).toBe(COMMAND.cStoreRsp);
+  return { status: rsp.status, errorComment: rsp.errorComment };
+}
+
+const file = readFileSync(CT_SMALL);
+const dataSet = file.subarray(dataSetOffset(file));
+
+beforeAll(() => mkdirSync(work, { recursive: true }));
+
+afterAll(async () => {
+  for (const s of servers) await s.close().catch(() => undefined);
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe('C-STORE through the intake log', () => {
+  it('answers once the instance is durable in the log, and the release once it is indexed', async () => {
+    const dataDir = join(work, 'answered');
+    const { server, port } = await startHolding(dataDir);
+    const peer = await associated(port);
+    expect((await store(peer, dataSet, '1.2.826.0.1.3680043.10.1014.2000')).status).toBe(STATUS.success);
+
+    // Answered: the whole instance is in the log, and not indexed yet (the indexer is holding).
+    const [segment] = segments(dataDir);
+    const records: Buffer[] = [];
+    await readIntakeSegment(segment ?? '', (r) => {
+      records.push(r.bytes);
+      return Promise.resolve();
+    });
+    expect(records).toHaveLength(1);
+    expect(records[0]?.subarray(dataSetOffset(records[0])).equals(dataSet)).toBe(true);
+    expect(await instanceCount(server)).toBe(0);
+
+    // The release cuts the wait short and is answered once the instance is indexed.
+    peer.send(encodeReleaseRq());
+    await waitFor(() => pdusOf(peer.received()).some((p) => p.type === PDU.releaseRp), 'the release answer', 20_000);
+    expect(await instanceCount(server)).toBe(1);
+    const archived = archivedFiles(dataDir);
+    expect(archived.map((a) => a.fileDigest)).toEqual([sha256(records[0] ?? Buffer.alloc(0))]);
+    // Indexed: the log keeps nothing of it.
+    await waitFor(() => intakeBytes(dataDir) === 0, 'the intake log to empty');
+    await peer.closed;
+  });
+
+  it('keeps nothing of an instance it refuses or that is cut off mid-transfer', async () => {
+    const dataDir = join(work, 'refused');
+    const { server, port } = await startHolding(dataDir);
+    const peer = await associated(port);
+    // Cut inside Pixel Data: a complete C-STORE of a truncated data set.
+    const refused = await store(peer, dataSet.subarray(0, dataSet.length - 5000), '1.2.826.0.1.3680043.10.1014.2001');
+    expect(refused.status).toBe(STATUS.cannotUnderstand);
+    expect(refused.errorComment).toMatch(/truncat|ends|short|pixel/i);
+    await waitFor(() => intakeBytes(dataDir) === 0, 'the refused record to go');
+
+    peer.send(encodePData([{ contextId: 1, command: true, last: true, data: storeCommand('1.2.826.0.1.3680043.10.1014.2002') }]));
+    peer.send(encodePData([{ contextId: 1, command: false, last: false, data: dataSet.subarray(0, 8000) }]));
+    peer.send(encodeAbort(0, 0));
+    await peer.closed;
+    await server.services.log.flush();
+    expect(intakeBytes(dataDir)).toBe(0);
+    expect(spooledFiles(dataDir)).toEqual([]);
+    expect(await instanceCount(server)).toBe(0);
+    expect(archivedFiles(dataDir)).toEqual([]);
+  });
+
+  it('indexes at start what a process that is gone left answered in the log, up to a torn tail', async () => {
+    const { port } = await startHolding(join(work, 'crashed'));
+    const peer = await associated(port);
+    expect((await store(peer, dataSet, '1.2.826.0.1.3680043.10.1014.2003')).status).toBe(STATUS.success);
+    // The segment as it is on disk once answered, as a process killed now would leave it, with
+    // the start of another append that a power cut tore (never answered).
+    const [segment] = segments(join(work, 'crashed'));
+    const host = parseSegmentName(segment?.split('/').at(-1) ?? '')?.host ?? '';
+    const dataDir = join(work, 'restarted');
+    mkdirSync(join(dataDir, INTAKE_DIR), { recursive: true });
+    const left = join(dataDir, INTAKE_DIR, `${2 ** 22 + 77}.1.1.${hostNamePart(host)}.log`);
+    copyFileSync(segment ?? '', left);
+    const whole = statSync(left).size;
+    appendFileSync(left, readFileSync(left));
+    truncateSync(left, whole + 3000);
+    peer.socket.destroy();
+
+    const restarted = await createServer({ dataDir });
+    servers.push(restarted);
+    await waitFor(async () => (await instanceCount(restarted)) === 1, 'the instance to be recovered', 20_000);
+    await waitFor(() => segments(dataDir).length === 0, 'the recovered segment to go');
+    const archived = archivedFiles(dataDir);
+    expect(archived).toHaveLength(1);
+    expect(archived[0]?.dataSetDigest).toBe(sha256(dataSet));
+    const job = await restarted.services.db.get<{ status: string; imported: number; created_by: string }>(
+      "SELECT status, imported, created_by FROM import_jobs WHERE created_by = 'dicom:recovered'",
+    );
+    expect(job).toMatchObject({ status: 'completed', imported: 1 });
+    await restarted.services.log.flush();
+    const logText = readFileSync(join(dataDir, 'logs', 'mia.log'), 'utf8');
+    expect(logText).toMatch(/dimse\.intake_torn_tail/);
+    expect(logText).toMatch(/dimse\.intake_recovered/);
+  });
+
+  it('has what it answered after mia serve is killed -9 right after the answer', async () => {
+    const dataDir = join(work, 'killed');
+    const first = await startMiaDicom(dataDir, AE, [`${CALLER}@127.0.0.1`]);
+    const peer = await associated(first.dicomPort);
+    expect((await store(peer, dataSet, '1.2.826.0.1.3680043.10.1014.2004')).status).toBe(STATUS.success);
+    first.child.kill('SIGKILL');
+    await first.stop();
+    peer.socket.destroy();
+
+    const second = await startMiaDicom(dataDir, AE, [`${CALLER}@127.0.0.1`]);
+    try {
+      await waitFor(async () => (await listedInstances(second)).length === 1, 'the answered instance after the restart', 20_000);
+      expect(archivedFiles(dataDir).map((a) => a.dataSetDigest)).toEqual([sha256(dataSet)]);
+      await waitFor(() => segments(dataDir).every((s) => statSync(s).size === 0), 'the log to empty');
+    } finally {
+      await second.stop();
+    }
+  });
+});
