@@ -140,7 +140,7 @@ export function createStoreReceiver(s: Services, options: { lingerMs: number }):
       // Gathers a batch: per-batch work (a transaction, its durable commit, routing rules, the
       // job's counts) costs as much for one instance as for hundreds, and a sender waits on the
       // intake log, not on this. Cut short when a release or a stop is waiting for the index.
-      if (queue.length < BATCH_ITEMS && backlogBytes < BACKLOG_BYTES / 2 && hurry === 0 && !stopping) {
+      if (queue.length < BATCH_ITEMS && backlogBytes < BACKLOG_BYTES / 2 && hurry === 0 && !stopping && !queue.some((i) => i.source.kind === 'file')) {
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, options.lingerMs);
           lingerWake = () => {
@@ -205,7 +205,7 @@ export function createStoreReceiver(s: Services, options: { lingerMs: number }):
       queue.push(full);
       backlogBytes += sizeOf(full);
       // An instance answered only once indexed (spooled) is not kept waiting for a batch to fill.
-      if (queue.length >= BATCH_ITEMS || item.source.kind === 'file') lingerWake?.();
+      if (queue.length >= BATCH_ITEMS || backlogBytes >= BACKLOG_BYTES / 2 || item.source.kind === 'file') lingerWake?.();
       kick();
     });
 
