@@ -1,17 +1,21 @@
 /**
  * C-STORE into mia on a full data disk (issue 14): the data folder is a small tmpfs filled to its
  * last byte. storescu is answered A700 (out of resources) and nothing is indexed or left in the
- * spool; once space is freed the same file is stored. The SCP stays up throughout.
+ * spool; once space is freed the same file is stored. The SCP stays up throughout. An instance
+ * answered just before the disk filled (durable in the intake log, not yet archived) is kept and
+ * indexed once space is back, without a restart.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type MiaServer } from '#server/create-server.ts';
-import { CT_SMALL } from '../helpers/image-fixture.ts';
+import { CT_SMALL, PYDICOM_CORPUS } from '../helpers/image-fixture.ts';
 import { freePort } from '../helpers/orthanc.ts';
 import { fillDisk, run as runAsRoot } from '../faults/serve-process.ts';
-import { run, spooledFiles } from './dimse-harness.ts';
+import { decodeCommand, STATUS } from '#server/dimse/command-set.ts';
+import { decodePData, encodePData, encodeReleaseRq, PDU } from '#server/dimse/pdu.ts';
+import { associateRqFrom, dataSetOffset, firstPdu, pdusOf, rawPeer, run, spooledFiles, storeCommand, waitFor } from './dimse-harness.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'mia-dimse-full-'));
 const dataDir = join(work, 'data');
@@ -34,7 +38,11 @@ beforeAll(async () => {
   unavailable = runAsRoot('mount', ['-t', 'tmpfs', '-o', 'size=24m,mode=0700', 'tmpfs', dataDir]);
   if (unavailable) return;
   port = await freePort();
-  server = await createServer({ dataDir, dicom: { port, host: '127.0.0.1', aeTitle: 'MIA', allow: [{ aeTitle: 'STORESCU', host: '127.0.0.1' }] } });
+  server = await createServer({
+    dataDir,
+    // The indexer holds what was answered until a release, so the disk can fill in between.
+    dicom: { port, host: '127.0.0.1', aeTitle: 'MIA', allow: [{ aeTitle: 'STORESCU', host: '127.0.0.1' }, { aeTitle: 'RAWSCU', host: '127.0.0.1' }], indexLingerMs: 60_000 },
+  });
 });
 
 afterAll(async () => {
@@ -58,5 +66,42 @@ describe('C-STORE on a full data disk', () => {
     expect(stored.status, stored.output).toBe(0);
     expect(stored.output).toMatch(/Received Store Response \(Success\)/);
     expect(await instanceCount()).toBe(1);
+  });
+});
+
+const MR_IMAGE_STORAGE = '1.2.840.10008.5.1.4.1.1.4';
+
+describe('the disk filling after an instance was answered', () => {
+  it('keeps the answered instance and indexes it once space is back, answering the release then', async (context) => {
+    if (unavailable) context.skip(`needs a tmpfs as the data folder: ${unavailable}`);
+    const before = await instanceCount();
+    // Another instance than the one stored above.
+    const file = readFileSync(join(PYDICOM_CORPUS, 'MR_small.dcm'));
+    const copy = file.subarray(dataSetOffset(file));
+    const peer = await rawPeer(port);
+    peer.send(associateRqFrom('MIA', 'RAWSCU', [{ id: 1, abstractSyntax: MR_IMAGE_STORAGE, transferSyntaxes: ['1.2.840.10008.1.2.1'] }]));
+    expect((await firstPdu(peer)).type).toBe(PDU.associateAc);
+    peer.send(encodePData([{ contextId: 1, command: true, last: true, data: storeCommand('1.2.826.0.1.3680043.10.1014.4000', MR_IMAGE_STORAGE) }]));
+    for (let at = 0; at < copy.length; at += 16_000) {
+      peer.send(encodePData([{ contextId: 1, command: false, last: at + 16_000 >= copy.length, data: copy.subarray(at, at + 16_000) }]));
+    }
+    await waitFor(() => pdusOf(peer.received()).length >= 2, 'the C-STORE response');
+    const rsp = decodeCommand(decodePData(pdusOf(peer.received())[1]?.body ?? Buffer.alloc(0))[0]?.data ?? Buffer.alloc(0));
+    expect(rsp.status).toBe(STATUS.success);
+
+    const filler = join(dataDir, 'filler');
+    fillDisk(filler);
+    // The release starts indexing, whose archive write finds the disk full and is tried again.
+    peer.send(encodeReleaseRq());
+    // Its first attempts (at once, then after 0.5 and 1 s) find the disk full; the log, on the
+    // same disk, cannot say so, so the test gives them the time.
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    expect(await instanceCount()).toBe(before);
+    expect(pdusOf(peer.received()).some((p) => p.type === PDU.releaseRp)).toBe(false);
+
+    rmSync(filler);
+    await waitFor(() => pdusOf(peer.received()).some((p) => p.type === PDU.releaseRp), 'the release answer once indexed', 20_000);
+    expect(await instanceCount()).toBe(before + 1);
+    await peer.closed;
   });
 });
