@@ -35,7 +35,7 @@ import {
 import { claimAnalysis, claimNextAnalysis, isAbandoned, ownerOf, type SeenOwner } from '#server/jobs/jobs.ts';
 import { inTransaction, type Database } from '#server/store/database.ts';
 import { listRunningImportJobs } from '#server/store/import-jobs.ts';
-import { listScanInstances } from '#server/store/instances.ts';
+import { listScanSliceSources } from '#server/store/instances.ts';
 import { findScan } from '#server/store/scans.ts';
 
 export type QueueOptions = {
@@ -314,7 +314,7 @@ export class AnalysisQueue {
       const session = await this.sessions.get(model).catch((err: unknown) => {
         throw new MiaError('internal', `model ${model.id} does not load in onnxruntime`, err instanceof Error ? err.message : undefined);
       });
-      const rows = await listScanInstances(db, job.scan_ref, 0, Number.MAX_SAFE_INTEGER);
+      const rows = await listScanSliceSources(db, job.scan_ref);
       const slices = rows.reduce((n, r) => n + Math.max(1, r.frames), 0);
       if (slices > MAX_ANALYSIS_SLICES) {
         throw new MiaError('unprocessable', `scan has ${slices} frames, more than the ${MAX_ANALYSIS_SLICES} one analysis reads`);
