@@ -172,10 +172,25 @@ export function normalise(values: Float32Array, norm: Normalisation): Float32Arr
   return out;
 }
 
-/** pairWeight: the weight every output index gives i0 + 1 when i1 is always i0 + 1 and the weight never changes; else null. */
-type AxisMap = { i0: Int32Array; i1: Int32Array; w: Float64Array; pairWeight: number | null };
+/**
+ * `pairs` when output index i reads source first + i * stride and the next one, always with the
+ * same weight on the next one (an integer-factor downsample with an even factor); else null.
+ */
+type Pairs = { first: number; stride: number; weight: number };
+type AxisMap = { i0: Int32Array; i1: Int32Array; w: Float64Array; pairs: Pairs | null };
 
 const axisMaps = new Map<string, AxisMap>();
+
+function pairsOf(i0: Int32Array, i1: Int32Array, w: Float64Array): Pairs | null {
+  if (i0.length === 0) return null;
+  const first = i0[0] as number;
+  const stride = i0.length > 1 ? (i0[1] as number) - first : 1;
+  const weight = w[0] as number;
+  for (let i = 0; i < i0.length; i++) {
+    if (i0[i] !== first + i * stride || i1[i] !== first + i * stride + 1 || w[i] !== weight) return null;
+  }
+  return { first, stride, weight };
+}
 
 /** Source indices and weights per output index; a series repeats one geometry, so cached. */
 function axisMap(nIn: number, nOut: number): AxisMap {
@@ -195,9 +210,7 @@ function axisMap(nIn: number, nOut: number): AxisMap {
     i1[i] = Math.min(f + 1, nIn - 1);
     w[i] = src - f;
   }
-  let pairWeight: number | null = nOut > 0 ? (w[0] as number) : null;
-  for (let i = 0; i < nOut && pairWeight !== null; i++) if (i1[i] !== (i0[i] as number) + 1 || w[i] !== pairWeight) pairWeight = null;
-  const map = { i0, i1, w, pairWeight };
+  const map = { i0, i1, w, pairs: pairsOf(i0, i1, w) };
   if (axisMaps.size > 64) axisMaps.clear();
   axisMaps.set(key, map);
   return map;
@@ -253,8 +266,8 @@ function resizeThroughTable(values: SmallIntegers, t: Table, rows: number, colum
   const ys = axisMap(rows, outRows);
   const xs = axisMap(columns, outColumns);
   const { table, offset } = t;
-  if (xs.pairWeight !== null) {
-    resizePairsThroughTable(values, table, offset, ys, xs.i0, xs.pairWeight, columns, outRows, outColumns, dst);
+  if (xs.pairs !== null) {
+    resizePairsThroughTable(values, table, offset, ys, xs.pairs, columns, outRows, outColumns, dst);
     return;
   }
   const { i0: x0, i1: x1, w: wxs } = xs;
@@ -275,33 +288,32 @@ function resizeThroughTable(values: SmallIntegers, t: Table, rows: number, colum
 }
 
 /**
- * resizeThroughTable where every output column reads source columns c and c + 1 with one weight
- * (an even-factor downsample: 256 -> 128 halves at weight 0.5): the same products and sums in
- * the same order, without loading c + 1 and the weight per pixel. The resize is most of this
- * thread's work per slice, and that work runs beside inference on a 2-core machine.
+ * resizeThroughTable where output column i reads source columns first + i * stride and the next
+ * at one weight (an even-factor downsample: 256 -> 128 halves at weight 0.5): the same products
+ * and sums in the same order, without loading three column indices and a weight per pixel. The
+ * resize is most of this thread's work per slice, and that work runs beside inference on a
+ * 2-core machine.
  */
 function resizePairsThroughTable(
   values: SmallIntegers,
   table: Float32Array,
   offset: number,
   ys: AxisMap,
-  x0: Int32Array,
-  wx: number,
+  xs: Pairs,
   columns: number,
   outRows: number,
   outColumns: number,
   dst: Float32Array,
 ): void {
+  const { first, stride, weight: wx } = xs;
   const vx = 1 - wx;
   for (let oy = 0; oy < outRows; oy++) {
-    const top = (ys.i0[oy] as number) * columns;
-    const bottom = (ys.i1[oy] as number) * columns;
+    let p = (ys.i0[oy] as number) * columns + first;
+    let q = (ys.i1[oy] as number) * columns + first;
     const wy = ys.w[oy] as number;
     const vy = 1 - wy;
     const base = oy * outColumns;
-    for (let ox = 0; ox < outColumns; ox++) {
-      const p = top + (x0[ox] as number);
-      const q = bottom + (x0[ox] as number);
+    for (let ox = 0; ox < outColumns; ox++, p += stride, q += stride) {
       const a = (table[(values[p] as number) + offset] as number) * vx + (table[(values[p + 1] as number) + offset] as number) * wx;
       const b = (table[(values[q] as number) + offset] as number) * vx + (table[(values[q + 1] as number) + offset] as number) * wx;
       dst[base + ox] = a * vy + b * wy;
