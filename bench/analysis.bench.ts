@@ -44,6 +44,9 @@ type Row = {
   /** The middle half of the rounds' ratios: how much the host moved them. */
   quartiles: [number, number];
   timings: EngineTimings;
+  /** Medians over engine runs each followed by a bare pass: the worker's session.run time, and the bare pass's. */
+  workerRunMs: number;
+  bareRunMs: number;
 };
 
 /** A bare in-process session: pass() runs `tensors` once through session.run, in ms. */
@@ -103,19 +106,16 @@ export async function run(): Promise<string> {
       if (!scan) throw new Error('bench scan missing');
       const instances = await listScanInstances(db, scan.id, 0, 100_000);
       const batches: InputBatch[] = [];
-      const engineRun = await runAnalysis(
-        session,
-        model.manifest,
-        {
-          modality: scan.modality,
-          bodyPart: scan.body_part,
-          slices: instances.length,
-          instances,
-          sliceList: instances.map((r) => ({ instanceUid: r.sop_instance_uid, frame: 0, path: join(dataDir, r.file_path) })),
-        },
-        { batchSize: config.analysisBatchSize },
-        { onInput: (b) => batches.push({ data: b.data.slice(), dims: b.dims }) },
-      );
+      const engineScan = {
+        modality: scan.modality,
+        bodyPart: scan.body_part,
+        slices: instances.length,
+        instances,
+        sliceList: instances.map((r) => ({ instanceUid: r.sop_instance_uid, frame: 0, path: join(dataDir, r.file_path) })),
+      };
+      const engineRun = await runAnalysis(session, model.manifest, engineScan, { batchSize: config.analysisBatchSize }, {
+        onInput: (b) => batches.push({ data: b.data.slice(), dims: b.dims }),
+      });
       if (engineRun.kind !== 'succeeded') throw new Error('bench engine run did not succeed');
       const tensors = batches.map((b) => new Tensor('float32', b.data, b.dims));
       const name = model.manifest.input.tensor;
@@ -131,6 +131,16 @@ export async function run(): Promise<string> {
         endToEnd.push(e);
         bareMs.push(b);
         ratios.push(b / e);
+      }
+      // The same session.run in the worker, timed there, while this thread reads and preprocesses
+      // beside it, each followed by a bare pass: what running beside this thread costs inference.
+      const workerRunMs: number[] = [];
+      const bareRunMs: number[] = [];
+      for (let i = 0; i < 5; i++) {
+        const r = await runAnalysis(session, model.manifest, engineScan, { batchSize: config.analysisBatchSize });
+        if (r.kind !== 'succeeded') throw new Error('bench engine run did not succeed');
+        workerRunMs.push(r.timings.workerRunMs);
+        bareRunMs.push(await bare.pass());
       }
       await bare.release();
       // Separately and last: a session on every core keeps a pool thread that would compete
@@ -148,6 +158,8 @@ export async function run(): Promise<string> {
         ratio: median(ratios),
         quartiles: [quantile(ratios, 0.25), quantile(ratios, 0.75)],
         timings: engineRun.timings,
+        workerRunMs: median(workerRunMs),
+        bareRunMs: median(bareRunMs),
       });
     }
   } finally {
@@ -175,17 +187,21 @@ export async function run(): Promise<string> {
     `cores = the same with intraOpNumThreads ${cores}, measured after the rounds. ${REPS} rounds of one end-to-end job then`,
     'one bare pass each; medians, and the ratio is the median of the rounds\' own ratios (warm sessions).',
     '',
-    '| series | end to end slices/s | bare session.run slices/s | ratio | rounds\' middle half | bare on all cores slices/s | read ms | preprocess ms | waiting for inference ms | decode ms |',
-    '|---|---|---|---|---|---|---|---|---|---|',
+    '| series | end to end slices/s | bare session.run slices/s | ratio | rounds\' middle half | bare on all cores slices/s | read ms | preprocess ms | waiting for inference ms | decode ms | worker session.run ms / bare ms |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map(
       (r) =>
         `| ${r.modality} ${SLICES} slices | ${r.endToEnd.toFixed(0)} | ${r.bare.toFixed(0)} | ${r.ratio.toFixed(2)}x | ` +
         `${r.quartiles[0].toFixed(2)}-${r.quartiles[1].toFixed(2)}x | ${r.bareAllCores.toFixed(0)} | ` +
-        `${r.timings.readMs.toFixed(0)} | ${r.timings.preprocessMs.toFixed(0)} | ${r.timings.inferenceMs.toFixed(0)} | ${r.timings.decodeMs.toFixed(0)} |`,
+        `${r.timings.readMs.toFixed(0)} | ${r.timings.preprocessMs.toFixed(0)} | ${r.timings.inferenceMs.toFixed(0)} | ${r.timings.decodeMs.toFixed(0)} | ` +
+        `${r.workerRunMs.toFixed(0)} / ${r.bareRunMs.toFixed(0)} |`,
     ),
     '',
     `First job of the run, including starting the worker and its session: ${coldMs.toFixed(0)} ms. Stage times are this`,
     'thread\'s, from one engine run: waiting for inference is what preprocessing the next batch did not hide.',
+    'Worker session.run / bare: the inference worker\'s own session.run time over one job\'s batches (timed in the',
+    'worker, messages excluded) while this thread reads and preprocesses beside it, against the bare pass right after;',
+    'medians of 5 such pairs run after the rounds.',
     'Reproduce: `npm run bench -- analysis`.',
     '',
     `Goal 0.8x: ${verdict}. This thread reads, parses, decodes and preprocesses a slice in about half the time`,
