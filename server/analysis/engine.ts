@@ -9,13 +9,13 @@
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { aggregateFindings } from '#server/analysis/aggregate.ts';
 import { imageTypeReason, notApplicableReason, type ScanFacts } from '#server/analysis/applicability.ts';
-import { clampBox, decodeOutputs, type ImageSize, type Tensor } from '#server/analysis/decode.ts';
+import { clampBox, decodeOutputs, type ImageSize } from '#server/analysis/decode.ts';
 import type { Manifest } from '#server/analysis/manifest.ts';
 import type { Detection } from '#server/analysis/nms.ts';
 import { preprocessSlice, type InputBatch, type SliceValues } from '#server/analysis/preprocess.ts';
 import { recommend } from '#server/analysis/recommend.ts';
 import { thresholdsOf } from '#server/analysis/registry.ts';
-import type { InferenceSession } from '#server/analysis/worker-session.ts';
+import type { InferenceSession, RunResult } from '#server/analysis/worker-session.ts';
 import { frameValues, readDicom, type DicomInstance } from '#server/dicom/parse.ts';
 import { decodeFrame, type PixelArray } from '#server/dicom/pixels.ts';
 import { MiaError } from '#server/errors.ts';
@@ -35,8 +35,12 @@ export type EngineHooks = {
   onInput?: (batch: InputBatch) => void;
 };
 
-/** Time this thread spent in each stage; inferenceMs is waiting for results not hidden behind preprocessing. */
-export type EngineTimings = { readMs: number; preprocessMs: number; inferenceMs: number; decodeMs: number };
+/**
+ * Time this thread spent in each stage; inferenceMs is waiting for results not hidden behind
+ * preprocessing. workerRunMs is the inference worker's session.run time, summed over batches:
+ * against a bare run of the same batches it shows what running beside this thread costs.
+ */
+export type EngineTimings = { readMs: number; preprocessMs: number; inferenceMs: number; decodeMs: number; workerRunMs: number };
 
 export type EngineResult =
   | {
@@ -221,7 +225,7 @@ const FIRST_BATCH = 2;
 const MAX_IN_FLIGHT = 3;
 
 /** A batch handed to the inference worker, not yet decoded. */
-type InFlight = { outputs: Promise<Record<string, Tensor>>; sizes: ImageSize[]; done: number };
+type InFlight = { outputs: Promise<RunResult>; sizes: ImageSize[]; done: number };
 
 export async function runAnalysis(
   session: InferenceSession,
@@ -238,15 +242,16 @@ export async function runAnalysis(
   const slices = ordered;
   const total = slices.length;
   const batchSize = Math.max(1, options.batchSize);
-  const timings: EngineTimings = { readMs: 0, preprocessMs: 0, inferenceMs: 0, decodeMs: 0 };
+  const timings: EngineTimings = { readMs: 0, preprocessMs: 0, inferenceMs: 0, decodeMs: 0, workerRunMs: 0 };
   const perSlice: Detection[][] = [];
   const loader = new BatchLoader(manifest, scan.modality);
 
   /** Waits for a batch's outputs and decodes them; false: stop (cancel, shutdown, job taken). */
   const settle = async (flight: InFlight): Promise<boolean> => {
     let t = performance.now();
-    const outputs = await flight.outputs;
+    const { outputs, runMs } = await flight.outputs;
     timings.inferenceMs += performance.now() - t;
+    timings.workerRunMs += runMs;
     t = performance.now();
     decodeOutputs(outputs, manifest, flight.sizes).forEach((list, i) => {
       const size = flight.sizes[i] as ImageSize;

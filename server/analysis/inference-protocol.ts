@@ -10,7 +10,8 @@ export type ToWorker = { type: 'run'; id: number; feeds: Record<string, Tensor> 
 
 export type FromWorker =
   | { type: 'ready' }
-  | { type: 'result'; id: number; outputs: Record<string, Tensor> }
+  /** runMs: how long session.run took in the worker (the benchmark sets it beside a bare run). */
+  | { type: 'result'; id: number; outputs: Record<string, Tensor>; runMs: number }
   /** id 0: the session could not be created. */
   | { type: 'error'; id: number; message: string }
   | { type: 'released' };

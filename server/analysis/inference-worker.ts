@@ -63,8 +63,10 @@ function serve(session: ort.InferenceSession): void {
       try {
         const feeds: Record<string, ort.Tensor> = {};
         for (const [name, t] of Object.entries(message.feeds)) feeds[name] = new ort.Tensor('float32', t.data, t.dims);
+        const started = performance.now();
         const outputs = plainOutputs(await session.run(feeds));
-        post({ type: 'result', id: message.id, outputs }, [...new Set(Object.values(outputs).map((t) => t.data.buffer as ArrayBuffer))]);
+        const runMs = performance.now() - started;
+        post({ type: 'result', id: message.id, outputs, runMs }, [...new Set(Object.values(outputs).map((t) => t.data.buffer as ArrayBuffer))]);
       } catch (err) {
         post({ type: 'error', id: message.id, message: messageOf(err) });
       }

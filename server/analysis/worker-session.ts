@@ -7,9 +7,12 @@ import { Worker } from 'node:worker_threads';
 import type { Tensor } from '#server/analysis/decode.ts';
 import type { FromWorker, SessionOptions, ToWorker } from '#server/analysis/inference-protocol.ts';
 
+/** A run's outputs, and how long session.run took in the worker (without the messages). */
+export type RunResult = { outputs: Record<string, Tensor>; runMs: number };
+
 export type InferenceSession = {
   /** Transfers the feeds' buffers: the caller must not use them afterwards. */
-  run(feeds: Record<string, Tensor>): Promise<Record<string, Tensor>>;
+  run(feeds: Record<string, Tensor>): Promise<RunResult>;
   release(): Promise<void>;
 };
 
@@ -28,7 +31,7 @@ function bootstrap(): string {
   return `import(${JSON.stringify(entry)});`;
 }
 
-type Pending = { resolve: (outputs: Record<string, Tensor>) => void; reject: (err: Error) => void };
+type Pending = { resolve: (result: RunResult) => void; reject: (err: Error) => void };
 
 class WorkerSession implements InferenceSession {
   readonly #worker: Worker;
@@ -51,7 +54,7 @@ class WorkerSession implements InferenceSession {
     this.#pending.delete(message.id);
     // An idle worker must not keep a finished CLI process alive.
     if (this.#pending.size === 0) this.#worker.unref();
-    if (message.type === 'result') pending.resolve(message.outputs);
+    if (message.type === 'result') pending.resolve({ outputs: message.outputs, runMs: message.runMs });
     else pending.reject(new Error(message.message));
   }
 
@@ -61,7 +64,7 @@ class WorkerSession implements InferenceSession {
     this.#pending.clear();
   }
 
-  run(feeds: Record<string, Tensor>): Promise<Record<string, Tensor>> {
+  run(feeds: Record<string, Tensor>): Promise<RunResult> {
     if (this.#failure) return Promise.reject(this.#failure);
     if (this.#released) return Promise.reject(new Error('inference session released'));
     const id = this.#nextId++;
