@@ -82,10 +82,12 @@ export async function startWalCheckpointer(
   let nextId = 1;
   let failure: Error | null = null;
   let closed: (() => void) | null = null;
+  let stopped = false;
 
   const fail = (err: Error): void => {
     if (failure) return;
     failure = err;
+    if (!stopped) log?.error('store.wal_checkpointer_failed', { error: err.message });
     for (const p of pending.values()) p.reject(err);
     pending.clear();
     // The worker is gone: the connection checkpoints for itself again rather than grow the WAL.
@@ -162,7 +164,6 @@ export async function startWalCheckpointer(
     running = next.catch(() => undefined);
     return next;
   };
-  let stopped = false;
   const tick = (): void => {
     queueRound()
       .catch((err: unknown) => {

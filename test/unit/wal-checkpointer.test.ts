@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase, type SqliteDatabase } from '#server/store/sqlite.ts';
+import { sqliteConnection, startTestServer } from '../helpers/server.ts';
 import { startWalCheckpointer, type WalCheckpointer } from '#server/store/wal-checkpointer.ts';
 
 const dirs: string[] = [];
@@ -122,5 +123,21 @@ describe('WAL checkpoints on a worker thread', () => {
     const again = open(dataDir);
     expect(again.connection.pragma('integrity_check', { simple: true })).toBe('ok');
     expect(await again.get<{ n: number }>('SELECT COUNT(*) AS n FROM load')).toEqual({ n: 600 });
+  });
+
+  it('runs in a server, beside a CLI command on the same folder, and stops with it', async () => {
+    const server = await startTestServer();
+    try {
+      // The serving connection leaves checkpoints to the worker.
+      expect(sqliteConnection(server.server.services.db).pragma('wal_autocheckpoint', { simple: true })).toBe(0);
+      for (let i = 0; i < 20; i += 1) expect((await server.request('GET', '/v1/scan/results', { key: server.adminKey })).status).toBe(200);
+      await server.server.runtime.audit.flush();
+      const cli = open(server.dataDir);
+      expect(cli.connection.pragma('wal_autocheckpoint', { simple: true })).toBe(1000);
+      expect(await cli.get<{ n: number }>("SELECT COUNT(*) AS n FROM audit_events WHERE action = 'results.list'")).toEqual({ n: 20 });
+      await cli.close();
+    } finally {
+      await server.close();
+    }
   });
 });
