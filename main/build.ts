@@ -1,7 +1,8 @@
 /**
- * Bundles Electron main (ESM), the analysis inference worker (ESM, loaded by
- * server/analysis/worker-session.ts from beside main.mjs) and the preload (CommonJS, as
- * sandboxed preloads must be) into dist-desktop/. Native modules stay external:
+ * Bundles Electron main (ESM), the analysis inference worker and the WAL checkpoint worker (ESM,
+ * loaded from beside main.mjs by server/analysis/worker-session.ts and
+ * server/store/wal-checkpointer.ts) and the preload (CommonJS, as sandboxed preloads must be)
+ * into dist-desktop/. Native modules stay external:
  * electron-builder unpacks and rebuilds them.
  */
 import { join } from 'node:path';
@@ -14,6 +15,7 @@ const external = ['electron', 'better-sqlite3', 'onnxruntime-node'];
 for (const [entry, outfile] of [
   [join(root, 'main', 'main.ts'), 'main.mjs'],
   [join(root, 'server', 'analysis', 'inference-worker.ts'), 'inference-worker.mjs'],
+  [join(root, 'server', 'store', 'wal-checkpoint-worker.ts'), 'wal-checkpoint-worker.mjs'],
 ] as const) {
   await build({
     entryPoints: [entry],

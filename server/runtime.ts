@@ -38,6 +38,8 @@ import { join } from 'node:path';
 import type { Services } from '#server/services.ts';
 import { readSyncStatus, startSyncAgent, type SyncAgent, type SyncStatus } from '#server/sync/agent.ts';
 import { sealHubLink } from '#server/sync/hub-link.ts';
+import { isSqlite } from '#server/store/sqlite.ts';
+import { startWalCheckpointer, type WalCheckpointer } from '#server/store/wal-checkpointer.ts';
 import type { SyncReport } from '#server/sync/client.ts';
 
 /** Sync as the routes see it: the status, and a round on demand (null: not linked or it failed). */
@@ -110,6 +112,7 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
   let auditRetention: AuditRetention | undefined;
   let syncAgent: SyncAgent | undefined;
   let dicomScp: DimseScp | undefined;
+  let walCheckpointer: WalCheckpointer | undefined;
   // Instances answered over DICOM are indexed by it; what a process that is gone left answered
   // and not indexed, it indexes at start, with or without a DICOM listener now.
   const storeReceiver = createStoreReceiver(services, { lingerMs: config.dicom?.indexLingerMs ?? INDEX_LINGER_MS });
@@ -141,6 +144,8 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
     await imports.stop();
     await auditRetention?.stop();
     await progress.stop();
+    // After every writer: the database's close then checkpoints what is left, as before.
+    await walCheckpointer?.stop();
     await log.close();
     await folder.close();
     state = 'stopped';
@@ -160,6 +165,13 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
     async start() {
       if (state !== 'created') return;
       state = 'running';
+      // Checkpoints off the event loop; without the worker SQLite's automatic ones stay on.
+      if (options.background && isSqlite(db)) {
+        walCheckpointer = await startWalCheckpointer(db, { log }).catch((err: unknown) => {
+          log.error('store.wal_checkpointer_unavailable', { error: err instanceof Error ? err.message : 'non-error' });
+          return undefined;
+        });
+      }
       if (options.background) imports.start();
       await analyses.start();
       if (options.background) recovering = storeReceiver.recover();

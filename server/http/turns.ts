@@ -17,11 +17,21 @@
  * do not put 25 x 10 ms in front of a 50-row worklist page (that queue was 330 ms at the median
  * for the small pages, measured by bench/api.bench.ts). A large caller still enters every
  * iteration, so the lane cannot starve; with no small caller waiting, large ones enter as many
- * as fit, as before.
+ * as fit a quarter of the budget (LARGE_ONLY_SHARE).
  */
 
 /** Target length of one event-loop iteration under load. */
 const BUDGET_MS = 20;
+/**
+ * The budget's share for an iteration of large pages alone. The loop accepts one new connection
+ * per iteration (libuv 1.45 stopped accepting in a loop: "unix: don't accept() connections in a
+ * loop"), so under limit=500 load at 20 ms iterations 50 clients connecting at once were accepted
+ * one every ~18 ms, the last after 0.92 s, and 11-21 of their first answers took over 1 s; at a
+ * quarter of it (one 6 ms page an iteration) the 50 were in within 0.39 s and none took 1 s
+ * (scratch probe, 2026-11-26, loaded 2-core machine). Small pages keep the whole budget: a quarter
+ * for every lane cost the 50-row pages beside large ones 5x their throughput.
+ */
+const LARGE_ONLY_SHARE = 4;
 const MAX_ALLOWANCE = 256;
 
 export type Lane = 'small' | 'large';
@@ -48,7 +58,8 @@ export function createTurns(budgetMs = BUDGET_MS): Turns {
       // The time since the last batch is that batch's synchronous work plus the poll phase
       // between: size the next batch so the iteration fits the budget.
       const iteration = Math.max(now - last.at, 0.05);
-      const fitting = Math.floor((last.released * budgetMs) / iteration);
+      const budget = queue.length > 0 ? budgetMs : budgetMs / LARGE_ONLY_SHARE;
+      const fitting = Math.floor((last.released * budget) / iteration);
       allowance = Math.max(1, Math.min(MAX_ALLOWANCE, allowance * 2, fitting));
     }
     const batch = queue.splice(0, allowance);

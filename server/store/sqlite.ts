@@ -21,7 +21,20 @@ import { registerSearchFold } from '#server/store/search-fold.ts';
 export const DATABASE_FILE = 'mia.sqlite';
 
 /** The SQLite database, with the connection itself for what only SQLite has (tests, tools). */
-export type SqliteDatabase = Database & { readonly dialect: 'sqlite'; readonly connection: BetterSqlite3.Database };
+export type SqliteDatabase = Database & {
+  readonly dialect: 'sqlite';
+  readonly connection: BetterSqlite3.Database;
+  /**
+   * Runs `work` while no statement of this process runs: the ones asked for meanwhile wait at the
+   * gate, as behind a transaction. For work another connection does that this one's statements
+   * would get in the way of (wal-checkpointer.ts).
+   */
+  holdStatements<T>(work: () => Promise<T>): Promise<T>;
+};
+
+export function isSqlite(db: Database): db is SqliteDatabase {
+  return db.dialect === 'sqlite' && 'holdStatements' in db;
+}
 
 /** One holder at a time, first come first served. */
 class Gate {
@@ -262,6 +275,14 @@ export function openDatabase(dataDir: string, nativeBinding = process.env['MIA_S
     get: <T>(statement: Statement, params?: Params) => outside(conn, () => run.get(statement, params) as T | undefined),
     run: (statement, params) => outside(conn, () => run.run(statement, params)),
     transaction: (work, options) => transaction(conn, work, options),
+    async holdStatements(work) {
+      await conn.gate.acquire();
+      try {
+        return await work();
+      } finally {
+        conn.gate.release();
+      }
+    },
     close() {
       // After the statements already queued; later ones fail as on any closed connection.
       closing ??= conn.gate.acquire().then(() => {
