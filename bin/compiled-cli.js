@@ -9,8 +9,9 @@
 // Code splitting keeps each command's modules (and their packages: express, onnxruntime) in
 // chunks loaded only when that command runs. The copy sits two folders below the package root,
 // as server/<area>/*.ts do, so the paths modules resolve from import.meta.url (../../models,
-// ../../renderer/dist, node_modules) still lead to the same places, and the analysis worker is
-// compiled beside it, where server/analysis/worker-session.ts looks for it outside tsx.
+// ../../renderer/dist, node_modules) still lead to the same places, and the worker threads (the
+// analysis worker, the WAL checkpointer) are compiled beside it, where their starters
+// (server/analysis/worker-session.ts, server/store/wal-checkpointer.ts) look outside tsx.
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -20,6 +21,12 @@ const OUT = join(ROOT, 'dist', 'cli');
 const ENTRY = join(OUT, 'main.mjs');
 const SOURCES = ['server', 'common'];
 const INPUTS = ['package.json', 'bin/compiled-cli.js'];
+/** Entry points beside main.mjs: worker threads, each started from its own file. */
+const WORKERS = {
+  'inference-worker': 'server/analysis/inference-worker.ts',
+  'wal-checkpoint-worker': 'server/store/wal-checkpoint-worker.ts',
+};
+const ENTRIES = new Set(['main.mjs', ...Object.keys(WORKERS).map((name) => `${name}.mjs`)]);
 
 function newestSource() {
   let newest = 0;
@@ -44,7 +51,7 @@ async function build() {
   const temp = mkdtempSync(join(OUT, '.build-'));
   try {
     await esbuild({
-      entryPoints: { main: join(ROOT, 'server/cli/main.ts'), 'inference-worker': join(ROOT, 'server/analysis/inference-worker.ts') },
+      entryPoints: { main: join(ROOT, 'server/cli/main.ts'), ...Object.fromEntries(Object.entries(WORKERS).map(([name, path]) => [name, join(ROOT, path)])) },
       outdir: temp,
       outExtension: { '.js': '.mjs' },
       bundle: true,
@@ -56,9 +63,9 @@ async function build() {
       logLevel: 'silent',
     });
     const files = readdirSync(temp);
-    const entries = new Set(['main.mjs', 'inference-worker.mjs']);
-    for (const name of files.filter((f) => !entries.has(f))) renameSync(join(temp, name), join(OUT, name));
-    renameSync(join(temp, 'inference-worker.mjs'), join(OUT, 'inference-worker.mjs'));
+    for (const name of files.filter((f) => !ENTRIES.has(f))) renameSync(join(temp, name), join(OUT, name));
+    // The workers before main: a mia that sees the new main finds its workers in place.
+    for (const name of Object.keys(WORKERS)) renameSync(join(temp, `${name}.mjs`), join(OUT, `${name}.mjs`));
     renameSync(join(temp, 'main.mjs'), ENTRY);
   } finally {
     rmSync(temp, { recursive: true, force: true });
@@ -75,7 +82,7 @@ const WEEK_MS = 7 * 24 * 3600 * 1000;
 function removeStale(names) {
   const now = Date.now();
   for (const name of names) {
-    if (name === 'main.mjs' || name === 'inference-worker.mjs') continue;
+    if (ENTRIES.has(name)) continue;
     const path = join(OUT, name);
     try {
       if (now - statSync(path).mtimeMs > WEEK_MS) rmSync(path, { recursive: true, force: true });
