@@ -267,11 +267,13 @@ export function createStoreReceiver(s: Services, options: { lingerMs: number }):
       // Counted in the job with the next batch; the answer does not wait for that.
       return { answer: storeStatusOf(checked.result), indexed: enqueue({ jobRef, checked, source: { kind: 'none' } }) };
     }
-    if (!appending) {
-      const outcome = await enqueue({ jobRef, checked, source: input.kind === 'file' ? { kind: 'file', file: input.file, synced: input.synced } : { kind: 'none' } });
+    if (input.kind === 'file') {
+      // Spooled: answered once indexed, as a file import is.
+      const outcome = await enqueue({ jobRef, checked, source: { kind: 'file', file: input.file, synced: input.synced } });
       return { answer: outcome ? storeStatusOf(outcome) : { status: STATUS.outOfResources, errorComment: 'import produced no outcome' }, indexed: Promise.resolve() };
     }
-    const record = await appending;
+    // In memory, so the append was started above.
+    const record = await (appending ?? Promise.reject(new Error('no intake append for an instance in memory')));
     unindexed.set(checked.instance.sopInstanceUid, checked.sha256);
     return { answer: { status: STATUS.success }, indexed: enqueue({ jobRef, checked, source: { kind: 'bytes', bytes, record } }) };
   };

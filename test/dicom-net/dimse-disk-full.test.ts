@@ -13,9 +13,9 @@ import { createServer, type MiaServer } from '#server/create-server.ts';
 import { CT_SMALL, PYDICOM_CORPUS } from '../helpers/image-fixture.ts';
 import { freePort } from '../helpers/orthanc.ts';
 import { fillDisk, run as runAsRoot } from '../faults/serve-process.ts';
-import { decodeCommand, STATUS } from '#server/dimse/command-set.ts';
-import { decodePData, encodePData, encodeReleaseRq, PDU } from '#server/dimse/pdu.ts';
-import { associateRqFrom, dataSetOffset, firstPdu, pdusOf, rawPeer, run, spooledFiles, storeCommand, waitFor } from './dimse-harness.ts';
+import { STATUS } from '#server/dimse/command-set.ts';
+import { encodeReleaseRq, PDU } from '#server/dimse/pdu.ts';
+import { associateRqFrom, dataSetOffset, firstPdu, pdusOf, rawPeer, rawStore, run, spooledFiles, waitFor } from './dimse-harness.ts';
 
 const work = mkdtempSync(join(tmpdir(), 'mia-dimse-full-'));
 const dataDir = join(work, 'data');
@@ -81,12 +81,7 @@ describe('the disk filling after an instance was answered', () => {
     const peer = await rawPeer(port);
     peer.send(associateRqFrom('MIA', 'RAWSCU', [{ id: 1, abstractSyntax: MR_IMAGE_STORAGE, transferSyntaxes: ['1.2.840.10008.1.2.1'] }]));
     expect((await firstPdu(peer)).type).toBe(PDU.associateAc);
-    peer.send(encodePData([{ contextId: 1, command: true, last: true, data: storeCommand('1.2.826.0.1.3680043.10.1014.4000', MR_IMAGE_STORAGE) }]));
-    for (let at = 0; at < copy.length; at += 16_000) {
-      peer.send(encodePData([{ contextId: 1, command: false, last: at + 16_000 >= copy.length, data: copy.subarray(at, at + 16_000) }]));
-    }
-    await waitFor(() => pdusOf(peer.received()).length >= 2, 'the C-STORE response');
-    const rsp = decodeCommand(decodePData(pdusOf(peer.received())[1]?.body ?? Buffer.alloc(0))[0]?.data ?? Buffer.alloc(0));
+    const rsp = await rawStore(peer, copy, '1.2.826.0.1.3680043.10.1014.4000', MR_IMAGE_STORAGE);
     expect(rsp.status).toBe(STATUS.success);
 
     const filler = join(dataDir, 'filler');

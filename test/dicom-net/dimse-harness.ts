@@ -7,8 +7,8 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
-import { COMMAND, encodeCommand } from '#server/dimse/command-set.ts';
-import { encodeAssociateRq } from '#server/dimse/pdu.ts';
+import { COMMAND, decodeCommand, encodeCommand, type Command } from '#server/dimse/command-set.ts';
+import { decodePData, encodeAssociateRq, encodePData } from '#server/dimse/pdu.ts';
 import { freePort } from '../helpers/orthanc.ts';
 
 const BIN = join(import.meta.dirname, '../../bin/mia.js');
@@ -247,4 +247,16 @@ export const CT_IMAGE_STORAGE = '1.2.840.10008.5.1.4.1.1.2';
 
 export function storeCommand(sopInstanceUid: string, sopClassUid = CT_IMAGE_STORAGE): Buffer {
   return encodeCommand({ commandField: COMMAND.cStoreRq, messageId: 7, affectedSopClassUid: sopClassUid, affectedSopInstanceUid: sopInstanceUid, priority: 0, dataSetType: 0 });
+}
+
+/** Sends a C-STORE of `dataSet` on presentation context 1 in 16 KB fragments; resolves with its answer. */
+export async function rawStore(peer: RawPeer, dataSet: Buffer, sopInstanceUid: string, sopClassUid = CT_IMAGE_STORAGE): Promise<Command> {
+  const before = pdusOf(peer.received()).length;
+  peer.send(encodePData([{ contextId: 1, command: true, last: true, data: storeCommand(sopInstanceUid, sopClassUid) }]));
+  for (let at = 0; at < dataSet.length; at += 16_000) {
+    peer.send(encodePData([{ contextId: 1, command: false, last: at + 16_000 >= dataSet.length, data: dataSet.subarray(at, at + 16_000) }]));
+  }
+  await waitFor(() => pdusOf(peer.received()).length > before, 'the C-STORE response');
+  const answer = pdusOf(peer.received())[before];
+  return decodeCommand(decodePData(answer?.body ?? Buffer.alloc(0))[0]?.data ?? Buffer.alloc(0));
 }

@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type MiaServer } from '#server/create-server.ts';
-import { COMMAND, decodeCommand, STATUS } from '#server/dimse/command-set.ts';
-import { decodePData, encodeAbort, encodePData, encodeReleaseRq, PDU } from '#server/dimse/pdu.ts';
+import { COMMAND, STATUS } from '#server/dimse/command-set.ts';
+import { encodeAbort, encodePData, encodeReleaseRq, PDU } from '#server/dimse/pdu.ts';
 import { hostNamePart, INTAKE_DIR, parseSegmentName, readIntakeSegment } from '#server/imports/intake-log.ts';
 import { CT_SMALL } from '../helpers/image-fixture.ts';
 import { freePort } from '../helpers/orthanc.ts';
@@ -24,6 +24,7 @@ import {
   listedInstances,
   pdusOf,
   rawPeer,
+  rawStore,
   sha256,
   spooledFiles,
   startMiaDicom,
@@ -71,16 +72,8 @@ async function associated(port: number): Promise<RawPeer> {
   return peer;
 }
 
-/** Sends a C-STORE of `dataSet` in 16 KB fragments and returns its answer. */
 async function store(peer: RawPeer, dataSet: Buffer, uid: string): Promise<{ status: number | undefined; errorComment: string | undefined }> {
-  const before = pdusOf(peer.received()).length;
-  peer.send(encodePData([{ contextId: 1, command: true, last: true, data: storeCommand(uid) }]));
-  for (let at = 0; at < dataSet.length; at += 16_000) {
-    peer.send(encodePData([{ contextId: 1, command: false, last: at + 16_000 >= dataSet.length, data: dataSet.subarray(at, at + 16_000) }]));
-  }
-  await waitFor(() => pdusOf(peer.received()).length > before, 'the C-STORE response');
-  const answer = pdusOf(peer.received())[before];
-  const rsp = decodeCommand(decodePData(answer?.body ?? Buffer.alloc(0))[0]?.data ?? Buffer.alloc(0));
+  const rsp = await rawStore(peer, dataSet, uid);
   expect(rsp.commandField).toBe(COMMAND.cStoreRsp);
   return { status: rsp.status, errorComment: rsp.errorComment };
 }

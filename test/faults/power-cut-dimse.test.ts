@@ -10,8 +10,8 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { COMMAND, decodeCommand, STATUS } from '#server/dimse/command-set.ts';
-import { decodePData, encodePData, PDU } from '#server/dimse/pdu.ts';
+import { COMMAND, STATUS } from '#server/dimse/command-set.ts';
+import { PDU } from '#server/dimse/pdu.ts';
 import { makePhantoms } from '../imports/helpers.ts';
 import {
   archivedFiles,
@@ -20,11 +20,10 @@ import {
   dataSetOffset,
   firstPdu,
   listedInstances,
-  pdusOf,
   rawPeer,
+  rawStore,
   sha256,
   startMiaDicom,
-  storeCommand,
   waitFor,
   type MiaDicom,
 } from '../dicom-net/dimse-harness.ts';
@@ -89,12 +88,7 @@ describe('a power cut under the DICOM listener', () => {
     for (const [i, file] of dicomFiles(phantoms).entries()) {
       const bytes = readFileSync(file);
       const dataSet = bytes.subarray(dataSetOffset(bytes));
-      peer.send(encodePData([{ contextId: 1, command: true, last: true, data: storeCommand(`1.2.826.0.1.3680043.10.1014.3${i}`) }]));
-      for (let at = 0; at < dataSet.length; at += 16_000) {
-        peer.send(encodePData([{ contextId: 1, command: false, last: at + 16_000 >= dataSet.length, data: dataSet.subarray(at, at + 16_000) }]));
-      }
-      await waitFor(() => pdusOf(peer.received()).length >= i + 2, 'the C-STORE response');
-      const rsp = decodeCommand(decodePData(pdusOf(peer.received())[i + 1]?.body ?? Buffer.alloc(0))[0]?.data ?? Buffer.alloc(0));
+      const rsp = await rawStore(peer, dataSet, `1.2.826.0.1.3680043.10.1014.3${i}`);
       expect(rsp.commandField).toBe(COMMAND.cStoreRsp);
       expect(rsp.status).toBe(STATUS.success);
       answered.push(sha256(dataSet));
