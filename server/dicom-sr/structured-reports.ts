@@ -141,6 +141,7 @@ export async function writeAnalysisSr(deps: SrDeps, analysisId: string): Promise
     source: f.source,
     confidence: f.confidence,
     box: { x: f.x, y: f.y, width: f.width, height: f.height },
+    localization: f.localization,
     image: imageRef(sources.references, f.instance_uid, f.frame),
     author: f.source === 'reader' ? personOf(people.get(f.created_by ?? -1)) : null,
     review: f.review === null ? null : { verdict: f.review, by: personOf(people.get(f.reviewed_by ?? -1)), at: f.reviewed_at ? dicomDateTime(f.reviewed_at) : null, reason: f.review_reason ? plainText(f.review_reason) : null },
