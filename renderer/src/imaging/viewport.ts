@@ -2,7 +2,7 @@
  * Image-to-screen mapping and drawing of one slice with its finding boxes on a 2D canvas.
  * Boxes are in pixels of the referenced image, origin top-left, y down (PRODUCT.md, Finding),
  * so they go through the same transform as the image itself. A finding about the whole image (a
- * slice classifier's) is no box: it is drawn as a dashed frame round the image with a banner, so
+ * slice classifier's) is no box: it is drawn as a dashed frame round the image (and named in a banner by the viewer), so
  * nobody reads the image's edges as a lesion's.
  */
 import type { Finding } from '../api/types.ts';
@@ -58,13 +58,13 @@ export function drawSlice(ctx: CanvasRenderingContext2D, width: number, height: 
   if (options.showBoxes) {
     ctx.font = '600 13px system-ui, sans-serif';
     ctx.textBaseline = 'bottom';
-    let banners = 0;
+    let framed = 0;
     for (const finding of options.findings) {
       const current = finding.id === options.currentFindingId;
       const colour = finding.review ? BOX_COLOURS[finding.review] : current ? BOX_COLOURS.current : BOX_COLOURS.pending;
       if (finding.localization === 'image') {
-        drawImageLevel(ctx, t, options, finding, colour, current, banners);
-        banners += 1;
+        drawImageLevel(ctx, t, options, colour, current, framed);
+        framed += 1;
         continue;
       }
       const topLeft = toScreen(t, finding.location.x, finding.location.y);
@@ -86,20 +86,14 @@ export function drawSlice(ctx: CanvasRenderingContext2D, width: number, height: 
   ctx.restore();
 }
 
-/** A whole-image finding: a dashed frame just inside the image and a banner along its top. */
-function drawImageLevel(ctx: CanvasRenderingContext2D, t: Transform, options: DrawOptions, finding: Finding, colour: string, current: boolean, stacked: number): void {
+/** A whole-image finding: a dashed frame just inside the image (the viewer says what it is in
+ * words, in a banner over the viewport, where overlay text cannot hide it). */
+function drawImageLevel(ctx: CanvasRenderingContext2D, t: Transform, options: DrawOptions, colour: string, current: boolean, stacked: number): void {
   const topLeft = toScreen(t, 0, 0);
-  const w = options.columns * t.scale;
-  const h = options.rows * t.scaleY;
+  const inset = 2 + stacked * 5;
   ctx.strokeStyle = colour;
   ctx.lineWidth = current ? 3 : 2;
   ctx.setLineDash([10, 6]);
-  ctx.strokeRect(topLeft.x + 2, topLeft.y + 2, w - 4, h - 4);
+  ctx.strokeRect(topLeft.x + inset, topLeft.y + inset, options.columns * t.scale - 2 * inset, options.rows * t.scaleY - 2 * inset);
   ctx.setLineDash([]);
-  const text = `Whole image: ${labelText(finding.label)} ${percent(finding.confidence)}${finding.review ? ` · ${finding.review}` : ''} (no location)`;
-  const y = topLeft.y + 4 + stacked * 20;
-  ctx.fillStyle = 'rgba(0,0,0,0.7)';
-  ctx.fillRect(topLeft.x + 4, y, Math.min(w - 8, ctx.measureText(text).width + 10), 19);
-  ctx.fillStyle = colour;
-  ctx.fillText(text, topLeft.x + 9, y + 16);
 }

@@ -548,7 +548,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
           ) : null}
           {showBoxes && frame && onSlice.some((f) => f.localization === 'image') ? (
             // Said in words too: a classifier's finding is about this slice, not a place on it.
-            <div className="overlay-text tc image-finding" role="note" data-testid="image-finding-banner">
+            <div className="overlay-text image-finding" role="note" data-testid="image-finding-banner">
               {onSlice
                 .filter((f) => f.localization === 'image')
                 .map((f) => `${labelText(f.label)} ${percent(f.confidence)}`)
