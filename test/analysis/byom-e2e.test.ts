@@ -4,9 +4,11 @@
  * folder's models/, selected, and run over phantom DICOM series: findings with the right
  * localization, a report, and CSV/XML/JSON exports that say what the location means.
  */
-import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { XMLValidator } from 'fast-xml-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
@@ -14,6 +16,7 @@ import { REPO_ROOT, SEED_TEST_BASE } from './helpers.ts';
 import { importFolder, phantomDicom, waitForJob, type ResultFinding, type TruthSeries } from './analysis-helpers.ts';
 import { iou } from '#server/analysis/nms.ts';
 
+const run = promisify(execFile);
 const EXAMPLES = join(REPO_ROOT, 'example-models');
 /** Held-out seeds of phantoms.py's test range, apart from those other suites use. */
 const SEED_LESION = SEED_TEST_BASE + 7300;
@@ -124,5 +127,17 @@ describe('example models from the data folder', () => {
     const xml = await exported('xml');
     expect(XMLValidator.validate(xml)).toBe(true);
     expect(xml.match(/<localization>image<\/localization>/g)?.length).toBe(total);
+
+    // The DICOM SR names the image the finding is about and outlines nothing (TID 1501, no SCOORD).
+    const analysisId = (await t.request('GET', `/v1/scans/${s.scan_uid}/results`, { headers: { 'API-Version': '1.1' } })).json.data.analysis.id as string;
+    const res = await fetch(`${t.url}/v1/analyses/${analysisId}/sr`, { headers: { Authorization: `Bearer ${t.adminKey}` } });
+    expect(res.status).toBe(200);
+    const path = join(dir, 'classifier-sr.dcm');
+    writeFileSync(path, Buffer.from(await res.arrayBuffer()));
+    const dump = (await run('dsrdump', ['-Ec', path], { maxBuffer: 16 * 1024 * 1024 })).stdout;
+    expect(dump).not.toContain('SCOORD');
+    expect(dump).toMatch(/<contains IMAGE:\(,,"Source"\)=\(CT image,\)>\s*<contains NUM:\(,,"Certainty of Finding"\)/);
+    const verify = await run('dciodvfy', [path], { maxBuffer: 16 * 1024 * 1024 }).catch((e: { stdout?: string; stderr?: string }) => ({ stdout: e.stdout ?? '', stderr: e.stderr ?? '' }));
+    expect(`${verify.stdout}${verify.stderr}`.split('\n').filter((l) => /^Error/.test(l.trim()))).toEqual([]);
   });
 });
