@@ -12,6 +12,9 @@ import { nmsPerLabel, type Detection } from '#server/analysis/nms.ts';
 
 export type YoloManifest = { output: YoloOutput; input: { size: { height: number; width: number } } };
 
+/** Candidates kept for NMS per image, best first. */
+const PRE_NMS_CANDIDATES = 300;
+
 const sigmoid = (v: number): number => 1 / (1 + Math.exp(-v));
 
 /** Values per candidate, and the candidate count the tensor must have, or why it cannot be read. */
@@ -80,6 +83,14 @@ export function decodeYolo(
         confidence: score,
         box: { x: x0 * sx, y: y0 * sy, width: (x1 - x0) * sx, height: (y1 - y0) * sy },
       });
+    }
+    // NMS is quadratic in what it is given: a YOLOv8 export has 8,400 candidates, and a low
+    // threshold (an evaluation sweep) can pass most of them. The best few hundred are plenty for
+    // max_detections boxes.
+    const cap = Math.max(PRE_NMS_CANDIDATES, spec.max_detections);
+    if (found.length > cap) {
+      found.sort((a, b) => b.confidence - a.confidence);
+      found.length = cap;
     }
     if (!spec.class_agnostic_nms) return nmsPerLabel(found, spec.nms_iou, spec.max_detections);
     // One label per object: NMS across labels is NMS of one pseudo-label, labels kept.

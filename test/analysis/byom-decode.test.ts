@@ -194,3 +194,17 @@ describe('example model manifests and the schema of the new decodings', () => {
     expect(issuesOf({ ...base, output: { ...output, decoding: 'heatmaps' } })).toEqual([expect.stringMatching(/^output\.decoding: /)]);
   });
 });
+
+describe('yolo decoding of a large export', () => {
+  it('keeps the best candidates of 8,400 (a YOLOv8 grid) and their boxes', () => {
+    // 8,400 separate boxes in a 2,100 x 4 layout, scores rising with k: only the top ones survive.
+    const k = 8400;
+    const rows = Array.from({ length: k }, (_, i) => [10 + (i % 2100) * 40, 10 + Math.floor(i / 2100) * 40, 20, 20, 0.5 + (0.49 * i) / k, 0]);
+    const spec = yolo({ layout: 'boxes_first', max_detections: 5 });
+    const big = { input: { ...input, size: { height: 200, width: 84_000 } }, labels, output: spec };
+    const [found] = decodeOutputs({ boxes: boxesTensor(rows, 'boxes_first') }, big, [{ rows: 200, columns: 84_000 }]);
+    expect(found).toHaveLength(5);
+    expect(found![0]!.confidence).toBeCloseTo(0.5 + (0.49 * (k - 1)) / k, 5);
+    expect(found![0]!.box).toEqual({ x: (10 + ((k - 1) % 2100) * 40) - 10, y: 10 + Math.floor((k - 1) / 2100) * 40 - 10, width: 20, height: 20 });
+  });
+});
