@@ -211,7 +211,9 @@ export async function writeReportSr(deps: SrDeps, reportId: string): Promise<Wri
     const place = f.place ? `; slice ${f.place.slice ?? '?'} of ${f.place.slices ?? '?'}${f.place.width_mm !== null && f.place.height_mm !== null ? `; ${f.place.width_mm.toFixed(1)} x ${f.place.height_mm.toFixed(1)} mm` : ''}` : '';
     const confidence = f.source === 'reader' ? 'drawn by the reader' : `confidence ${f.confidence.toFixed(2)}`;
     const verdict = f.review ? VERDICT_WORDS[f.review] : 'not reviewed';
-    return { line: `${codeOf(f.label).meaning} (${f.label}): ${verdict}; ${confidence}${place}`, image: imageRef(sources.references, f.instance_uid, f.frame) };
+    // A classifier's finding has no size: the line says it is about the whole image.
+    const whole = f.localization === 'image' ? '; whole image, no location' : '';
+    return { line: `${codeOf(f.label).meaning} (${f.label}): ${verdict}; ${confidence}${place}${whole}`, image: imageRef(sources.references, f.instance_uid, f.frame) };
   });
   const aiRef = aiResult ? { sopClassUid: aiResult.sopClassUid, sopInstanceUid: aiResult.sopInstanceUid } : null;
   const root = reportTree({ author, findings, aiResult: aiRef, impression: plainText(report.impression), recommendation: plainText(report.recommendation), addenda });
