@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { importMonaiBundle } from '#server/analysis/monai-import.ts';
 import { loadManifest, verifyModelFile } from '#server/analysis/manifest.ts';
+import { importFolder, phantomDicom, waitForJob } from '../analysis/analysis-helpers.ts';
+import { SEED_TEST_BASE } from '../analysis/helpers.ts';
 import { startTestServer } from '../helpers/server.ts';
 
 const BIN = join(import.meta.dirname, '../../bin/mia.js');
@@ -92,6 +94,17 @@ describe('mia models import-monai', () => {
       });
       const listed = (await t.request('GET', '/v1/models')).json.data.items.find((x: { id: string }) => x.id === 'phantom-lesion-classifier');
       expect(listed).toMatchObject({ status: 'ready', source: 'user', not_for_clinical_use: true });
+      // What the importer wrote runs: a phantom with a tumour analysed with it gives an image-level finding.
+      const phantoms = join(root, 'phantoms');
+      const [series] = await phantomDicom(root, 'phantoms', { seed: SEED_TEST_BASE + 7500, series: 1, kinds: 'tumor', size: 128, modality: 'CT' });
+      await importFolder(t, phantoms);
+      expect((await t.request('POST', '/v1/models/phantom-lesion-classifier/select', { body: {} })).status).toBeLessThan(300);
+      const job = await t.request('POST', `/v1/scans/${series!.scan_uid}/analyses`, { body: {} });
+      const done = await waitForJob(t, job.json.data.id);
+      expect(done.status, done.reason).toBe('succeeded');
+      const findings = (await t.request('GET', `/v1/scans/${series!.scan_uid}/results`)).json.data.findings as { localization: string; label: string }[];
+      // softmax_logits over the example's softmax output compresses its scores, but keeps them above 0.5.
+      expect(findings).toEqual([expect.objectContaining({ localization: 'image', label: 'lesion_present' })]);
       // Importing again does not overwrite the admin's reviewed folder.
       const again = spawnSync(process.execPath, [BIN, 'models', 'import-monai', dir, '--data', t.dataDir], { encoding: 'utf8', timeout: 120_000 });
       expect(again.status).toBe(1);
