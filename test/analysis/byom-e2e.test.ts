@@ -5,7 +5,7 @@
  * localization, a report, and CSV/XML/JSON exports that say what the location means.
  */
 import { execFile } from 'node:child_process';
-import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -139,5 +139,20 @@ describe('example models from the data folder', () => {
     expect(dump).toMatch(/<contains IMAGE:\(,,"Source"\)=\(CT image,\)>\s*<contains NUM:\(,,"Certainty of Finding"\)/);
     const verify = await run('dciodvfy', [path], { maxBuffer: 16 * 1024 * 1024 }).catch((e: { stdout?: string; stderr?: string }) => ({ stdout: e.stdout ?? '', stderr: e.stderr ?? '' }));
     expect(`${verify.stdout}${verify.stderr}`.split('\n').filter((l) => /^Error/.test(l.trim()))).toEqual([]);
+  });
+
+  it('a detector whose manifest declares more classes than its tensor has fails the job, naming the field', async () => {
+    const dir2 = join(t.dataDir, 'models', 'mia-example-yolo-misdeclared');
+    cpSync(join(EXAMPLES, 'mia-example-yolo'), dir2, { recursive: true });
+    const manifest = JSON.parse(readFileSync(join(dir2, 'manifest.json'), 'utf8')) as { id: string; output: { channels: string[] }; labels: { label: string }[] };
+    manifest.id = 'mia-example-yolo-misdeclared';
+    manifest.output.channels.push('other_detected');
+    manifest.labels.push({ ...manifest.labels[0]!, label: 'other_detected' });
+    writeFileSync(join(dir2, 'manifest.json'), JSON.stringify(manifest));
+    expect((await t.request('POST', '/v1/models/mia-example-yolo-misdeclared/select', { body: {} })).status).toBeLessThan(300);
+    const reply = await t.request('POST', `/v1/scans/${lesion[0]!.scan_uid}/analyses`, { body: {} });
+    const job = await waitForJob(t, reply.json.data.id);
+    expect(job.status).toBe('failed');
+    expect(job.reason).toMatch(/output boxes: output\.layout boxes_last expects 7 values per box on axis 2 \(4 box \+ objectness \+ 2 channels\), got \[2, 64, 6\]/);
   });
 });
