@@ -4,8 +4,9 @@
  * running server lists it at once. Prints what the admin must review before relying on it.
  */
 import { existsSync } from 'node:fs';
+import { rename, rm } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { importMonaiBundle } from '#server/analysis/monai-import.ts';
+import { importMonaiBundle, type ImportResult } from '#server/analysis/monai-import.ts';
 import { userModelsDir } from '#server/analysis/registry.ts';
 import { MiaError } from '#server/errors.ts';
 
@@ -21,23 +22,29 @@ export async function modelsCommand(
   const [bundle, ...extra] = args;
   if (bundle === undefined || extra.length > 0) throw new MiaError('invalid', 'models import-monai: expected exactly one BUNDLE_DIR');
   const bundleDir = resolve(bundle);
-  // The id comes from the bundle unless given; the folder is only known after reading it, so a
-  // default --out is checked for an existing model after the import chose its id.
-  const result = await importMonaiBundle({
-    bundleDir,
-    id: options.id,
-    outDir: options.out === undefined ? join(userModelsDir(options.dataDir), '.importing') : resolve(options.out),
-  });
-  let outDir = result.outDir;
-  if (options.out === undefined) {
-    const { rename, rm } = await import('node:fs/promises');
-    outDir = join(userModelsDir(options.dataDir), result.manifest.id);
-    if (existsSync(outDir)) {
-      await rm(result.outDir, { recursive: true, force: true });
-      throw new MiaError('conflict', `${outDir} exists: remove it, or pass --id or --out`);
-    }
-    await rename(result.outDir, outDir);
+  if (options.out !== undefined) {
+    const out = resolve(options.out);
+    if (existsSync(join(out, 'manifest.json'))) throw new MiaError('conflict', `${out} already holds a model (manifest.json): remove it or choose another --out`);
+    return report(await importMonaiBundle({ bundleDir, id: options.id, outDir: out }), io);
   }
+  // The id comes from the bundle unless given, so the folder is known only after reading it: the
+  // import writes to a hidden folder (the registry skips dot folders) renamed into place, never
+  // over a folder an admin may have reviewed.
+  const models = userModelsDir(options.dataDir);
+  const staging = join(models, `.importing-${process.pid}-${Date.now()}`);
+  try {
+    const result = await importMonaiBundle({ bundleDir, id: options.id, outDir: staging });
+    const outDir = join(models, result.manifest.id);
+    if (existsSync(outDir)) throw new MiaError('conflict', `${outDir} exists: remove it, or pass --id or --out`);
+    await rename(staging, outDir);
+    return report({ ...result, outDir }, io);
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
+}
+
+function report(result: ImportResult, io: ModelsCommandIo): number {
+  const outDir = result.outDir;
   io.out(`imported ${result.manifest.name} ${result.manifest.version} as ${result.manifest.id} into ${outDir}`);
   io.out(`decoding ${result.manifest.output.decoding}, labels ${result.manifest.labels.map((l) => l.label).join(', ')}, sha256 ${result.manifest.file.sha256}`);
   io.out('');

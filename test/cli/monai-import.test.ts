@@ -4,7 +4,7 @@
  * a server lists as ready; bundles mia cannot run are refused naming the field that says so.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -109,6 +109,11 @@ describe('mia models import-monai', () => {
       const again = spawnSync(process.execPath, [BIN, 'models', 'import-monai', dir, '--data', t.dataDir], { encoding: 'utf8', timeout: 120_000 });
       expect(again.status).toBe(1);
       expect(again.stderr).toMatch(/phantom-lesion-classifier exists: remove it, or pass --id or --out/);
+      // Its staging folder is gone, and an --out that holds a model is refused too.
+      expect(readdirSync(join(t.dataDir, 'models')).filter((n) => n.startsWith('.'))).toEqual([]);
+      const over = spawnSync(process.execPath, [BIN, 'models', 'import-monai', dir, '--out', modelDir, '--data', t.dataDir], { encoding: 'utf8', timeout: 120_000 });
+      expect(over.status).toBe(1);
+      expect(over.stderr).toMatch(/already holds a model \(manifest\.json\)/);
     } finally {
       await t.close();
     }
