@@ -162,8 +162,8 @@ def draw_head(rng: np.random.Generator) -> Head:
         harmonics=harm, crown=rng.uniform(-4, 10), dome=rng.uniform(76, 92), neck=rng.uniform(105, 135),
         scalp=rng.uniform(3.5, 7.0),
         scalp_harm=np.array([rng.uniform(0, 0.3), rng.uniform(0, 2 * np.pi), rng.uniform(0, 0.2), rng.uniform(0, 2 * np.pi)]),
-        skull=rng.uniform(5.0, 8.5),
-        skull_harm=np.array([rng.uniform(0.05, 0.3), rng.uniform(0, 2 * np.pi), rng.uniform(0, 0.25), rng.uniform(0, 2 * np.pi)]),
+        skull=rng.uniform(4.5, 7.5),
+        skull_harm=np.array([rng.uniform(0.05, 0.25), rng.uniform(0, 2 * np.pi), rng.uniform(0, 0.15), rng.uniform(0, 2 * np.pi)]),
         outer_table=rng.uniform(0.22, 0.35), inner_table=rng.uniform(0.18, 0.3),
         csf_rim=0.8 + 2.6 * atrophy, cortex=rng.uniform(2.4, 3.8), sulcus_waves=waves,
         sulcus_width=0.035 + 0.07 * atrophy, sulcus_depth=rng.uniform(11, 22),
@@ -493,7 +493,7 @@ def brain_tissue(s: Series, u, v, w, brain_depth, pw: float):
         tent = -14 - 0.4 * np.maximum(vb - 10, 0) - 0.004 * ub * ub + h.floor_shift
         cereb = soft(tent - wb, 1.5) * soft(vb - 2, 3.0)
         folia = np.cos(1.4 * np.sqrt((vb + 30) ** 2 + (wb + 25) ** 2 + 0.3 * ub * ub) + 5 * field[back])
-        grey[back] = lerp(grey[back], 0.6 + 0.2 * folia, cereb)
+        grey[back] = lerp(grey[back], 0.6 + 0.13 * folia, cereb)
     tex = t["texture"] * np.cos(0.31 * u - 0.22 * v + 0.4 * w) * np.cos(0.27 * v + 0.19 * w + 0.5)
     value = lerp(t["wm"] + tex, t["gm"], grey)
     value = lerp(value, t["deep"], deep * (1 - grey + deep) * 0.5)
@@ -557,9 +557,9 @@ def place_lesion(rng: np.random.Generator, s: Series, kind: str) -> Lesion | Non
     h = s.head
     z_lo, z_hi = s.z_first, s.z_first + (s.slices - 1) * s.thickness
     if kind == "tumor":
-        radius = rng.uniform(5, 25)
+        radius = rng.uniform(5, 21)
     elif kind == "hemorrhage":
-        radius = rng.uniform(4, 22.5)
+        radius = rng.uniform(4, 19)
     else:
         radius = rng.uniform(5, 30)
     for attempt in range(120):
