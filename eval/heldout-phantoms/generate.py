@@ -222,8 +222,9 @@ def draw_series(seed: int, modality: str, kinds: list[str]) -> Series:
     slices = min(slices, int(175 // thickness))
     vertex = head.crown + head.dome
     top = vertex + rng.uniform(-12, 6)
-    bottom = max(top - (slices - 1) * thickness, -60.0)
-    top = bottom + (slices - 1) * thickness
+    # Never below the orbits: fewer slices rather than a slab that runs off the top of the head.
+    slices = max(min(slices, int((top + 60.0) // thickness) + 1), 12)
+    bottom = top - (slices - 1) * thickness
     table = rng.uniform(-250, 150)
     origin = np.array([offset_xy[0], offset_xy[1], table])
     z_first = table + bottom
@@ -286,7 +287,7 @@ def head_depth(h: Head, u: np.ndarray, v: np.ndarray, w: np.ndarray) -> tuple[np
     """
     theta = np.arctan2(v, u)
     half_w = np.where(u > 0, F32(h.half_width * (1 + h.lr_asym)), F32(h.half_width * (1 - h.lr_asym)))
-    half_w *= 1 + h.taper * np.clip(v * F32(1 / h.back), -1, 1)
+    half_w *= 1 + h.taper * np.minimum(np.maximum(v * F32(1 / h.back), F32(-1)), F32(1))
     un2 = (u / half_w) ** 2
     vn2 = (v / np.where(v < 0, F32(h.front), F32(h.back))) ** 2
     r2 = un2 + vn2 + F32(1e-6)
@@ -491,7 +492,7 @@ def brain_tissue(s: Series, u, v, w, brain_depth, pw: float):
     if back.size:
         ub, vb, wb = u[back], v[back], w[back]
         tent = -14 - 0.4 * np.maximum(vb - 10, 0) - 0.004 * ub * ub + h.floor_shift
-        cereb = soft(tent - wb, 1.5) * soft(vb - 2, 3.0)
+        cereb = soft(tent - wb, 1.5) * soft(vb + 4 - 0.45 * np.abs(ub), 3.0)
         folia = np.cos(1.4 * np.sqrt((vb + 30) ** 2 + (wb + 25) ** 2 + 0.3 * ub * ub) + 5 * field[back])
         grey[back] = lerp(grey[back], 0.6 + 0.13 * folia, cereb)
     tex = t["texture"] * np.cos(0.31 * u - 0.22 * v + 0.4 * w) * np.cos(0.27 * v + 0.19 * w + 0.5)
@@ -602,7 +603,7 @@ def build_lesion(rng: np.random.Generator, s: Series, kind: str, c: np.ndarray, 
     phases = rng.uniform(0, 2 * np.pi, n_lobes)
     stretch = rng.uniform(0.72, 1.3, 3)
     stretch /= np.prod(stretch) ** (1 / 3)
-    lesion = Lesion(kind=kind, centre=c, radius=r, bound=r * 1.7 + 2, rot=random_rotation(rng), stretch=stretch,
+    lesion = Lesion(kind=kind, centre=c, radius=r, bound=0.0, rot=random_rotation(rng), stretch=stretch,
                     lobes=lobes, phases=phases, variant="")
     if kind == "tumor":
         lesion.variant = "ring" if rng.random() < 0.5 and r > 7 else "solid"
@@ -644,15 +645,23 @@ def build_lesion(rng: np.random.Generator, s: Series, kind: str, c: np.ndarray, 
             lesion.apex = surface - out * depth
             lesion.length = depth + 12
             lesion.half_angles = (math.radians(rng.uniform(14, 36)), math.radians(rng.uniform(10, 30)))
-            reach = lesion.length / math.cos(max(lesion.half_angles))
             lesion.centre = lesion.apex + out * depth * 0.6
-            lesion.bound = reach * 0.75 + 3
             lesion.radius = depth * math.tan(max(lesion.half_angles))
         else:
             lesion.variant = "deep"
             lesion.radius = min(r, rng.uniform(5, 14))
-            lesion.bound = lesion.radius * 1.6 + 2
+    lesion.bound = lesion_bound(lesion)
     return lesion
+
+
+def lesion_bound(lesion: Lesion) -> float:
+    """Radius of a sphere about the centre that holds the lesion and its oedema (crop size)."""
+    if lesion.kind == "infarct" and lesion.variant == "wedge":
+        depth = np.linalg.norm(lesion.centre - lesion.apex) / 0.6
+        far = math.hypot(lesion.length - 0.6 * depth, lesion.length * math.tan(max(lesion.half_angles)) * 1.15)
+        return max(0.6 * depth, far) + 3
+    outline = lesion.radius * float(lesion.stretch.max()) * (1 + float(np.abs(lesion.lobes[:, 4]).sum()))
+    return outline + 1.4 * lesion.oedema + 3
 
 
 def ventricular_point(s: Series, c: np.ndarray) -> bool:
@@ -681,20 +690,21 @@ def shape_radius(lesion: Lesion, dx: np.ndarray, dy: np.ndarray, dz: np.ndarray,
 def lesion_sample(lesion: Lesion, p: np.ndarray, pw: float, rng_phase: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """At head-frame points p (3, n): own-tissue membership, tissue value, oedema membership."""
     vals = lesion.values
-    d = p - lesion.centre[:, None]
-    local = lesion.rot.T @ d / lesion.stretch[:, None]
+    d = p - lesion.centre[:, None].astype(F32)
+    local = lesion.rot.T.astype(F32) @ d / lesion.stretch[:, None].astype(F32)
     dx, dy, dz = local
     norm = np.sqrt(dx * dx + dy * dy + dz * dz)
     mottle = np.cos(0.7 * dx + rng_phase) * np.cos(0.8 * dy - 0.5 * dz + 2 * rng_phase)
     if lesion.kind == "infarct" and lesion.variant == "wedge":
-        rel = p - lesion.apex[:, None]
-        along = lesion.axis @ rel
-        perp = rel - lesion.axis[:, None] * along[None]
+        rel = p - lesion.apex[:, None].astype(F32)
+        axis = lesion.axis.astype(F32)
+        along = axis @ rel
+        perp = rel - axis[:, None] * along[None]
         e1 = np.cross(lesion.axis, [0.0, 0.0, 1.0])
         if np.linalg.norm(e1) < 1e-3:
             e1 = np.array([1.0, 0.0, 0.0])
-        e1 = e1 / np.linalg.norm(e1)
-        e2 = np.cross(lesion.axis, e1)
+        e1 = (e1 / np.linalg.norm(e1)).astype(F32)
+        e2 = np.cross(lesion.axis, e1).astype(F32)
         a = np.maximum(along, 1e-3)
         q = np.sqrt(((e1 @ perp) / (a * math.tan(lesion.half_angles[0]))) ** 2
                     + ((e2 @ perp) / (a * math.tan(lesion.half_angles[1]))) ** 2)
@@ -792,10 +802,10 @@ def render(s: Series) -> Rendered:
         zk = s.z_first + k * s.thickness
         for li, lesion in enumerate(s.lesions):
             r0, c0, zc, bound = lesion_px[li]
-            reach = bound + s.thickness / 2
-            if abs(zk - zc) > reach:
+            gap = max(abs(zk - zc) - s.thickness / 2, 0.0)
+            if gap >= bound:
                 continue
-            half_px = int(math.ceil(reach / s.spacing)) + 2
+            half_px = int(math.ceil(math.sqrt(bound * bound - gap * gap) / s.spacing)) + 2
             ra, rb = max(int(r0) - half_px, 0), min(int(r0) + half_px + 1, n)
             ca, cb = max(int(c0) - half_px, 0), min(int(c0) + half_px + 1, n)
             if ra >= rb or ca >= cb:
@@ -829,35 +839,26 @@ def render(s: Series) -> Rendered:
 
 
 def lesion_patch(s: Series, lesion: Lesion, k: int, ra: int, rb: int, ca: int, cb: int):
-    """Lesion rendered at sub-voxel resolution: 3 depths through the slab, 2x2 in plane when pixels are coarse."""
-    sub_xy = 2 if s.spacing > 0.6 else 1
-    offsets = (np.arange(sub_xy) + 0.5) / sub_xy - 0.5
-    dzs = (np.array([-1 / 3, 0.0, 1 / 3])) * s.thickness
+    """Lesion rendered at sub-voxel resolution: three depths through the slab (thick slices cut
+    lesions partially), partial-volume edges in plane."""
+    rows = np.arange(ra, rb, dtype=np.float64)
+    cols = np.arange(ca, cb, dtype=np.float64)
     own_sum = value_sum = oed_sum = None
-    count = 0
-    pw = s.spacing / sub_xy
     phase = float(lesion.phases[0])
-    for oy in offsets:
-        for ox in offsets:
-            rows = np.arange(ra, rb, dtype=np.float64) + oy
-            cols = np.arange(ca, cb, dtype=np.float64) + ox
-            for dz in dzs:
-                u, v, w = slice_coords(s, k, rows, cols, dz)
-                shape = u.shape
-                p = np.stack([u.ravel(), v.ravel(), w.ravel()]).astype(np.float64)
-                own, value, oed = lesion_sample(lesion, p, pw, phase)
-                own, value, oed = own.reshape(shape), value.reshape(shape), oed.reshape(shape)
-                if own_sum is None:
-                    own_sum, value_sum, oed_sum = own.copy(), own * value, oed.copy()
-                else:
-                    own_sum += own
-                    value_sum += own * value
-                    oed_sum += oed
-                count += 1
-    own_mean = own_sum / count
-    value_mean = value_sum / np.maximum(own_sum, 1e-6)
+    for dz in (-s.thickness / 3, 0.0, s.thickness / 3):
+        u, v, w = slice_coords(s, k, rows, cols, dz)
+        shape = u.shape
+        own, value, oed = lesion_sample(lesion, np.stack([u.ravel(), v.ravel(), w.ravel()]), s.spacing, phase)
+        own, value, oed = own.reshape(shape), value.reshape(shape), oed.reshape(shape)
+        if own_sum is None:
+            own_sum, value_sum, oed_sum = own, own * value, oed
+        else:
+            own_sum = own_sum + own
+            value_sum = value_sum + own * value
+            oed_sum = oed_sum + oed
+    value_mean = value_sum / np.maximum(own_sum, F32(1e-6))
     has_oedema = lesion.kind != "infarct" and lesion.oedema > 0
-    return own_mean.astype(F32), value_mean.astype(F32), (oed_sum / count).astype(F32) if has_oedema else None
+    return own_sum * F32(1 / 3), value_mean, oed_sum * F32(1 / 3) if has_oedema else None
 
 
 def white_noise(rng: np.random.Generator, n: int) -> np.ndarray:
