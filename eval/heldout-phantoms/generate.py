@@ -489,18 +489,25 @@ def brain_tissue(s: Series, u, v, w, brain_depth, pw: float):
     grey = np.maximum(grey, deep)
     # Cerebellum below the tentorium: dense folia, mostly grey.
     back = np.flatnonzero((v > -4) & (w < -5 + h.floor_shift))
+    membrane = np.zeros(n, dtype=F32)
     if back.size:
         ub, vb, wb = u[back], v[back], w[back]
         tent = -14 - 0.4 * np.maximum(vb - 10, 0) - 0.004 * ub * ub + h.floor_shift
         cereb = soft(tent - wb, 1.5) * soft(vb + 4 - 0.45 * np.abs(ub), 3.0)
         folia = np.cos(1.4 * np.sqrt((vb + 30) ** 2 + (wb + 25) ** 2 + 0.3 * ub * ub) + 5 * field[back])
-        grey[back] = lerp(grey[back], 0.6 + 0.13 * folia, cereb)
+        grey[back] = lerp(grey[back], 0.5 + 0.1 * folia, cereb)
+        # The tentorium shows as a faint line over the cerebellum; the ambient cistern is CSF
+        # along its free edge in front.
+        edge = vb + 4 - 0.45 * np.abs(ub)
+        membrane[back] = soft(0.6 - np.abs(wb - tent), pw) * soft(edge, 3.0)
+        cistern = soft(1.2 - np.abs(edge), pw) * soft(tent - wb, 1.5)
+        m_brain[back] *= 1 - cistern
     tex = t["texture"] * np.cos(0.31 * u - 0.22 * v + 0.4 * w) * np.cos(0.27 * v + 0.19 * w + 0.5)
     value = lerp(t["wm"] + tex, t["gm"], grey)
     value = lerp(value, t["deep"], deep * (1 - grey + deep) * 0.5)
     value = lerp(value, t["csf"], 1 - m_brain)
     falx = soft(max(0.5, pw * 0.5) - amid, pw) * soft(w - cc_top - 6, 2.0)
-    value = lerp(value, t["calc"] if h.falx_calc else t["falx"], falx * F32(0.8))
+    value = lerp(value, t["calc"] if h.falx_calc else t["falx"], np.maximum(falx, membrane) * F32(0.8))
     if h.choroid_calc or h.pineal_calc:
         def calcs(a, b, c, d):
             out = np.zeros(a.size, dtype=F32)
@@ -597,8 +604,8 @@ def unit_sphere(rng: np.random.Generator, n: int) -> np.ndarray:
 def build_lesion(rng: np.random.Generator, s: Series, kind: str, c: np.ndarray, r: float) -> Lesion | None:
     ct = s.modality == "CT"
     n_lobes = int(rng.integers(3, 7))
-    irregular = {"tumor": 0.22, "hemorrhage": 0.3, "infarct": 0.15}[kind]
-    lobes = np.concatenate([unit_sphere(rng, n_lobes), rng.uniform(0.8, 2.6, (n_lobes, 1)),
+    irregular = {"tumor": 0.15, "hemorrhage": 0.24, "infarct": 0.15}[kind]
+    lobes = np.concatenate([unit_sphere(rng, n_lobes), rng.uniform(0.6, 2.1, (n_lobes, 1)),
                             rng.uniform(0.2, 1.0, (n_lobes, 1)) * irregular / math.sqrt(n_lobes) * 2], 1)
     phases = rng.uniform(0, 2 * np.pi, n_lobes)
     stretch = rng.uniform(0.72, 1.3, 3)
@@ -615,7 +622,7 @@ def build_lesion(rng: np.random.Generator, s: Series, kind: str, c: np.ndarray, 
         lesion.values = ({"solid": rng.uniform(30, 52), "wall": rng.uniform(55, 95), "core": rng.uniform(6, 22),
                           "calc": rng.uniform(180, 600), "oedema": rng.uniform(13, 22), "mottle": rng.uniform(2, 6)}
                          if ct else
-                         {"solid": rng.uniform(1.45, 2.1), "wall": rng.uniform(1.5, 2.2), "core": rng.uniform(0.35, 1.9),
+                         {"solid": rng.uniform(1.3, 1.95), "wall": rng.uniform(1.5, 2.2), "core": rng.uniform(0.35, 1.9),
                           "calc": rng.uniform(0.1, 0.4), "oedema": rng.uniform(1.6, 2.3), "mottle": rng.uniform(0.05, 0.2)})
     elif kind == "hemorrhage":
         lesion.variant = "rimmed" if rng.random() < 0.6 else "plain"
@@ -687,14 +694,18 @@ def shape_radius(lesion: Lesion, dx: np.ndarray, dy: np.ndarray, dz: np.ndarray,
     return lesion.radius * scale
 
 
-def lesion_sample(lesion: Lesion, p: np.ndarray, pw: float, rng_phase: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def lesion_sample(lesion: Lesion, p: np.ndarray, pw: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """At head-frame points p (3, n): own-tissue membership, tissue value, oedema membership."""
     vals = lesion.values
     d = p - lesion.centre[:, None].astype(F32)
     local = lesion.rot.T.astype(F32) @ d / lesion.stretch[:, None].astype(F32)
     dx, dy, dz = local
     norm = np.sqrt(dx * dx + dy * dy + dz * dz)
-    mottle = np.cos(0.7 * dx + rng_phase) * np.cos(0.8 * dy - 0.5 * dz + 2 * rng_phase)
+    # Internal heterogeneity: plane waves along the lobe directions, irregular rather than striped.
+    mottle = 0.0
+    for (ax, ay, az, freq, _), ph in zip(lesion.lobes, lesion.phases):
+        mottle = mottle + np.cos((ax * dx + ay * dy + az * dz) * F32(0.35 + 0.3 * freq) + ph)
+    mottle = mottle * F32(1.4 / len(lesion.phases))
     if lesion.kind == "infarct" and lesion.variant == "wedge":
         rel = p - lesion.apex[:, None].astype(F32)
         axis = lesion.axis.astype(F32)
@@ -844,11 +855,10 @@ def lesion_patch(s: Series, lesion: Lesion, k: int, ra: int, rb: int, ca: int, c
     rows = np.arange(ra, rb, dtype=np.float64)
     cols = np.arange(ca, cb, dtype=np.float64)
     own_sum = value_sum = oed_sum = None
-    phase = float(lesion.phases[0])
     for dz in (-s.thickness / 3, 0.0, s.thickness / 3):
         u, v, w = slice_coords(s, k, rows, cols, dz)
         shape = u.shape
-        own, value, oed = lesion_sample(lesion, np.stack([u.ravel(), v.ravel(), w.ravel()]), s.spacing, phase)
+        own, value, oed = lesion_sample(lesion, np.stack([u.ravel(), v.ravel(), w.ravel()]), s.spacing)
         own, value, oed = own.reshape(shape), value.reshape(shape), oed.reshape(shape)
         if own_sum is None:
             own_sum, value_sum, oed_sum = own, own * value, oed
