@@ -102,6 +102,8 @@ class Lesion:
     length: float = 0.0
     half_angles: tuple[float, float] = (0.0, 0.0)
     values: dict[str, float] = field(default_factory=dict)
+    hemisphere: float = 0.0    # +1/-1: confined to that side of the falx (infarcts, haemorrhages); 0: free
+    midline_bend: float = 0.0
 
 
 @dataclass
@@ -240,8 +242,9 @@ def draw_series(seed: int, modality: str, kinds: list[str]) -> Series:
         ct_signed, ct_intercept = False, 0
         bits = int(rng.integers(12, 17))
         noise = rng.uniform(0.015, 0.06)
-        # White matter lands anywhere from a tenth to a third of the stored range: no fixed scale.
-        mr_scale = float(rng.uniform(0.1, 0.33) * (2 ** bits - 1))
+        # White matter lands anywhere from 8 % to 25 % of the stored range (no fixed scale), and
+        # the brightest tissue under the strongest bias field still fits below saturation.
+        mr_scale = float(rng.uniform(0.08, 0.25) * (2 ** bits - 1))
         bias = rng.uniform(-1, 1, 6) * np.array([0.18, 0.18, 0.12, 0.08, 0.08, 0.06])
         window = (0.0, 0.0)
     day = int(rng.integers(0, 3650))
@@ -646,7 +649,7 @@ def build_lesion(rng: np.random.Generator, s: Series, kind: str, c: np.ndarray, 
             surface = march_to_surface(s, c, out)
             if surface is None:
                 return None
-            depth = rng.uniform(14, 40)
+            depth = rng.uniform(16, 50)
             lesion.variant = "wedge"
             lesion.axis = out
             lesion.apex = surface - out * depth
@@ -657,6 +660,11 @@ def build_lesion(rng: np.random.Generator, s: Series, kind: str, c: np.ndarray, 
         else:
             lesion.variant = "deep"
             lesion.radius = min(r, rng.uniform(5, 14))
+    if kind != "tumor":
+        # Arterial territories and parenchymal bleeds stop at the falx; a tumour may cross it.
+        mid = lesion.centre[0] - s.head.midline_bend * math.cos(lesion.centre[1] / 60)
+        lesion.hemisphere = 1.0 if mid >= 0 else -1.0
+        lesion.midline_bend = s.head.midline_bend
     lesion.bound = lesion_bound(lesion)
     return lesion
 
@@ -696,6 +704,15 @@ def shape_radius(lesion: Lesion, dx: np.ndarray, dy: np.ndarray, dz: np.ndarray,
 
 def lesion_sample(lesion: Lesion, p: np.ndarray, pw: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """At head-frame points p (3, n): own-tissue membership, tissue value, oedema membership."""
+    own, value, oedema = lesion_tissue(lesion, p, pw)
+    if lesion.hemisphere:
+        side = soft(lesion.hemisphere * (p[0] - lesion.midline_bend * np.cos(p[1] * F32(1 / 60))) - 1.0, pw)
+        own = own * side
+        oedema = oedema * side
+    return own, value, oedema
+
+
+def lesion_tissue(lesion: Lesion, p: np.ndarray, pw: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     vals = lesion.values
     d = p - lesion.centre[:, None].astype(F32)
     local = lesion.rot.T.astype(F32) @ d / lesion.stretch[:, None].astype(F32)
