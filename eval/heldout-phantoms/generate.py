@@ -594,7 +594,9 @@ def place_lesion(rng: np.random.Generator, s: Series, kind: str) -> Lesion | Non
         if any(np.linalg.norm(c - o.centre) < r + o.radius + 4 for o in s.lesions):
             continue
         lesion = build_lesion(rng, s, kind, c, r)
-        if lesion is not None:
+        # A wedge moves its centre off the drawn point: check spacing again.
+        if lesion is not None and not any(
+                np.linalg.norm(lesion.centre - o.centre) < lesion.radius + o.radius + 4 for o in s.lesions):
             return lesion
     return None
 
@@ -654,7 +656,10 @@ def build_lesion(rng: np.random.Generator, s: Series, kind: str, c: np.ndarray, 
             lesion.axis = out
             lesion.apex = surface - out * depth
             lesion.length = depth + 12
-            lesion.half_angles = (math.radians(rng.uniform(14, 36)), math.radians(rng.uniform(10, 30)))
+            # Base at most 60 mm across (brief: infarcts 10-60 mm).
+            widest = math.atan(30 / depth)
+            lesion.half_angles = (min(math.radians(rng.uniform(14, 36)), widest),
+                                  min(math.radians(rng.uniform(10, 30)), widest))
             lesion.centre = lesion.apex + out * depth * 0.6
             lesion.radius = depth * math.tan(max(lesion.half_angles))
         else:
@@ -1141,6 +1146,8 @@ def self_check(seeds: list[int], kinds: list[str]) -> int:
                     if fa.read() != fb.read():
                         failures.append(f"{name}/{f}: not deterministic")
             files = sorted(os.listdir(os.path.join(a_dir, name)))
+            if any(m[0].any() or m[-1].any() or m[:, 0].any() or m[:, -1].any() for m in r.head_masks):
+                failures.append(f"{name}: head touches the edge of the field of view")
             if len(files) != entry["slices"] or len(entry["instance_uids"]) != entry["slices"]:
                 failures.append(f"{name}: slice count")
             zs = []
