@@ -181,7 +181,7 @@ def draw_tissue(rng: np.random.Generator, modality: str) -> dict[str, float]:
         wm = rng.uniform(23, 31)
         return {
             "air": -1000.0, "fat": rng.uniform(-110, -70), "skin": rng.uniform(25, 50),
-            "outer": rng.uniform(1200, 1800), "diploe": rng.uniform(380, 800), "inner": rng.uniform(1000, 1650),
+            "outer": rng.uniform(800, 1800), "diploe": rng.uniform(350, 750), "inner": rng.uniform(700, 1650),
             "csf": rng.uniform(3, 12), "wm": wm, "gm": wm + rng.uniform(7, 14), "deep": wm + rng.uniform(5, 11),
             "falx": rng.uniform(45, 75), "calc": rng.uniform(140, 320), "base_bone": rng.uniform(650, 1100),
             "marrow": rng.uniform(180, 420), "sinus": rng.uniform(-980, -900), "globe": rng.uniform(5, 15),
