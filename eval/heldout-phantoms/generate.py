@@ -102,6 +102,7 @@ class Lesion:
     length: float = 0.0
     half_angles: tuple[float, float] = (0.0, 0.0)
     values: dict[str, float] = field(default_factory=dict)
+    push: float = 0.0          # mm, mass effect at the lesion centre (0: none)
     hemisphere: float = 0.0    # +1/-1: confined to that side of the falx (infarcts, haemorrhages); 0: free
     midline_bend: float = 0.0
 
@@ -434,7 +435,8 @@ def head_tissue(s: Series, u, v, w, depth, theta, pw: float):
 
     i2 = np.flatnonzero(m_ic > 0)
     if i2.size:
-        bv, bm, bw = brain_tissue(s, u[i2], v[i2], w[i2], depth[i2] - d5[i2], pw)
+        ub, vb, wb = displaced(s, u[i2], v[i2], w[i2])
+        bv, bm, bw = brain_tissue(s, ub, vb, wb, depth[i2] - d5[i2], pw)
         val[i2] = lerp(bone_val[i2], bv, m_ic[i2])
         bm *= m_ic[i2]
         m_par[i2] = bm
@@ -450,6 +452,28 @@ def head_tissue(s: Series, u, v, w, depth, theta, pw: float):
     if i4.size:
         val[i4] = orbits(s, u[i4], v[i4], w[i4], depth[i4], val[i4], pw)
     return val, m_ic, m_par, white
+
+
+def displaced(s: Series, u, v, w):
+    """Mass effect: brain near a large tumour or bleed is pushed away from it (ventricles squeezed,
+    midline shifted). Returns where to sample the undisturbed brain for each point."""
+    for lesion in s.lesions:
+        if lesion.push <= 0:
+            continue
+        reach = 2.5 * lesion.radius
+        c = lesion.centre
+        near = np.flatnonzero((np.abs(u - c[0]) < 2 * reach) & (np.abs(v - c[1]) < 2 * reach) & (np.abs(w - c[2]) < 2 * reach))
+        if not near.size:
+            continue
+        du, dv, dw = u[near] - F32(c[0]), v[near] - F32(c[1]), w[near] - F32(c[2])
+        d = np.sqrt(du * du + dv * dv + dw * dw) + F32(1e-3)
+        # Peak slope of the shift is about 0.86 * push / reach < 1: the map never folds.
+        shift = F32(lesion.push) * np.exp(-(d * F32(1 / reach)) ** 2) / d
+        u, v, w = u.copy(), v.copy(), w.copy()
+        u[near] -= du * shift
+        v[near] -= dv * shift
+        w[near] -= dw * shift
+    return u, v, w
 
 
 def brain_tissue(s: Series, u, v, w, brain_depth, pw: float):
@@ -665,6 +689,8 @@ def build_lesion(rng: np.random.Generator, s: Series, kind: str, c: np.ndarray, 
         else:
             lesion.variant = "deep"
             lesion.radius = min(r, rng.uniform(5, 14))
+    if kind in ("tumor", "hemorrhage") and lesion.radius >= 8:
+        lesion.push = rng.uniform(0.2, 0.45) * (lesion.radius + 0.3 * lesion.oedema)
     if kind != "tumor":
         # Arterial territories and parenchymal bleeds stop at the falx; a tumour may cross it.
         mid = lesion.centre[0] - s.head.midline_bend * math.cos(lesion.centre[1] / 60)
@@ -751,13 +777,13 @@ def lesion_tissue(lesion: Lesion, p: np.ndarray, pw: float) -> tuple[np.ndarray,
     if lesion.kind == "tumor":
         value = np.full(norm.shape, vals["solid"]) + vals["mottle"] * mottle
         if lesion.variant == "ring":
-            wall = lesion.wall * (1 + 0.35 * np.cos(2.3 * dx / max(lesion.radius, 1) * np.pi + lesion.phases[0]))
+            wall = lesion.wall * (1 + 0.35 * np.cos(2.3 * dx / np.maximum(norm, F32(1e-3)) + lesion.phases[0]))
             core = soft(-(sd + wall), pw)
             value = lerp(np.full(norm.shape, vals["wall"]), vals["core"] + vals["mottle"] * mottle, core)
         for cx, cy, cz, cr in lesion.calcs:
             calc = soft(cr - np.sqrt((dx - cx) ** 2 + (dy - cy) ** 2 + (dz - cz) ** 2), pw)
             value = lerp(value, vals["calc"], calc)
-        ring = lesion.oedema * (1 + 0.4 * np.cos(1.7 * dy / max(lesion.radius, 1) * np.pi + lesion.phases[-1]))
+        ring = lesion.oedema * (1 + 0.4 * np.cos(2.7 * dy / np.maximum(norm, F32(1e-3)) + lesion.phases[-1]))
         oedema = soft(-(sd - ring), max(pw, 3.0))
         return own, value, oedema
     if lesion.kind == "hemorrhage":
