@@ -482,15 +482,15 @@ def brain_tissue(s: Series, u, v, w, brain_depth, pw: float):
     n = u.size
     # Sulci: zero-crossings of a few plane waves form a maze of clefts that only reach a few
     # centimetres into the brain. The grey matter lines them.
-    field = 0.0
+    gyri = 0.0
     for kx, ky, kz, ph in h.sulcus_waves:
-        field = field + np.cos(kx * u + ky * v + kz * w + ph)
-    field = np.abs(field) * F32(1.0 / len(h.sulcus_waves))
+        gyri = gyri + np.cos(kx * u + ky * v + kz * w + ph)
+    gyri = np.abs(gyri) * F32(1.0 / len(h.sulcus_waves))
     shallow = soft(h.sulcus_depth - brain_depth, 3.0)
-    sulcus = soft(h.sulcus_width - field, 0.02) * shallow
+    sulcus = soft(h.sulcus_width - gyri, 0.02) * shallow
     m_brain = soft(brain_depth, pw) * (1 - sulcus)
     grey = np.maximum(soft(h.cortex - brain_depth, pw),
-                      soft(h.sulcus_width + 0.06 - field, 0.03) * soft(h.sulcus_depth + 2 - brain_depth, 2.0))
+                      soft(h.sulcus_width + 0.06 - gyri, 0.03) * soft(h.sulcus_depth + 2 - brain_depth, 2.0))
 
     # Interhemispheric fissure with the falx down its middle; the corpus callosum closes it
     # between the horns of the lateral ventricles.
@@ -521,7 +521,7 @@ def brain_tissue(s: Series, u, v, w, brain_depth, pw: float):
         ub, vb, wb = u[back], v[back], w[back]
         tent = -14 - 0.4 * np.maximum(vb - 10, 0) - 0.004 * ub * ub + h.floor_shift
         cereb = soft(tent - wb, 1.5) * soft(vb + 4 - 0.45 * np.abs(ub), 3.0)
-        folia = np.cos(1.4 * np.sqrt((vb + 30) ** 2 + (wb + 25) ** 2 + 0.3 * ub * ub) + 5 * field[back])
+        folia = np.cos(1.4 * np.sqrt((vb + 30) ** 2 + (wb + 25) ** 2 + 0.3 * ub * ub) + 5 * gyri[back])
         grey[back] = lerp(grey[back], 0.5 + 0.1 * folia, cereb)
         # The tentorium shows as a faint line over the cerebellum; the ambient cistern is CSF
         # along its free edge in front.
@@ -945,9 +945,9 @@ def ct_noise(rng: np.random.Generator, s: Series, n: int) -> np.ndarray:
 def mr_bias(s: Series, idx: np.ndarray) -> np.ndarray:
     t = (idx / (s.rows - 1) * 2 - 1).astype(F32)
     b = s.bias
-    field = 1 + b[0] * t[None, :] + b[1] * t[:, None] + b[2] * t[:, None] * t[None, :] \
+    gain = 1 + b[0] * t[None, :] + b[1] * t[:, None] + b[2] * t[:, None] * t[None, :] \
         + b[3] * (t[None, :] ** 2 - 0.33) + b[4] * (t[:, None] ** 2 - 0.33)
-    return np.clip(field, 0.5, 1.6).astype(F32)
+    return np.clip(gain, 0.5, 1.6).astype(F32)
 
 
 def mr_signal(rng: np.random.Generator, s: Series, val: np.ndarray, bias: np.ndarray) -> np.ndarray:
