@@ -928,7 +928,7 @@ def white_noise(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def ct_noise(rng: np.random.Generator, s: Series, n: int) -> np.ndarray:
     """Spatially correlated noise: white noise through a small separable low-pass, rescaled."""
-    x = white_noise(rng, n)
+    x = (white_noise(rng, n) + white_noise(rng, n)) * F32(math.sqrt(0.5))
     c = s.noise_kernel
     kern = np.array([1.0, c * 2 + 1, 1.0])
     kern = kern / kern.sum()
