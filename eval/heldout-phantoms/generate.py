@@ -594,7 +594,7 @@ def place_lesion(rng: np.random.Generator, s: Series, kind: str) -> Lesion | Non
     if kind == "tumor":
         radius = rng.uniform(5, 21)
     elif kind == "hemorrhage":
-        radius = rng.uniform(4, 19)
+        radius = rng.uniform(4, 16)
     else:
         radius = rng.uniform(5, 30)
     for attempt in range(120):
