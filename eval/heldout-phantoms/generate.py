@@ -644,7 +644,7 @@ def build_lesion(rng: np.random.Generator, s: Series, kind: str, c: np.ndarray, 
     if kind == "tumor":
         lesion.variant = "ring" if rng.random() < 0.5 and r > 7 else "solid"
         lesion.wall = rng.uniform(1.8, min(5.0, r * 0.45))
-        lesion.oedema = rng.uniform(0, 1.2) * r + rng.uniform(0, 12)
+        lesion.oedema = rng.uniform(0, 0.8) * r + rng.uniform(0, 8)
         if rng.random() < 0.3:
             k = int(rng.integers(1, 5))
             lesion.calcs = np.concatenate([unit_sphere(rng, k) * rng.uniform(0, 0.7 * r, (k, 1)), rng.uniform(0.8, 2.2, (k, 1))], 1)
@@ -706,8 +706,9 @@ def lesion_bound(lesion: Lesion) -> float:
         depth = np.linalg.norm(lesion.centre - lesion.apex) / 0.6
         far = math.hypot(lesion.length - 0.6 * depth, lesion.length * math.tan(max(lesion.half_angles)) * 1.15)
         return max(0.6 * depth, far) + 3
-    outline = lesion.radius * float(lesion.stretch.max()) * (1 + float(np.abs(lesion.lobes[:, 4]).sum()))
-    return outline + 1.4 * lesion.oedema + 3
+    # Shapes live in the stretched lesion frame: a distance there is up to stretch.max() mm.
+    outline = lesion.radius * (1 + float(np.abs(lesion.lobes[:, 4]).sum()))
+    return (outline + 1.4 * lesion.oedema + 3) * float(lesion.stretch.max()) + 3
 
 
 def ventricular_point(s: Series, c: np.ndarray) -> bool:
