@@ -708,7 +708,7 @@ def lesion_bound(lesion: Lesion) -> float:
         return max(0.6 * depth, far) + 3
     # Shapes live in the stretched lesion frame: a distance there is up to stretch.max() mm.
     outline = lesion.radius * (1 + float(np.abs(lesion.lobes[:, 4]).sum()))
-    return (outline + 1.4 * lesion.oedema + 3) * float(lesion.stretch.max()) + 3
+    return (outline + 1.7 * lesion.oedema + 3) * float(lesion.stretch.max()) + 3
 
 
 def ventricular_point(s: Series, c: np.ndarray) -> bool:
@@ -784,7 +784,7 @@ def lesion_tissue(lesion: Lesion, p: np.ndarray, pw: float) -> tuple[np.ndarray,
         for cx, cy, cz, cr in lesion.calcs:
             calc = soft(cr - np.sqrt((dx - cx) ** 2 + (dy - cy) ** 2 + (dz - cz) ** 2), pw)
             value = lerp(value, vals["calc"], calc)
-        ring = lesion.oedema * (1 + 0.4 * np.cos(2.7 * dy / np.maximum(norm, F32(1e-3)) + lesion.phases[-1]))
+        ring = lesion.oedema * (1 + 0.3 * np.cos(2.7 * dy / np.maximum(norm, F32(1e-3)) + lesion.phases[-1]) + 0.25 * mottle)
         oedema = soft(-(sd - ring), max(pw, 3.0))
         return own, value, oedema
     if lesion.kind == "hemorrhage":
