@@ -37,11 +37,12 @@ ${body(px, py)}
 </svg>`;
 }
 
-function legend(entries: readonly { name: string; colour: string; dash?: string }[]): string {
+/** Top left for the reliability diagram (data hugs the diagonal), bottom right for FROC curves. */
+function legend(entries: readonly { name: string; colour: string; dash?: string }[], corner: 'top-left' | 'bottom-right'): string {
   return entries
     .map((e, i) => {
-      const y = M.top + 16 + i * 18;
-      const x = W - M.right - 190;
+      const y = corner === 'top-left' ? M.top + 16 + i * 18 : H - M.bottom - 12 - (entries.length - 1 - i) * 18;
+      const x = corner === 'top-left' ? M.left + 12 : W - M.right - 250;
       return `<line x1="${x}" y1="${y}" x2="${x + 24}" y2="${y}" stroke="${e.colour}" stroke-width="2.5"${e.dash ? ` stroke-dasharray="${e.dash}"` : ''}/><text x="${x + 30}" y="${y + 4}">${esc(e.name)}</text>`;
     })
     .join('');
@@ -70,7 +71,7 @@ export function frocSvg(title: string, curves: readonly Curve[], marks: readonly
     });
     // Labels stack downwards: operating points often land on the same spot.
     const dots = marks.map((m, i) => `<circle cx="${px(Math.max(x.min, m.fp))}" cy="${py(m.sensitivity)}" r="4.5" fill="black"/><text x="${px(Math.max(x.min, m.fp)) + 7}" y="${py(m.sensitivity) + 14 + i * 13}" font-size="11">${esc(m.name)} (${m.fp.toFixed(2)}, ${m.sensitivity.toFixed(2)})</text>`);
-    return lines.join('') + dots.join('') + legend(curves.map((c, i) => ({ name: c.name, colour: COLOURS[i % COLOURS.length] as string })));
+    return lines.join('') + dots.join('') + legend(curves.map((c, i) => ({ name: c.name, colour: COLOURS[i % COLOURS.length] as string })), 'bottom-right');
   });
 }
 
@@ -86,7 +87,7 @@ export function reliabilitySvg(title: string, sets: readonly { name: string; bin
       const dots = used.map((b) => `<circle cx="${px(b.mean_confidence as number)}" cy="${py(b.observed as number)}" r="${Math.min(9, 2.5 + Math.log10(b.count + 1) * 2)}" fill="${colour}" fill-opacity="0.6"/>`).join('');
       return `<path d="${d}" fill="none" stroke="${colour}" stroke-width="2"/>${dots}`;
     });
-    return diagonal + series.join('') + legend([...sets.map((s, i) => ({ name: `${s.name} (ECE ${s.ece.toFixed(3)})`, colour: COLOURS[i % COLOURS.length] as string })), { name: 'perfect calibration', colour: '#888', dash: '5 4' }]);
+    return diagonal + series.join('') + legend([...sets.map((s, i) => ({ name: `${s.name} (ECE ${s.ece.toFixed(3)})`, colour: COLOURS[i % COLOURS.length] as string })), { name: 'perfect calibration', colour: '#888', dash: '5 4' }], 'top-left');
   });
 }
 

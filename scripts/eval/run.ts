@@ -86,28 +86,37 @@ export async function runEval(options: EvalOptions): Promise<EvalResult> {
     const tune = scored['tune'] as ScoredSeries[];
     const test = scored['test'] as ScoredSeries[];
 
-    // Calibration from the tune split only.
+    // Everything below is decided on the tune split only. Thresholds first, on raw scores: a
+    // label's choice depends only on the order of its own findings, which calibration keeps.
     const rawTune = tune.map(matchSeries);
+    // Chosen from the smallest budget up, each label's threshold never above the last point's: a
+    // point with a bigger budget then finds at least the same lesions on any data, as its name says.
+    const rawPoints = new Map<string, Record<string, number>>();
+    let previous: Record<string, number> | null = null;
+    for (const p of [...POINTS].sort((a, b) => a.budget - b.budget)) {
+      const own = chooseThresholds(rawTune, labels, p.budget);
+      const prev: Record<string, number> | null = previous;
+      const thresholds: Record<string, number> = prev ? Object.fromEntries(labels.map((l) => [l, Math.min(own[l] ?? 1, prev[l] ?? 1)])) : own;
+      rawPoints.set(p.name, thresholds);
+      previous = thresholds;
+    }
+    // The calibration is fitted on the findings a reader could be shown (at the most permissive
+    // point): the thousands of faint candidates below it are nearly all wrong and would make any
+    // fit look calibrated while saying nothing about the confidences on screen.
+    const widest = previous ?? {};
+    const shownAt = (series: readonly MatchedSeries[], t: Readonly<Record<string, number>>): MatchedSeries[] =>
+      series.map((s) => ({ ...s, candidates: s.candidates.filter((c) => c.score >= (t[c.label] ?? 1)) }));
     const platt: Record<string, PlattScaling> = {};
     for (const label of labels) {
-      const fit = fitPlatt(samples(rawTune, label));
+      const fit = fitPlatt(samples(shownAt(rawTune, widest), label)) ?? fitPlatt(samples(rawTune, label));
       if (fit) platt[label] = fit;
     }
-    const tuneCal = calibrated(tune, platt).map(matchSeries);
+    const calibrate = (t: Record<string, number>): Record<string, number> =>
+      Object.fromEntries(labels.map((l) => [l, Math.round(applyPlatt(platt[l], t[l] ?? 1) * 1e4) / 1e4]));
+    const nested = new Map([...rawPoints].map(([name, t]) => [name, calibrate(t)]));
     const testRaw = test.map(matchSeries);
     const testCal = calibrated(test, platt).map(matchSeries);
 
-    // Chosen from the smallest budget up, each label's threshold never above the last point's: a
-    // point with a bigger budget then finds at least the same lesions on any data, as its name says.
-    const nested = new Map<string, Record<string, number>>();
-    let previous: Record<string, number> | null = null;
-    for (const p of [...POINTS].sort((a, b) => a.budget - b.budget)) {
-      const own = chooseThresholds(tuneCal, labels, p.budget);
-      const prev: Record<string, number> | null = previous;
-      const thresholds: Record<string, number> = prev ? Object.fromEntries(labels.map((l) => [l, Math.min(own[l] ?? 1, prev[l] ?? 1)])) : own;
-      nested.set(p.name, thresholds);
-      previous = thresholds;
-    }
     const points: OperatingPoint[] = POINTS.map((p) => {
       const thresholds = nested.get(p.name) as Record<string, number>;
       const f = figuresAt(testCal, labels, thresholds);
@@ -138,11 +147,13 @@ export async function runEval(options: EvalOptions): Promise<EvalResult> {
         return [m, { series: subset.length, lesions: subset.reduce((n, s) => n + s.lesions.length, 0), ...frocOf(subset) }];
       }),
     );
-    const relRaw = reliability(samples(testRaw));
-    const relCal = reliability(samples(testCal));
-    // What a reader sees: the findings at the default operating point.
-    const shown = testCal.map((s) => ({ ...s, candidates: s.candidates.filter((c) => c.score >= (balanced.thresholds[c.label] ?? 1)) }));
-    const relShown = reliability(samples(shown));
+    // The headline error is over every finding mia can show (the most permissive point); also
+    // over all candidates above the floor, and over the default point's findings.
+    const widestCal = calibrate(widest);
+    const relCal = reliability(samples(shownAt(testCal, widestCal)));
+    const relRaw = reliability(samples(shownAt(testRaw, widest)));
+    const relAll = reliability(samples(testCal));
+    const relShown = reliability(samples(shownAt(testCal, balanced.thresholds)));
     const lesionsTest = testCal.reduce((n, s) => n + s.lesions.length, 0);
 
     const evaluation = {
@@ -166,13 +177,16 @@ export async function runEval(options: EvalOptions): Promise<EvalResult> {
       calibration: {
         method: 'platt',
         per_label: platt,
+        over: 'test findings at the most permissive operating point (every finding mia can show)',
+        findings: samples(shownAt(testCal, widestCal)).length,
         expected_calibration_error: relCal.ece,
         expected_calibration_error_uncalibrated: relRaw.ece,
         expected_calibration_error_at_default_point: relShown.ece,
+        expected_calibration_error_all_candidates: relAll.ece,
+        all_candidates: samples(testCal).length,
         reliability: relCal.bins,
         reliability_uncalibrated: relRaw.bins,
         reliability_at_default_point: relShown.bins,
-        findings: samples(testCal).length,
       },
       operating_points: points,
       froc: thinCurve(overall.curve, 120),
@@ -185,7 +199,7 @@ export async function runEval(options: EvalOptions): Promise<EvalResult> {
     const pngs = await writePlots([
       { path: join(options.out, 'froc.png'), svg: frocSvg(`${title}: FROC on held-out test split (${test.length} series, ${lesionsTest} lesions)`, [{ name: 'all labels', points: overall.curve }, ...labels.map((l) => ({ name: l, points: (perLabel[l] as { curve: FrocPoint[] }).curve }))], marks) },
       { path: join(options.out, 'froc-modality.png'), svg: frocSvg(`${title}: FROC by modality, held-out test split`, Object.entries(perModality).map(([m, v]) => ({ name: `${m} (${v.series} series)`, points: v.curve }))) },
-      { path: join(options.out, 'reliability.png'), svg: reliabilitySvg(`${title}: reliability on held-out test split`, [{ name: 'calibrated', bins: relCal.bins, ece: relCal.ece }, { name: 'raw scores', bins: relRaw.bins, ece: relRaw.ece }, { name: 'shown (balanced point)', bins: relShown.bins, ece: relShown.ece }]) },
+      { path: join(options.out, 'reliability.png'), svg: reliabilitySvg(`${title}: reliability on held-out test split`, [{ name: 'calibrated', bins: relCal.bins, ece: relCal.ece }, { name: 'raw scores', bins: relRaw.bins, ece: relRaw.ece }, { name: 'at the balanced point', bins: relShown.bins, ece: relShown.ece }]) },
     ]);
     writeFileSync(join(options.out, 'summary.md'), summary(evaluation, labels, points));
 
@@ -199,7 +213,7 @@ export async function runEval(options: EvalOptions): Promise<EvalResult> {
       expected_calibration_error: relCal.ece,
       per_label: evaluation.per_label,
       per_modality: evaluation.per_modality,
-    }, tune.length, samples(rawTune).length);
+    }, tune.length, samples(shownAt(rawTune, widest)).length);
     if (options.writeManifest) {
       const path = join(options.modelDir, 'manifest.json');
       writeFileSync(path, `${JSON.stringify(updated, null, 2)}\n`);
@@ -228,7 +242,7 @@ function withEvaluation(
     default_operating_point: DEFAULT_POINT,
   };
   if (Object.keys(platt).length > 0) {
-    next.calibration = { method: 'platt', fitted_on: `tune split of ${FAMILY}: ${tuneSeries} series, ${tuneFindings} candidate findings`, per_label: platt };
+    next.calibration = { method: 'platt', fitted_on: `tune split of ${FAMILY}: ${tuneSeries} series, ${tuneFindings} findings at its most permissive operating point`, per_label: platt };
   } else {
     delete next.calibration;
   }
@@ -248,7 +262,7 @@ function summary(e: Record<string, unknown> & { sensitivity_at: Record<string, n
     sensitivity_at_uncalibrated: Record<string, number | null>;
     per_label: Record<string, { lesions: number; sensitivity_at: Record<string, number | null> }>;
     per_modality: Record<string, { series: number; lesions: number; sensitivity_at: Record<string, number | null> }>;
-    calibration: { expected_calibration_error: number; expected_calibration_error_uncalibrated: number; expected_calibration_error_at_default_point: number; findings: number };
+    calibration: { expected_calibration_error: number; expected_calibration_error_uncalibrated: number; expected_calibration_error_at_default_point: number; expected_calibration_error_all_candidates: number; findings: number; all_candidates: number };
   };
   const rates = ['0.25', '0.5', '1', '2'];
   const lines = [
@@ -265,7 +279,7 @@ function summary(e: Record<string, unknown> & { sensitivity_at: Record<string, n
     ...labels.map((l) => `| ${l} (${ev.per_label[l]?.lesions ?? 0} lesions) | ${rates.map((r) => pct(ev.per_label[l]?.sensitivity_at[r])).join(' | ')} |`),
     ...Object.entries(ev.per_modality).map(([m, v]) => `| ${m} (${v.series} series, ${v.lesions} lesions) | ${rates.map((r) => pct(v.sensitivity_at[r])).join(' | ')} |`),
     '',
-    `Calibration (${ev.calibration.findings} test findings above the score floor): ECE ${pct(ev.calibration.expected_calibration_error)} calibrated, ${pct(ev.calibration.expected_calibration_error_uncalibrated)} raw, ${pct(ev.calibration.expected_calibration_error_at_default_point)} over the findings shown at the balanced point.`,
+    `Calibration over the ${ev.calibration.findings} test findings mia can show (at the high-sensitivity point): ECE ${pct(ev.calibration.expected_calibration_error)} calibrated, ${pct(ev.calibration.expected_calibration_error_uncalibrated)} raw; ${pct(ev.calibration.expected_calibration_error_at_default_point)} over the findings shown at the balanced point; ${pct(ev.calibration.expected_calibration_error_all_candidates)} over all ${ev.calibration.all_candidates} candidates above the score floor.`,
     '',
     '| operating point | thresholds | sensitivity | FP/series |',
     '|---|---|---|---|',
