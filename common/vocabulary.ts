@@ -56,6 +56,11 @@ export type ExportFormat = (typeof EXPORT_FORMATS)[number];
 export const FINDING_REVIEWS = ['accepted', 'rejected'] as const;
 export type FindingReview = (typeof FINDING_REVIEWS)[number];
 
+/** What a finding's location is: a lesion's box, the whole key image (a slice classifier's
+ * finding: no place on the image), or the bounding box of a segmented region. */
+export const FINDING_LOCALIZATIONS = ['box', 'image', 'region'] as const;
+export type FindingLocalization = (typeof FINDING_LOCALIZATIONS)[number];
+
 export const API_VERSIONS = ['v1', 'v1.1'] as const;
 export type ApiVersion = (typeof API_VERSIONS)[number];
 

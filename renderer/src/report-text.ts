@@ -38,13 +38,21 @@ export function impressionFromLesions(
   sources: Pick<ImpressionSources, 'displayName' | 'model'>,
 ): string | null {
   const accepted = lesions.filter((l) => l.review === 'accepted');
-  if (accepted.length === 0) return null;
+  // A classifier's finding is in no lesion (it has no extent): it is said as what it is.
+  const wholeImage = findings.filter((f) => f.localization === 'image' && f.review === 'accepted');
+  if (accepted.length === 0 && wholeImage.length === 0) return null;
   const places = new Map(findings.map((f) => [f.id, f.place]));
   const byReader = new Set(findings.filter((f) => f.source === 'reader').map((f) => f.id));
   // A lesion only the reader drew has no AI confidence to give.
   const origin = (lesion: Lesion) =>
     lesion.finding_ids.every((id) => byReader.has(id)) ? 'added by the reader' : `AI confidence ${Math.round(lesion.confidence * 100)}%`;
-  const lines = accepted.map((lesion) => `- ${sources.displayName(lesion.label)}: ${lesionText(lesion, places)} (${origin(lesion)}).`);
+  const lines = [
+    ...accepted.map((lesion) => `- ${sources.displayName(lesion.label)}: ${lesionText(lesion, places)} (${origin(lesion)}).`),
+    ...wholeImage.map((f) => {
+      const slice = f.place ? ` on slice ${f.place.slice} of ${f.place.slices}` : '';
+      return `- ${sources.displayName(f.label)}: whole-image finding${slice}, no location given (AI confidence ${Math.round(f.confidence * 100)}%).`;
+    }),
+  ];
   const by = sources.model ? ` (${sources.model}, not for clinical use)` : '';
   // Not "AI findings" when the reader drew some of them.
   const what = accepted.some((l) => origin(l) === 'added by the reader') ? 'Findings accepted on review, AI and reader-drawn' : 'AI findings accepted on review';

@@ -3,6 +3,9 @@
  * adjacent slices. Mirrors aggregate() in models/mia-phantom-detector/train.py, which is the
  * definition its published sensitivity and false-positive figures were measured with.
  */
+import type { FindingLocalization } from '#common/vocabulary.ts';
+import { aggregateImageLevel } from '#server/analysis/classifier-decode.ts';
+import type { OutputSpec } from '#server/analysis/manifest.ts';
 import { iou, type Box, type Detection } from '#server/analysis/nms.ts';
 
 export type AggregationSpec = {
@@ -72,4 +75,13 @@ export function aggregateFindings(perSlice: readonly (readonly Detection[])[], s
   return tracks
     .map(({ last_box: _lastBox, ...finding }) => finding)
     .sort((a, b) => b.confidence - a.confidence);
+}
+
+export function localizationOf(output: OutputSpec): FindingLocalization {
+  return output.decoding === 'classifier' ? 'image' : 'box';
+}
+
+/** A scan's per-slice detections -> its findings, the way the manifest's decoding defines. */
+export function aggregateForOutput(perSlice: readonly (readonly Detection[])[], output: OutputSpec): Finding[] {
+  return output.decoding === 'classifier' ? aggregateImageLevel(perSlice) : aggregateFindings(perSlice, output.aggregation);
 }

@@ -8,8 +8,10 @@
  * is an object centre; the size map gives its width and height and the offset map the sub-cell
  * position of the centre.
  */
+import { classifierDetections, decodeClassifier } from '#server/analysis/classifier-decode.ts';
 import type { Manifest } from '#server/analysis/manifest.ts';
 import { nmsPerLabel, type Detection } from '#server/analysis/nms.ts';
+import { decodeYolo } from '#server/analysis/yolo-decode.ts';
 
 export type Tensor = { data: Float32Array; dims: readonly number[] };
 
@@ -36,15 +38,49 @@ function tensorNamed(outputs: Readonly<Record<string, Tensor>>, name: string): T
 
 const sigmoid = (v: number): number => 1 / (1 + Math.exp(-v));
 
+type DecodeManifest = Pick<Manifest, 'input' | 'output' | 'labels'>;
+
+/** Each output channel's threshold: the override if given, else its label's. */
+function channelThresholds(manifest: DecodeManifest, options: DecodeOptions): number[] {
+  return manifest.output.channels.map((label) => {
+    const override = options.thresholds?.[label];
+    if (override !== undefined) return override;
+    const entry = manifest.labels.find((l) => l.label === label);
+    if (entry === undefined) throw new RangeError(`no label entry for output channel ${label}`);
+    return entry.threshold;
+  });
+}
+
 /**
- * Decodes a batch. Returns one list of detections per image, sorted by confidence, after
- * per-label thresholds, per-label NMS and the manifest's max detections per image.
+ * Decodes a batch with the manifest's decoding. Returns one list of detections per image, sorted
+ * by confidence, after per-label thresholds, NMS and the manifest's max detections per image.
+ * A classifier's detections are whole images (see classifier-decode.ts).
  */
 export function decodeOutputs(
   outputs: Readonly<Record<string, Tensor>>,
-  manifest: Pick<Manifest, 'input' | 'output' | 'labels'>,
+  manifest: DecodeManifest,
   images: readonly ImageSize[],
   options: DecodeOptions = {},
+): Detection[][] {
+  const thresholds = channelThresholds(manifest, options);
+  const spec = manifest.output;
+  switch (spec.decoding) {
+    case 'centernet':
+      return decodeCenternet(outputs, { input: manifest.input, output: spec }, images, thresholds);
+    case 'yolo':
+      return decodeYolo(outputs, { input: manifest.input, output: spec }, images, thresholds);
+    case 'classifier':
+      return classifierDetections(decodeClassifier(outputs, spec, images.length), images, spec.channels, thresholds);
+  }
+}
+
+type CenternetOutput = Extract<Manifest['output'], { decoding: 'centernet' }>;
+
+function decodeCenternet(
+  outputs: Readonly<Record<string, Tensor>>,
+  manifest: { input: Manifest['input']; output: CenternetOutput },
+  images: readonly ImageSize[],
+  thresholds: readonly number[],
 ): Detection[][] {
   const spec = manifest.output;
   const heat = tensorNamed(outputs, spec.tensors.heatmap);
@@ -58,13 +94,6 @@ export function decodeOutputs(
   expectDims(spec.tensors.size, size, [n, 2, h, w]);
   expectDims(spec.tensors.offset, offset, [n, 2, h, w]);
 
-  const thresholds = spec.channels.map((label) => {
-    const override = options.thresholds?.[label];
-    if (override !== undefined) return override;
-    const entry = manifest.labels.find((l) => l.label === label);
-    if (entry === undefined) throw new RangeError(`no label entry for output channel ${label}`);
-    return entry.threshold;
-  });
   const stride = spec.stride;
   const sizeScale = spec.size_units === 'cells' ? stride : 1;
   const logits = spec.heatmap_activation === 'logits';

@@ -7,7 +7,7 @@
  * batches while the inference worker runs the current one.
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
-import { aggregateFindings } from '#server/analysis/aggregate.ts';
+import { aggregateForOutput, localizationOf } from '#server/analysis/aggregate.ts';
 import { calibratorOf } from '#server/analysis/calibration.ts';
 import { imageTypeReason, notApplicableReason, type ScanFacts } from '#server/analysis/applicability.ts';
 import { clampBox, decodeOutputs, type ImageSize } from '#server/analysis/decode.ts';
@@ -305,7 +305,8 @@ export async function runAnalysis(
   }
 
   const t = performance.now();
-  const aggregated = aggregateFindings(perSlice, manifest.output.aggregation);
+  const aggregated = aggregateForOutput(perSlice, manifest.output);
+  const localization = localizationOf(manifest.output);
   const findings: FindingInput[] = aggregated
     .filter((f) => f.box.width > 0 && f.box.height > 0)
     .map((f) => {
@@ -319,6 +320,7 @@ export async function runAnalysis(
         height: f.box.height,
         instanceUid: slice.instanceUid,
         frame: slice.frame,
+        localization,
       };
     });
   timings.decodeMs += performance.now() - t;

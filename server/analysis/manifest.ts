@@ -64,6 +64,8 @@ const input = z
   });
 export type InputSpec = z.infer<typeof input>;
 
+const aggregation = () => z.object({ link_iou: unitInterval(), max_slice_gap: z.number().int().min(0) });
+
 const centernetOutput = z.object({
   decoding: z.literal('centernet'),
   stride: positiveInt(),
@@ -75,9 +77,58 @@ const centernetOutput = z.object({
   peak_kernel: positiveInt().refine((k) => k % 2 === 1, { error: 'expected an odd kernel size' }),
   nms_iou: unitInterval(),
   max_detections: positiveInt(),
-  aggregation: z.object({ link_iou: unitInterval(), max_slice_gap: z.number().int().min(0) }),
+  aggregation: aggregation(),
 });
-const output = z.discriminatedUnion('decoding', [centernetOutput]);
+
+/**
+ * YOLO-family detectors (YOLOv5/v8 style exports): one tensor of candidate boxes, each with its
+ * box, an optional objectness and one score per class. Exports differ in axis order, box
+ * encoding and units, so the manifest says which; the decoder trusts nothing else about them.
+ */
+const yoloOutput = z.object({
+  decoding: z.literal('yolo'),
+  tensor: nonEmpty(),
+  /** boxes_last: [N, K, 4+C(+1)] (YOLOv5); boxes_first: [N, 4+C(+1), K] (YOLOv8 export). */
+  layout: z.enum(['boxes_last', 'boxes_first']),
+  box_format: z.enum(['cxcywh', 'xyxy']),
+  box_units: z.enum(['input_pixels', 'normalized']),
+  /** true: value 4 is objectness, the class scores follow, and a score is objectness * class. */
+  objectness: z.boolean().default(false),
+  score_activation: z.enum(['sigmoid_applied', 'logits']),
+  channels: z.array(nonEmpty()).min(1),
+  nms_iou: unitInterval(),
+  max_detections: positiveInt(),
+  /** true: boxes of different labels suppress each other too (one label per object). */
+  class_agnostic_nms: z.boolean().default(false),
+  aggregation: aggregation(),
+});
+export type YoloOutput = z.infer<typeof yoloOutput>;
+
+/**
+ * Slice classifiers: one tensor of scores [N, C]. No box: a series scores the maximum over its
+ * slices, on its key slice, and the finding points at that whole image (localization 'image').
+ */
+const classifierOutput = z
+  .object({
+    decoding: z.literal('classifier'),
+    tensor: nonEmpty(),
+    score_activation: z.enum(['sigmoid_applied', 'softmax_applied', 'sigmoid_logits', 'softmax_logits']),
+    /** The column of a background ("nothing") class, not reported; absent: none. */
+    background_index: z.number().int().min(0).optional(),
+    /** The label of each non-background column, in column order. */
+    channels: z.array(nonEmpty()).min(1),
+  })
+  .superRefine((v, ctx) => {
+    if (v.background_index !== undefined && v.background_index > v.channels.length) {
+      ctx.addIssue({ code: 'custom', path: ['background_index'], message: `expected at most ${v.channels.length} (one column per channel plus the background)` });
+    }
+    if (v.background_index !== undefined && v.score_activation.startsWith('sigmoid')) {
+      ctx.addIssue({ code: 'custom', path: ['background_index'], message: 'a background class needs softmax scores' });
+    }
+  });
+export type ClassifierOutput = z.infer<typeof classifierOutput>;
+
+const output = z.discriminatedUnion('decoding', [centernetOutput, yoloOutput, classifierOutput]);
 export type OutputSpec = z.infer<typeof output>;
 
 const code = z.object({

@@ -8,6 +8,7 @@ import { measurement } from '#server/api/measurement-schemas.ts';
 import { PIXEL_SPACING_SOURCES } from '#common/pixel-spacing.ts';
 import {
   EXPORT_FORMATS,
+  FINDING_LOCALIZATIONS,
   FINDING_REVIEWS,
   GRANTABLE_SCOPES,
   REPORT_STATUSES,
@@ -237,6 +238,10 @@ export const finding = z.object({
   location,
   instance_uid: z.string().describe('SOPInstanceUID of the image the box is on'),
   frame: z.number().int().describe('Frame index within that instance, from 0'),
+  localization: z
+    .enum(FINDING_LOCALIZATIONS)
+    .optional()
+    .describe("What location is: box, a lesion's box; image, the whole key image (a slice classifier found the label somewhere on it, not at a place); region, the bounds of a segmented region. Absent (reports signed before): box"),
 });
 
 export const findingPlace = z
@@ -244,8 +249,8 @@ export const findingPlace = z
     slice: z.number().int().describe("Slice number in the viewer's stack, from 1"),
     slices: z.number().int().describe('Slices in the series'),
     position_mm: z.number().nullable().describe('Image Position (Patient) on the slice normal, mm; null when the image has none'),
-    width_mm: z.number().nullable().describe("Box width in mm from the frame's column spacing; null without Pixel Spacing"),
-    height_mm: z.number().nullable().describe("Box height in mm from the frame's row spacing; null without Pixel Spacing"),
+    width_mm: z.number().nullable().describe("Box width in mm from the frame's column spacing; null without Pixel Spacing, or for an image-level finding"),
+    height_mm: z.number().nullable().describe("Box height in mm from the frame's row spacing; null without Pixel Spacing, or for an image-level finding"),
     spacing_source: z
       .enum(PIXEL_SPACING_SOURCES)
       .optional()

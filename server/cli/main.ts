@@ -127,6 +127,11 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
                                studies (--study UID: its series); pull --study
                                UID [--series UID] retrieves into this archive;
                                exit 1 if an instance was refused
+  models import-monai BUNDLE_DIR [--out DIR] [--id ID]
+                               a MONAI Bundle (configs/metadata.json, its
+                               inference.json intensity transform and
+                               models/model.onnx) as a mia slice classifier in
+                               DATA/models/ID (or DIR); prints what to review
   sr analysis ANALYSIS_ID --out FILE
                                a finished analysis as a DICOM SR (TID 1500
                                Measurement Report), as GET /v1/analyses/{id}/sr
@@ -202,6 +207,7 @@ const OPTIONS = {
   'allow-incoming': { type: 'boolean' },
   model: { type: 'string' },
   out: { type: 'string' },
+  id: { type: 'string' },
   event: { type: 'string' },
   labels: { type: 'string' },
   'positive-only': { type: 'boolean' },
@@ -482,6 +488,8 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
           { all: values.all === true, scanIds: [sub, ...rest].filter((p): p is string => p !== undefined), modelId: values.model, config: { databaseUrl } },
           { ...io, stderrIsTty: process.stderr.isTTY === true, writeErr: (text) => process.stderr.write(text) },
         );
+      case 'models':
+        return await (await import('#server/cli/models-command.ts')).modelsCommand(sub, rest, { out: values.out, id: values.id, dataDir }, io);
       default:
         io.err(`mia: unknown command ${command}\n\n${USAGE}`);
         return 2;

@@ -6,7 +6,8 @@
  * digest) and, in each of its findings' groups, the algorithm (TID 4019: name, version, and its
  * file's SHA-256 and the label's threshold as parameters). Each finding is one TID 1410 Planar ROI
  * group: tracking identifier and UID, the label's code as Finding, the box as a closed POLYLINE
- * selected from its image (and frame), the model's confidence, and the reader's verdict.
+ * selected from its image (and frame), the model's confidence, and the reader's verdict. A
+ * finding about a whole image (a slice classifier's) is a TID 1501 group naming the image instead.
  *
  * The confidence is a NUM (111012, DCM, "Certainty of Finding"), the concept CAD reports use for
  * a detector's certainty, with the model's own 0-1 value and UCUM "1" (no units): a number a
@@ -14,6 +15,7 @@
  * evaluation would have lost the number. Findings a reader drew carry no certainty (mia stores 1
  * for them only because the column needs a value); their group names the reader as observer.
  */
+import type { FindingLocalization } from '#common/vocabulary.ts';
 import { CODES, procedureCode } from '#server/dicom-sr/codes.ts';
 import { child, type Child, type Code, type ContentItem, type SopReference } from '#server/dicom-sr/content-items.ts';
 import { hashedUid } from '#server/dicom/write/hashed-uid.ts';
@@ -28,6 +30,8 @@ export type ReportedFinding = {
   confidence: number;
   /** Top-left corner and size in image pixels (origin at the top-left pixel's outer corner). */
   box: { x: number; y: number; width: number; height: number };
+  /** 'image': the finding is about the whole image (a slice classifier), the box is no place. */
+  localization: FindingLocalization;
   image: SopReference;
   /** Who drew it, for a reader's finding. */
   author: Person | null;
@@ -82,6 +86,7 @@ function reviewItem(review: NonNullable<ReportedFinding['review']>): Child {
 function group(analysis: ReportedAnalysis, f: ReportedFinding): Child {
   const { model } = analysis;
   const threshold = analysis.thresholds[f.label];
+  const imageLevel = f.localization === 'image';
   const children: Child[] = [
     child('HAS OBS CONTEXT', text(CODES.trackingIdentifier, `finding ${f.id}`)),
     child('HAS OBS CONTEXT', { type: 'UIDREF', name: CODES.trackingUid, uid: hashedUid('mia finding', f.id) }),
@@ -95,17 +100,21 @@ function group(analysis: ReportedAnalysis, f: ReportedFinding): Child {
           ...(threshold === undefined ? [] : [child('HAS CONCEPT MOD', text(CODES.algorithmParameters, `threshold=${threshold}`))]),
         ]
       : []),
-    child('CONTAINS', {
-      type: 'SCOORD',
-      name: CODES.imageRegion,
-      graphicType: 'POLYLINE',
-      points: boxOutline(f.box),
-      children: [child('SELECTED FROM', { type: 'IMAGE', name: CODES.source, ref: f.image })],
-    }),
+    // An image-level finding has no region to outline: its group (TID 1501, Measurement and
+    // Qualitative Evaluation Group) names the image, so no reader takes the frame for a box.
+    imageLevel
+      ? child('CONTAINS', { type: 'IMAGE', name: CODES.source, ref: f.image })
+      : child('CONTAINS', {
+          type: 'SCOORD',
+          name: CODES.imageRegion,
+          graphicType: 'POLYLINE',
+          points: boxOutline(f.box),
+          children: [child('SELECTED FROM', { type: 'IMAGE', name: CODES.source, ref: f.image })],
+        }),
     ...(f.source === 'model' ? [child('CONTAINS', { type: 'NUM', name: CODES.certaintyOfFinding, value: f.confidence, unit: CODES.noUnits })] : []),
     ...(f.review ? [reviewItem(f.review)] : []),
   ];
-  return child('CONTAINS', { type: 'CONTAINER', name: CODES.measurementGroup, template: '1410', children });
+  return child('CONTAINS', { type: 'CONTAINER', name: CODES.measurementGroup, template: imageLevel ? '1501' : '1410', children });
 }
 
 /** The content tree of the Measurement Report. */

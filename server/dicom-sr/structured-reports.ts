@@ -141,6 +141,7 @@ export async function writeAnalysisSr(deps: SrDeps, analysisId: string): Promise
     source: f.source,
     confidence: f.confidence,
     box: { x: f.x, y: f.y, width: f.width, height: f.height },
+    localization: f.localization,
     image: imageRef(sources.references, f.instance_uid, f.frame),
     author: f.source === 'reader' ? personOf(people.get(f.created_by ?? -1)) : null,
     review: f.review === null ? null : { verdict: f.review, by: personOf(people.get(f.reviewed_by ?? -1)), at: f.reviewed_at ? dicomDateTime(f.reviewed_at) : null, reason: f.review_reason ? plainText(f.review_reason) : null },
@@ -210,7 +211,9 @@ export async function writeReportSr(deps: SrDeps, reportId: string): Promise<Wri
     const place = f.place ? `; slice ${f.place.slice ?? '?'} of ${f.place.slices ?? '?'}${f.place.width_mm !== null && f.place.height_mm !== null ? `; ${f.place.width_mm.toFixed(1)} x ${f.place.height_mm.toFixed(1)} mm` : ''}` : '';
     const confidence = f.source === 'reader' ? 'drawn by the reader' : `confidence ${f.confidence.toFixed(2)}`;
     const verdict = f.review ? VERDICT_WORDS[f.review] : 'not reviewed';
-    return { line: `${codeOf(f.label).meaning} (${f.label}): ${verdict}; ${confidence}${place}`, image: imageRef(sources.references, f.instance_uid, f.frame) };
+    // A classifier's finding has no size: the line says it is about the whole image.
+    const whole = f.localization === 'image' ? '; whole image, no location' : '';
+    return { line: `${codeOf(f.label).meaning} (${f.label}): ${verdict}; ${confidence}${place}${whole}`, image: imageRef(sources.references, f.instance_uid, f.frame) };
   });
   const aiRef = aiResult ? { sopClassUid: aiResult.sopClassUid, sopInstanceUid: aiResult.sopInstanceUid } : null;
   const root = reportTree({ author, findings, aiResult: aiRef, impression: plainText(report.impression), recommendation: plainText(report.recommendation), addenda });

@@ -32,7 +32,10 @@ function spacingSourceOf(findings: readonly FindingV11[]): Pick<Lesion, 'spacing
   return source === undefined ? {} : { spacing_source: source };
 }
 
-export function groupLesions(findings: readonly FindingV11[]): Lesion[] {
+export function groupLesions(all: readonly FindingV11[]): Lesion[] {
+  // A finding about a whole image (a slice classifier's) has no extent: as a lesion it would
+  // claim the image's width as its diameter.
+  const findings = all.some((f) => f.localization === 'image') ? all.filter((f) => f.localization !== 'image') : all;
   // Most results have no finding or one: a page of them should not build the structures below for nothing.
   if (findings.length === 0) return [];
   if (findings.length === 1) return findings.map((f) => lesionOf([f]));

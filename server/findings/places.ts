@@ -66,6 +66,8 @@ const round1 = (mm: number): number => Math.round(mm * 10) / 10;
 export function placeOf(
   index: SliceIndex,
   finding: { instance_uid: string; frame: number; width: number; height: number },
+  /** false for a finding about the whole image: its "box" is the frame, no size of anything. */
+  sized = true,
 ): FindingPlace | null {
   const entry = index.entries.get(`${finding.instance_uid}#${finding.frame}`);
   if (!entry) return null;
@@ -75,8 +77,8 @@ export function placeOf(
     slice: entry.slice,
     slices: index.slices,
     position_mm: entry.position === null ? null : round1(entry.position),
-    width_mm: columnMm === null ? null : round1(finding.width * columnMm),
-    height_mm: rowMm === null ? null : round1(finding.height * rowMm),
+    width_mm: columnMm === null || !sized ? null : round1(finding.width * columnMm),
+    height_mm: rowMm === null || !sized ? null : round1(finding.height * rowMm),
     // Sizes from a radiograph's Imager Pixel Spacing are at the detector (common/pixel-spacing.ts).
     ...(entry.source !== null && entry.spacing !== null ? { spacing_source: entry.source } : {}),
   };

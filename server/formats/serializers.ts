@@ -106,6 +106,7 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
     'lesion_id',
     'source',
     'review_reason',
+    'localization',
   ],
   csvRows(result) {
     // Each row is one literal with every column, in column order: rows built by spreading a
@@ -143,6 +144,7 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
           lesion_id: null,
           source: null,
           review_reason: null,
+          localization: null,
         },
       ];
     }
@@ -175,6 +177,8 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
       lesion_id: result.lesions.find((l) => l.finding_ids.includes(finding.id))?.id ?? null,
       source: finding.source ?? 'model',
       review_reason: finding.review_reason ?? null,
+      // x/y/width/height of an 'image' finding are the whole key image, not a lesion's box.
+      localization: finding.localization ?? 'box',
     }));
   },
 };

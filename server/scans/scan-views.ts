@@ -11,7 +11,7 @@ import { triageOf } from '#server/scans/triage.ts';
 /** The columns a result shows (a page of results reads only these: server/store/results.ts). */
 type ShownFinding = Pick<
   FindingRow,
-  'public_id' | 'label' | 'confidence' | 'x' | 'y' | 'width' | 'height' | 'instance_uid' | 'frame' | 'review' | 'source' | 'review_reason' | 'review_disputed'
+  'public_id' | 'label' | 'confidence' | 'x' | 'y' | 'width' | 'height' | 'instance_uid' | 'frame' | 'review' | 'source' | 'review_reason' | 'review_disputed' | 'localization'
 >;
 type ShownAnalysis = Pick<
   AnalysisRow,
@@ -54,11 +54,12 @@ export function toFinding(row: ShownFinding, slices?: SliceIndex, decision?: Fin
     location: { x: row.x, y: row.y, width: row.width, height: row.height },
     instance_uid: row.instance_uid,
     frame: row.frame,
+    localization: row.localization,
     review: row.review,
     source: row.source,
     review_reason: row.review_reason,
     ...(row.review_disputed ? { review_disputed: true } : {}),
-    place: slices ? placeOf(slices, { instance_uid: row.instance_uid, frame: row.frame, width: row.width, height: row.height }) : null,
+    place: slices ? placeOf(slices, { instance_uid: row.instance_uid, frame: row.frame, width: row.width, height: row.height }, row.localization !== 'image') : null,
     ...(decision
       ? {
           threshold: byModel ? decision.thresholds[row.label] ?? null : null,

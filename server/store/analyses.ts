@@ -1,5 +1,5 @@
 /** SQL for analyses and their findings. */
-import type { FindingReview, Urgency } from '#common/vocabulary.ts';
+import type { FindingLocalization, FindingReview, Urgency } from '#common/vocabulary.ts';
 import { inJsonIds, perDialect, type Database } from '#server/store/database.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 
@@ -57,6 +57,8 @@ export type FindingRow = {
   review_reason: string | null;
   /** Verdicts made apart disagree (sync, migration 17); a new verdict settles it. */
   review_disputed: 0 | 1;
+  /** What x/y/width/height are: a lesion box, the whole key image (a classifier), a mask's bounds. */
+  localization: FindingLocalization;
 };
 
 export type FindingInput = {
@@ -68,6 +70,8 @@ export type FindingInput = {
   height: number;
   instanceUid: string;
   frame: number;
+  /** Absent: 'box'. */
+  localization?: FindingLocalization;
 };
 
 export type CompletedAnalysisInput = {
@@ -98,9 +102,9 @@ export async function insertCompletedAnalysis(db: Database, input: CompletedAnal
 export async function insertFindings(db: Database, analysisRef: number, findings: readonly FindingInput[]): Promise<void> {
   for (const f of findings) {
     await db.run(
-      `INSERT INTO findings (public_id, analysis_ref, label, confidence, x, y, width, height, instance_uid, frame)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      [newPublicId('fnd'), analysisRef, f.label, f.confidence, f.x, f.y, f.width, f.height, f.instanceUid, f.frame],
+      `INSERT INTO findings (public_id, analysis_ref, label, confidence, x, y, width, height, instance_uid, frame, localization)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [newPublicId('fnd'), analysisRef, f.label, f.confidence, f.x, f.y, f.width, f.height, f.instanceUid, f.frame, f.localization ?? 'box'],
     );
   }
 }

@@ -954,9 +954,20 @@ const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE analyses ADD COLUMN operating_point TEXT;
     `,
   },
+  {
+    version: 31,
+    name: 'findings say what their location means: a box, the whole image, or a region',
+    sql: `
+      -- Issue 16 (bring your own model): a slice classifier scores an image without saying where,
+      -- so its finding's location is the whole key image ('image'); a segmentation model's is the
+      -- bounding box of a mask ('region'). Every finding before this was a detector's box.
+      ALTER TABLE findings ADD COLUMN localization TEXT NOT NULL DEFAULT 'box' CHECK (localization IN ('box', 'image', 'region'));
+    `,
+  },
 ];
 
-export const SCHEMA_VERSION = MIGRATIONS.length;
+/** The newest step's number (steps are assigned numbers per branch, so the list may skip one). */
+export const SCHEMA_VERSION = Math.max(...MIGRATIONS.map((m) => m.version));
 
 function refuseNewer(current: number): void {
   if (current > SCHEMA_VERSION) {
@@ -1023,7 +1034,7 @@ export async function applyPostgresMigrations(pool: pg.Pool): Promise<void> {
         const row = (await client.query<{ version: string }>('SELECT version FROM mia_schema')).rows[0];
         const current = row ? Number(row.version) : 0;
         refuseNewer(current);
-        const next = MIGRATIONS.find((m) => m.version === current + 1);
+        const next = MIGRATIONS.find((m) => m.version > current);
         if (!next) {
           await client.query('COMMIT');
           return;

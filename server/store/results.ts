@@ -32,7 +32,7 @@ export type ResultRow = {
 
 export type ResultFindingRow = Pick<
   FindingRow,
-  'id' | 'analysis_ref' | 'public_id' | 'label' | 'confidence' | 'x' | 'y' | 'width' | 'height' | 'instance_uid' | 'frame' | 'review' | 'source' | 'review_reason' | 'review_disputed'
+  'id' | 'analysis_ref' | 'public_id' | 'label' | 'confidence' | 'x' | 'y' | 'width' | 'height' | 'instance_uid' | 'frame' | 'review' | 'source' | 'review_reason' | 'review_disputed' | 'localization'
 >;
 
 /** Scans with a latest analysis; with a label or confidence filter, only scans whose latest
@@ -98,7 +98,7 @@ export async function listResultRows(db: Database, filter: ResultFilter, page: P
 // instead (500 results: the statement 1.08 -> 0.97 ms at best, 2.43 -> 2.24 at the median of 20
 // interleaved rounds on a loaded machine, 2026-11-26).
 const RESULT_FINDINGS = perDialect(
-  (d) => `SELECT analysis_ref, public_id, label, confidence, x, y, width, height, instance_uid, frame, review, source, review_reason, review_disputed, id
+  (d) => `SELECT analysis_ref, public_id, label, confidence, x, y, width, height, instance_uid, frame, review, source, review_reason, review_disputed, localization, id
             FROM findings WHERE analysis_ref ${inJsonIds(d)}`,
 );
 
@@ -127,7 +127,8 @@ export async function findResultFindings(db: Database, analysisRefs: readonly nu
       source: v[11] as ResultFindingRow['source'],
       review_reason: v[12] as string | null,
       review_disputed: v[13] as ResultFindingRow['review_disputed'],
-      id: v[14] as number,
+      localization: v[14] as ResultFindingRow['localization'],
+      id: v[15] as number,
     };
     const list = byAnalysis.get(row.analysis_ref);
     if (list) list.push(row);

@@ -17,6 +17,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { FINDING_LOCALIZATIONS } from '#common/vocabulary.ts';
 import { accepted, findingPlace, isoTime, payloadProblem, publicId, refused, uid, type ApplyOutcome } from '#server/sync/change-fields.ts';
 import { MiaError } from '#server/errors.ts';
 import { archivePathFor } from '#server/imports/archive.ts';
@@ -44,7 +45,9 @@ export const instancePayload = z.object({
   study_uid: uid,
 });
 
-const findingPayload = z.object({ id: publicId('fnd'), confidence: z.number().min(0).max(1), ...findingPlace });
+// localization travels only when not 'box', so a box finding's payload is what peers before
+// migration 31 send and expect; one from such a peer is a box.
+const findingPayload = z.object({ id: publicId('fnd'), confidence: z.number().min(0).max(1), ...findingPlace, localization: z.enum(FINDING_LOCALIZATIONS).default('box') });
 
 export const analysisPayload = z.object({
   scan_id: uid,
@@ -86,7 +89,7 @@ export async function analysisChange(tx: Database, analysisRef: number, userId: 
     created_at: a.created_at,
     started_at: a.started_at,
     finished_at: a.finished_at,
-    findings: snapshot.findings.map((f) => ({ id: f.public_id, label: f.label, confidence: f.confidence, x: f.x, y: f.y, width: f.width, height: f.height, instance_uid: f.instance_uid, frame: f.frame })),
+    findings: snapshot.findings.map((f) => ({ id: f.public_id, label: f.label, confidence: f.confidence, x: f.x, y: f.y, width: f.width, height: f.height, instance_uid: f.instance_uid, frame: f.frame, ...(f.localization === 'box' ? {} : { localization: f.localization }) })),
   };
   return { entity: 'analysis', key: a.public_id, op: 'put', userId, payload };
 }

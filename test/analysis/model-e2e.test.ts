@@ -6,7 +6,7 @@
  */
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { aggregateFindings, type Finding } from '#server/analysis/aggregate.ts';
+import { aggregateForOutput, type Finding } from '#server/analysis/aggregate.ts';
 import { decodeOutputs, type Tensor } from '#server/analysis/decode.ts';
 import { loadManifest, verifyModelFile, type Manifest } from '#server/analysis/manifest.ts';
 import { iou } from '#server/analysis/nms.ts';
@@ -43,7 +43,7 @@ async function analyse(series: PhantomSeries): Promise<Finding[]> {
     outputs[name] = { data: t.data, dims: t.dims };
   }
   const perSlice = decodeOutputs(outputs, manifest, images);
-  return aggregateFindings(perSlice, manifest.output.aggregation);
+  return aggregateForOutput(perSlice, manifest.output);
 }
 
 function expectFound(series: PhantomSeries, findings: readonly Finding[]): void {

@@ -5,6 +5,7 @@
  */
 import type {
   ExportFormat,
+  FindingLocalization,
   FindingReview,
   GrantableScope,
   ReportStatus,
@@ -106,6 +107,9 @@ export type Finding = {
   review_reason?: string | null;
   /** Readers on two workstations recorded different verdicts apart; the one shown is the later. */
   review_disputed?: boolean;
+  /** box: location is a lesion's box; image: the whole key image (a slice classifier: no place);
+   * region: a segmented region's bounds. Absent (older servers, signed reports): box. */
+  localization?: FindingLocalization;
 };
 
 export type FindingPlace = {

@@ -1,7 +1,9 @@
 /**
  * Image-to-screen mapping and drawing of one slice with its finding boxes on a 2D canvas.
  * Boxes are in pixels of the referenced image, origin top-left, y down (PRODUCT.md, Finding),
- * so they go through the same transform as the image itself.
+ * so they go through the same transform as the image itself. A finding about the whole image (a
+ * slice classifier's) is no box: it is drawn as a dashed frame round the image (and named in a banner by the viewer), so
+ * nobody reads the image's edges as a lesion's.
  */
 import type { Finding } from '../api/types.ts';
 import { labelText, percent } from '../format.ts';
@@ -56,9 +58,15 @@ export function drawSlice(ctx: CanvasRenderingContext2D, width: number, height: 
   if (options.showBoxes) {
     ctx.font = '600 13px system-ui, sans-serif';
     ctx.textBaseline = 'bottom';
+    let framed = 0;
     for (const finding of options.findings) {
       const current = finding.id === options.currentFindingId;
       const colour = finding.review ? BOX_COLOURS[finding.review] : current ? BOX_COLOURS.current : BOX_COLOURS.pending;
+      if (finding.localization === 'image') {
+        drawImageLevel(ctx, t, options, colour, current, framed);
+        framed += 1;
+        continue;
+      }
       const topLeft = toScreen(t, finding.location.x, finding.location.y);
       const w = finding.location.width * t.scale;
       const h = finding.location.height * t.scaleY;
@@ -76,4 +84,16 @@ export function drawSlice(ctx: CanvasRenderingContext2D, width: number, height: 
     }
   }
   ctx.restore();
+}
+
+/** A whole-image finding: a dashed frame just inside the image (the viewer says what it is in
+ * words, in a banner over the viewport, where overlay text cannot hide it). */
+function drawImageLevel(ctx: CanvasRenderingContext2D, t: Transform, options: DrawOptions, colour: string, current: boolean, stacked: number): void {
+  const topLeft = toScreen(t, 0, 0);
+  const inset = 2 + stacked * 5;
+  ctx.strokeStyle = colour;
+  ctx.lineWidth = current ? 3 : 2;
+  ctx.setLineDash([10, 6]);
+  ctx.strokeRect(topLeft.x + inset, topLeft.y + inset, options.columns * t.scale - 2 * inset, options.rows * t.scaleY - 2 * inset);
+  ctx.setLineDash([]);
 }

@@ -546,6 +546,16 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
               Frame values not read: {slice.instance.frames_problem}. Shown with the shared rescale and window.
             </div>
           ) : null}
+          {showBoxes && frame && onSlice.some((f) => f.localization === 'image') ? (
+            // Said in words too: a classifier's finding is about this slice, not a place on it.
+            <div className="overlay-text image-finding" role="note" data-testid="image-finding-banner">
+              {onSlice
+                .filter((f) => f.localization === 'image')
+                .map((f) => `${labelText(f.label)} ${percent(f.confidence)}`)
+                .join(', ')}
+              : whole-image finding (the model scored this slice; it does not say where)
+            </div>
+          ) : null}
           <div className="overlay-text br">{result ? `${result.analysis.model.name} v${result.analysis.model.version} · not for clinical use` : 'No AI result'}</div>
           {data.imagesProblem ? (
             <div className="state">
@@ -689,6 +699,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
                   data-testid="finding"
                   data-finding-id={finding.id}
                   data-review={finding.review ?? ''}
+                  data-localization={finding.localization ?? 'box'}
                   data-lesion-id={lesion?.id ?? ''}
                 >
                   {lesion && first ? (
@@ -707,7 +718,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
                   <div className="row muted">
                     <span className="grow">
                       {at >= 0 ? `slice ${at + 1}` : 'image not in this series'}
-                      {finding.place ? `, ${boxSizeText(finding.place)}` : ''}
+                      {finding.localization === 'image' ? ', whole image (no location)' : finding.place ? `, ${boxSizeText(finding.place)}` : ''}
                     </span>
                     {finding.review ? <span className={`review-${finding.review}`}>{finding.review}</span> : <span>not reviewed</span>}
                   </div>

@@ -8,7 +8,8 @@ import { defineRoute, scopes, type Route } from '#server/http/route.ts';
 import { getLatestResult, getScan, listResults, listScans, requestScanStatus } from '#server/scans/scans.ts';
 import { listStudies } from '#server/scans/studies.ts';
 
-/** v1 is exactly spec 2.3-2.5 plus instance_uid and frame; v1.1 adds ids, review and analysis. */
+/** v1 is exactly spec 2.3-2.5 plus instance_uid and frame (and localization when a finding is not a
+ * box); v1.1 adds ids, review, localization and analysis. */
 export function resultForVersion(result: ScanResultV11, version: ApiVersion): unknown {
   if (version === 'v1.1') return result;
   return {
@@ -21,6 +22,9 @@ export function resultForVersion(result: ScanResultV11, version: ApiVersion): un
       location: f.location,
       instance_uid: f.instance_uid,
       frame: f.frame,
+      // A box is what v1 always meant; a whole-image (classifier) finding says it is not one, so a
+      // v1 client is not left drawing the image's edges as a lesion.
+      ...(f.localization !== undefined && f.localization !== 'box' ? { localization: f.localization } : {}),
     })),
     recommendation: result.recommendation,
   };
