@@ -47,6 +47,7 @@ export function decodeOutputs(
   options: DecodeOptions = {},
 ): Detection[][] {
   const spec = manifest.output;
+  if (spec.decoding !== 'centernet') throw new RangeError(`decodeOutputs decodes centernet outputs, not ${spec.decoding}`);
   const heat = tensorNamed(outputs, spec.tensors.heatmap);
   const size = tensorNamed(outputs, spec.tensors.size);
   const offset = tensorNamed(outputs, spec.tensors.offset);

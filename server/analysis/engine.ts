@@ -12,6 +12,7 @@ import { imageTypeReason, notApplicableReason, type ScanFacts } from '#server/an
 import { clampBox, decodeOutputs, type ImageSize } from '#server/analysis/decode.ts';
 import type { Manifest } from '#server/analysis/manifest.ts';
 import type { Detection } from '#server/analysis/nms.ts';
+import { decodeSegmentation, SegmentationPlanes, type Region } from '#server/analysis/segmentation.ts';
 import { preprocessSlice, type InputBatch, type SliceValues } from '#server/analysis/preprocess.ts';
 import { recommend } from '#server/analysis/recommend.ts';
 import { thresholdsOf } from '#server/analysis/registry.ts';
@@ -99,7 +100,8 @@ function frameRescale(instance: DicomInstance, frame: number): { slope: number; 
   return { slope: v.rescaleSlope, intercept: v.rescaleIntercept };
 }
 
-type PreparedBatch = { input: InputBatch; sizes: ImageSize[] };
+/** spacings: each slice's pixel spacing (row, column mm), for a segmentation model's min_region_mm2. */
+type PreparedBatch = { input: InputBatch; sizes: ImageSize[]; spacings: ({ row: number; column: number } | null)[] };
 
 /** Stored files of one batch -> its model input; a file the model cannot take ends the run. */
 class BatchLoader {
@@ -135,6 +137,7 @@ class BatchLoader {
     const plane = height * width;
     const data = new Float32Array(batch.length * plane);
     const sizes: ImageSize[] = [];
+    const spacings: PreparedBatch['spacings'] = [];
     for (const [i, slice] of batch.entries()) {
       let loaded = this.#parsed?.path === slice.path ? this.#parsed : null;
       if (!loaded) {
@@ -172,8 +175,10 @@ class BatchLoader {
         data.subarray(i * plane, (i + 1) * plane),
       );
       sizes.push({ rows: frame.rows, columns: frame.columns });
+      const spacing = frameValues(loaded.instance, slice.frame).pixelSpacing;
+      spacings.push(spacing ? { row: spacing[0], column: spacing[1] } : null);
     }
-    return { input: { data, dims: [batch.length, 1, height, width] }, sizes };
+    return { input: { data, dims: [batch.length, 1, height, width] }, sizes, spacings };
   }
 }
 
@@ -225,7 +230,7 @@ const FIRST_BATCH = 2;
 const MAX_IN_FLIGHT = 3;
 
 /** A batch handed to the inference worker, not yet decoded. */
-type InFlight = { outputs: Promise<RunResult>; sizes: ImageSize[]; done: number };
+type InFlight = { outputs: Promise<RunResult>; sizes: ImageSize[]; spacings: PreparedBatch['spacings']; done: number };
 
 export async function runAnalysis(
   session: InferenceSession,
@@ -243,7 +248,10 @@ export async function runAnalysis(
   const total = slices.length;
   const batchSize = Math.max(1, options.batchSize);
   const timings: EngineTimings = { readMs: 0, preprocessMs: 0, inferenceMs: 0, decodeMs: 0, workerRunMs: 0 };
-  const perSlice: Detection[][] = [];
+  // A segmentation model's regions are Detections with their mask and area.
+  const perSlice: (Detection | Region)[][] = [];
+  const planes = new SegmentationPlanes();
+  const spec = manifest.output;
   const loader = new BatchLoader(manifest, scan.modality);
 
   /** Waits for a batch's outputs and decodes them; false: stop (cancel, shutdown, job taken). */
@@ -253,10 +261,15 @@ export async function runAnalysis(
     timings.inferenceMs += performance.now() - t;
     timings.workerRunMs += runMs;
     t = performance.now();
-    decodeOutputs(outputs, manifest, flight.sizes).forEach((list, i) => {
-      const size = flight.sizes[i] as ImageSize;
-      perSlice.push(list.map((d) => ({ ...d, box: clampBox(d.box, size) })));
-    });
+    if (spec.decoding === 'segmentation') {
+      // Regions' boxes are their masks' bounds, inside the image already.
+      perSlice.push(...decodeSegmentation(outputs, { ...manifest, output: spec }, flight.sizes, { spacings: flight.spacings }, planes));
+    } else {
+      decodeOutputs(outputs, manifest, flight.sizes).forEach((list, i) => {
+        const size = flight.sizes[i] as ImageSize;
+        perSlice.push(list.map((d) => ({ ...d, box: clampBox(d.box, size) })));
+      });
+    }
     timings.decodeMs += performance.now() - t;
     return !hooks.onProgress || (await hooks.onProgress(flight.done, total));
   };
@@ -287,7 +300,7 @@ export async function runAnalysis(
       hooks.onInput?.(prepared.input);
       // The input's buffer is transferred to the worker: this thread no longer touches it.
       const outputs = session.run({ [manifest.input.tensor]: prepared.input });
-      inFlight.push({ outputs, sizes: prepared.sizes, done: Math.min(start + size, total) });
+      inFlight.push({ outputs, sizes: prepared.sizes, spacings: prepared.spacings, done: Math.min(start + size, total) });
       const oldest = inFlight.length >= MAX_IN_FLIGHT ? inFlight.shift() : undefined;
       if (oldest && !(await settle(oldest))) return { kind: 'stopped' };
     }
@@ -313,6 +326,7 @@ export async function runAnalysis(
         height: f.box.height,
         instanceUid: slice.instanceUid,
         frame: slice.frame,
+        mask: 'mask' in f.detection ? f.detection.mask : null,
       };
     });
   timings.decodeMs += performance.now() - t;

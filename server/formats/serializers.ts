@@ -5,6 +5,7 @@
 import { mmUnit } from '#common/pixel-spacing.ts';
 import type { ExportRecord, Report, ScanResultV11 } from '#server/api/schemas.ts';
 import type { CsvCell } from '#server/formats/csv.ts';
+import { maskArea } from '#common/rle-mask.ts';
 
 export type ResourceSerializer<T> = {
   /** XML element holding the items, and the name of each item element. */
@@ -27,6 +28,8 @@ const XML_ITEM_NAMES = {
   finding_ids: 'finding_id',
   measurements: 'measurement',
   points: 'point',
+  // A segmentation finding's mask runs (common/rle-mask.ts).
+  counts: 'run',
 };
 
 /** A report's lesions as one CSV cell, one per line: "label: slices 4-6 of 20, largest 23.4 mm (accepted)". */
@@ -106,6 +109,7 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
     'lesion_id',
     'source',
     'review_reason',
+    'mask_area_px',
   ],
   csvRows(result) {
     // Each row is one literal with every column, in column order: rows built by spreading a
@@ -143,6 +147,7 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
           lesion_id: null,
           source: null,
           review_reason: null,
+          mask_area_px: null,
         },
       ];
     }
@@ -175,6 +180,8 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
       lesion_id: result.lesions.find((l) => l.finding_ids.includes(finding.id))?.id ?? null,
       source: finding.source ?? 'model',
       review_reason: finding.review_reason ?? null,
+      // The mask itself is in the JSON and XML; a CSV cell says there is one, and its size.
+      mask_area_px: finding.mask ? maskArea(finding.mask) : null,
     }));
   },
 };

@@ -2,6 +2,7 @@
 import type { FindingReview, Urgency } from '#common/vocabulary.ts';
 import { inJsonIds, perDialect, type Database } from '#server/store/database.ts';
 import { newPublicId } from '#server/store/public-id.ts';
+import type { RleMask } from '#common/rle-mask.ts';
 
 /** Label -> its urgency and display name in the manifest an analysis ran with (worklist triage). */
 export type TriageLabels = Record<string, { urgency: Urgency; display_name: string }>;
@@ -55,6 +56,8 @@ export type FindingRow = {
   review_reason: string | null;
   /** Verdicts made apart disagree (sync, migration 17); a new verdict settles it. */
   review_disputed: 0 | 1;
+  /** A segmentation model's region on the key slice, JSON RleMask (migration 32); null for boxes. */
+  mask: string | null;
 };
 
 export type FindingInput = {
@@ -66,6 +69,8 @@ export type FindingInput = {
   height: number;
   instanceUid: string;
   frame: number;
+  /** A segmentation model's region on that slice (server/analysis/segmentation.ts). */
+  mask?: RleMask | null;
 };
 
 export type CompletedAnalysisInput = {
@@ -95,9 +100,9 @@ export async function insertCompletedAnalysis(db: Database, input: CompletedAnal
 export async function insertFindings(db: Database, analysisRef: number, findings: readonly FindingInput[]): Promise<void> {
   for (const f of findings) {
     await db.run(
-      `INSERT INTO findings (public_id, analysis_ref, label, confidence, x, y, width, height, instance_uid, frame)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      [newPublicId('fnd'), analysisRef, f.label, f.confidence, f.x, f.y, f.width, f.height, f.instanceUid, f.frame],
+      `INSERT INTO findings (public_id, analysis_ref, label, confidence, x, y, width, height, instance_uid, frame, mask)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [newPublicId('fnd'), analysisRef, f.label, f.confidence, f.x, f.y, f.width, f.height, f.instanceUid, f.frame, f.mask ? JSON.stringify(f.mask) : null],
     );
   }
 }

@@ -944,9 +944,20 @@ const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX scans_modality_status ON scans (modality, status);
     `,
   },
+  {
+    version: 32,
+    name: 'analysis: a segmentation finding keeps its mask',
+    sql: `
+      -- Issue 16, item 3: a segmentation model's finding carries its region's mask on its key
+      -- slice, as JSON {encoding: 'rle', x, y, width, height, counts} in the image's pixels
+      -- (server/analysis/segmentation.ts). NULL for box models and for findings made before.
+      ALTER TABLE findings ADD COLUMN mask TEXT;
+    `,
+  },
 ];
 
-export const SCHEMA_VERSION = MIGRATIONS.length;
+/** The last step's version: steps are numbered as assigned, so a branch may leave a gap. */
+export const SCHEMA_VERSION = MIGRATIONS.at(-1)?.version ?? 0;
 
 function refuseNewer(current: number): void {
   if (current > SCHEMA_VERSION) {
@@ -1013,7 +1024,7 @@ export async function applyPostgresMigrations(pool: pg.Pool): Promise<void> {
         const row = (await client.query<{ version: string }>('SELECT version FROM mia_schema')).rows[0];
         const current = row ? Number(row.version) : 0;
         refuseNewer(current);
-        const next = MIGRATIONS.find((m) => m.version === current + 1);
+        const next = MIGRATIONS.find((m) => m.version > current);
         if (!next) {
           await client.query('COMMIT');
           return;
