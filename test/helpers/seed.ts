@@ -85,6 +85,7 @@ export async function seedAnalysis(
         height: f.height ?? 40,
         instanceUid: f.instanceUid ?? uid(),
         frame: f.frame ?? 0,
+        ...(f.mask ? { mask: f.mask } : {}),
       })),
       startedAt: '2026-03-01T08:01:00.000Z',
       finishedAt: '2026-03-01T08:01:05.000Z',

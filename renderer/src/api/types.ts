@@ -15,6 +15,7 @@ import type {
   UserStatus,
 } from '../../../common/vocabulary.ts';
 import type { PixelSpacingSource } from '../../../common/pixel-spacing.ts';
+import type { RleMask } from '../../../common/rle-mask.ts';
 
 export type Me = { user: { id: string; email: string; role: Role; scopes: Scope[] } };
 
@@ -106,6 +107,8 @@ export type Finding = {
   review_reason?: string | null;
   /** Readers on two workstations recorded different verdicts apart; the one shown is the later. */
   review_disputed?: boolean;
+  /** A segmentation model's region on the finding's image; absent for box models. */
+  mask?: RleMask;
 };
 
 export type FindingPlace = {
