@@ -8,8 +8,9 @@ patient image and its output on real scans is meaningless.
   /usr/bin/python3 example-models/mia-example-segmenter/build.py --out example-models/mia-example-segmenter
 
 Debian's interpreter and packages (python3-numpy, python3-torch, python3-onnx). CPU, two threads,
-seeded (a fixed number of steps, so a rerun on the same packages gives the same weights); a run
-takes about three minutes on a quiet two-core machine and writes model.onnx and manifest.json into --out.
+seeded, a fixed number of steps. A run took 15 minutes on a two-core machine shared with other
+builds (load 7-11), so expect under five on a quiet one; it writes model.onnx and manifest.json
+into --out.
 
 Data: phantoms from models/mia-phantom-detector/phantoms.py, seeds 15,000,000 + i (inside the
 generator's training range and apart from the detector's, which uses 10,000,000 + 100,000 * seed

@@ -75,18 +75,16 @@ describe('segmentation overlay', () => {
     await ui.page.getByText('Loading image').waitFor({ state: 'hidden', ...WAIT });
 
     /** The canvas's colour at image pixel (x, y), through the viewer's own transform. */
-    const colourAt = (x: number, y: number): Promise<Rgb> =>
-      canvas.evaluate(
-        (el, [px, py]) => {
-          const c = el as HTMLCanvasElement;
-          const ratio = c.width / c.clientWidth;
-          const sx = (Number(c.dataset['offsetX']) + (px as number) * Number(c.dataset['scale'])) * ratio;
-          const sy = (Number(c.dataset['offsetY']) + (py as number) * Number(c.dataset['scaleY'])) * ratio;
-          const d = c.getContext('2d')!.getImageData(Math.round(sx), Math.round(sy), 1, 1).data;
-          return [d[0]!, d[1]!, d[2]!] as [number, number, number];
-        },
-        [x, y],
-      );
+    // Page code as a string, as the other canvas tests write it (this project's tsconfig has no DOM types).
+    const colourAt = async (x: number, y: number): Promise<Rgb> =>
+      (await ui.page.evaluate(`(() => {
+        const c = document.querySelector('[data-testid="viewport-canvas"]');
+        const ratio = c.width / c.clientWidth;
+        const sx = (Number(c.dataset.offsetX) + ${x} * Number(c.dataset.scale)) * ratio;
+        const sy = (Number(c.dataset.offsetY) + ${y} * Number(c.dataset.scaleY)) * ratio;
+        const d = c.getContext('2d').getImageData(Math.round(sx), Math.round(sy), 1, 1).data;
+        return [d[0], d[1], d[2]];
+      })()`)) as Rgb;
     const centre = { x: 40 + 12.5, y: 50 + 12.5 };
     const outside = { x: 100.5, y: 100.5 };
     const inMask = await colourAt(centre.x, centre.y);
