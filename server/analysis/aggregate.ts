@@ -15,7 +15,7 @@ export type AggregationSpec = {
   max_slice_gap: number;
 };
 
-export type Finding = {
+export type Finding<T extends Detection = Detection> = {
   label: string;
   /** Max over the finding's slices. */
   confidence: number;
@@ -25,12 +25,14 @@ export type Finding = {
   first_slice: number;
   last_slice: number;
   slice_count: number;
+  /** The key slice's detection itself: a segmentation region carries its mask there. */
+  detection: T;
 };
 
-type Track = Finding & { last_box: Box };
+type Track<T extends Detection> = Finding<T> & { last_box: Box };
 
-export function aggregateFindings(perSlice: readonly (readonly Detection[])[], spec: AggregationSpec): Finding[] {
-  const tracks: Track[] = [];
+export function aggregateFindings<T extends Detection>(perSlice: readonly (readonly T[])[], spec: AggregationSpec): Finding<T>[] {
+  const tracks: Track<T>[] = [];
   perSlice.forEach((detections, k) => {
     const claimed = new Set<number>();
     const ordered = [...detections].sort((a, b) => b.confidence - a.confidence);
@@ -55,11 +57,12 @@ export function aggregateFindings(perSlice: readonly (readonly Detection[])[], s
           first_slice: k,
           last_slice: k,
           slice_count: 1,
+          detection: d,
           last_box: d.box,
         });
         claimed.add(tracks.length - 1);
       } else {
-        const t = tracks[best] as Track;
+        const t = tracks[best] as Track<T>;
         claimed.add(best);
         t.last_slice = k;
         t.last_box = d.box;
@@ -68,6 +71,7 @@ export function aggregateFindings(perSlice: readonly (readonly Detection[])[], s
           t.confidence = d.confidence;
           t.slice_index = k;
           t.box = d.box;
+          t.detection = d;
         }
       }
     }
@@ -78,7 +82,8 @@ export function aggregateFindings(perSlice: readonly (readonly Detection[])[], s
 }
 
 export function localizationOf(output: OutputSpec): FindingLocalization {
-  return output.decoding === 'classifier' ? 'image' : 'box';
+  if (output.decoding === 'classifier') return 'image';
+  return output.decoding === 'segmentation' ? 'region' : 'box';
 }
 
 /** A scan's per-slice detections -> its findings, the way the manifest's decoding defines. */

@@ -75,7 +75,7 @@ export function aggregateImageLevel(perSlice: readonly (readonly Detection[])[])
     for (const d of detections) {
       const f = byLabel.get(d.label);
       if (f === undefined) {
-        byLabel.set(d.label, { label: d.label, confidence: d.confidence, slice_index: k, box: d.box, first_slice: k, last_slice: k, slice_count: 1 });
+        byLabel.set(d.label, { label: d.label, confidence: d.confidence, slice_index: k, box: d.box, first_slice: k, last_slice: k, slice_count: 1, detection: d });
         continue;
       }
       f.last_slice = k;
@@ -84,6 +84,7 @@ export function aggregateImageLevel(perSlice: readonly (readonly Detection[])[])
         f.confidence = d.confidence;
         f.slice_index = k;
         f.box = d.box;
+        f.detection = d;
       }
     }
   });

@@ -71,6 +71,9 @@ export function decodeOutputs(
       return decodeYolo(outputs, { input: manifest.input, output: spec }, images, thresholds);
     case 'classifier':
       return classifierDetections(decodeClassifier(outputs, spec, images.length), images, spec.channels, thresholds);
+    case 'segmentation':
+      // Regions carry masks and a plane buffer reused across batches: segmentation.ts decodes them.
+      throw new RangeError('segmentation outputs are decoded by decodeSegmentation, not decodeOutputs');
   }
 }
 
@@ -83,6 +86,7 @@ function decodeCenternet(
   thresholds: readonly number[],
 ): Detection[][] {
   const spec = manifest.output;
+  if (spec.decoding !== 'centernet') throw new RangeError(`decodeOutputs decodes centernet outputs, not ${spec.decoding}`);
   const heat = tensorNamed(outputs, spec.tensors.heatmap);
   const size = tensorNamed(outputs, spec.tensors.size);
   const offset = tensorNamed(outputs, spec.tensors.offset);

@@ -13,6 +13,7 @@ import { imageTypeReason, notApplicableReason, type ScanFacts } from '#server/an
 import { clampBox, decodeOutputs, type ImageSize } from '#server/analysis/decode.ts';
 import type { Manifest } from '#server/analysis/manifest.ts';
 import type { Detection } from '#server/analysis/nms.ts';
+import { decodeSegmentation, SegmentationPlanes, type Region } from '#server/analysis/segmentation.ts';
 import { preprocessSlice, type InputBatch, type SliceValues } from '#server/analysis/preprocess.ts';
 import { recommend } from '#server/analysis/recommend.ts';
 import { decisionOf } from '#server/analysis/operating-points.ts';
@@ -100,7 +101,8 @@ function frameRescale(instance: DicomInstance, frame: number): { slope: number; 
   return { slope: v.rescaleSlope, intercept: v.rescaleIntercept };
 }
 
-type PreparedBatch = { input: InputBatch; sizes: ImageSize[] };
+/** spacings: each slice's pixel spacing (row, column mm), for a segmentation model's min_region_mm2. */
+type PreparedBatch = { input: InputBatch; sizes: ImageSize[]; spacings: ({ row: number; column: number } | null)[] };
 
 /** Stored files of one batch -> its model input; a file the model cannot take ends the run. */
 class BatchLoader {
@@ -136,6 +138,7 @@ class BatchLoader {
     const plane = height * width;
     const data = new Float32Array(batch.length * plane);
     const sizes: ImageSize[] = [];
+    const spacings: PreparedBatch['spacings'] = [];
     for (const [i, slice] of batch.entries()) {
       let loaded = this.#parsed?.path === slice.path ? this.#parsed : null;
       if (!loaded) {
@@ -173,8 +176,10 @@ class BatchLoader {
         data.subarray(i * plane, (i + 1) * plane),
       );
       sizes.push({ rows: frame.rows, columns: frame.columns });
+      const spacing = frameValues(loaded.instance, slice.frame).pixelSpacing;
+      spacings.push(spacing ? { row: spacing[0], column: spacing[1] } : null);
     }
-    return { input: { data, dims: [batch.length, 1, height, width] }, sizes };
+    return { input: { data, dims: [batch.length, 1, height, width] }, sizes, spacings };
   }
 }
 
@@ -226,7 +231,7 @@ const FIRST_BATCH = 2;
 const MAX_IN_FLIGHT = 3;
 
 /** A batch handed to the inference worker, not yet decoded. */
-type InFlight = { outputs: Promise<RunResult>; sizes: ImageSize[]; done: number };
+type InFlight = { outputs: Promise<RunResult>; sizes: ImageSize[]; spacings: PreparedBatch['spacings']; done: number };
 
 export async function runAnalysis(
   session: InferenceSession,
@@ -245,7 +250,10 @@ export async function runAnalysis(
   const total = slices.length;
   const batchSize = Math.max(1, options.batchSize);
   const timings: EngineTimings = { readMs: 0, preprocessMs: 0, inferenceMs: 0, decodeMs: 0, workerRunMs: 0 };
-  const perSlice: Detection[][] = [];
+  // A segmentation model's regions are Detections with their mask and area.
+  const perSlice: (Detection | Region)[][] = [];
+  const planes = new SegmentationPlanes();
+  const spec = manifest.output;
   const loader = new BatchLoader(manifest, scan.modality);
   const thresholds = { ...(options.thresholds ?? decisionOf(manifest, null).thresholds) };
   const calibrator = calibratorOf(manifest.calibration);
@@ -259,10 +267,15 @@ export async function runAnalysis(
     timings.inferenceMs += performance.now() - t;
     timings.workerRunMs += runMs;
     t = performance.now();
-    decodeOutputs(outputs, manifest, flight.sizes, { thresholds: rawThresholds }).forEach((list, i) => {
-      const size = flight.sizes[i] as ImageSize;
-      perSlice.push(list.map((d) => ({ ...d, box: clampBox(d.box, size) })));
-    });
+    if (spec.decoding === 'segmentation') {
+      // Regions' boxes are their masks' bounds, inside the image already.
+      perSlice.push(...decodeSegmentation(outputs, { ...manifest, output: spec }, flight.sizes, { spacings: flight.spacings, thresholds: rawThresholds }, planes));
+    } else {
+      decodeOutputs(outputs, manifest, flight.sizes, { thresholds: rawThresholds }).forEach((list, i) => {
+        const size = flight.sizes[i] as ImageSize;
+        perSlice.push(list.map((d) => ({ ...d, box: clampBox(d.box, size) })));
+      });
+    }
     timings.decodeMs += performance.now() - t;
     return !hooks.onProgress || (await hooks.onProgress(flight.done, total));
   };
@@ -293,7 +306,7 @@ export async function runAnalysis(
       hooks.onInput?.(prepared.input);
       // The input's buffer is transferred to the worker: this thread no longer touches it.
       const outputs = session.run({ [manifest.input.tensor]: prepared.input });
-      inFlight.push({ outputs, sizes: prepared.sizes, done: Math.min(start + size, total) });
+      inFlight.push({ outputs, sizes: prepared.sizes, spacings: prepared.spacings, done: Math.min(start + size, total) });
       const oldest = inFlight.length >= MAX_IN_FLIGHT ? inFlight.shift() : undefined;
       if (oldest && !(await settle(oldest))) return { kind: 'stopped' };
     }
@@ -321,6 +334,7 @@ export async function runAnalysis(
         instanceUid: slice.instanceUid,
         frame: slice.frame,
         localization,
+        mask: 'mask' in f.detection ? (f.detection as Region).mask : null,
       };
     });
   timings.decodeMs += performance.now() - t;

@@ -128,7 +128,45 @@ const classifierOutput = z
   });
 export type ClassifierOutput = z.infer<typeof classifierOutput>;
 
-const output = z.discriminatedUnion('decoding', [centernetOutput, yoloOutput, classifierOutput]);
+/** Largest output plane side a segmentation decoder accepts, whatever the tensor says. */
+export const MAX_SEGMENTATION_SIDE = 4096;
+
+/**
+ * A segmentation model: one tensor [N, C, h, w] of per-class probabilities (or logits); regions
+ * are connected pixels above the label's threshold (server/analysis/segmentation.ts).
+ */
+const segmentationOutput = z
+  .object({
+    decoding: z.literal('segmentation'),
+    tensor: nonEmpty(),
+    /** *_applied: the graph already emits probabilities; sigmoid/softmax: logits, applied here. */
+    activation: z.enum(['sigmoid_applied', 'softmax_applied', 'sigmoid', 'softmax']),
+    /** The tensor channel that is background, if any; `channels` names the others in order. */
+    background_channel: z.number().int().min(0).optional(),
+    /** Input pixels per output pixel; absent: taken from the tensor's dims (checked against the input size). */
+    stride: positiveInt().optional(),
+    channels: z.array(nonEmpty()).min(1),
+    /** A region's confidence: the mean or the max probability over its pixels. */
+    confidence: z.enum(['mean', 'max']),
+    /** Smaller regions are dropped: in pixels of the original image, and in mm² when the image has a pixel spacing. */
+    min_region_px: z.number().min(0),
+    min_region_mm2: z.number().min(0).optional(),
+    /** Regions kept per image, the most confident first. */
+    max_regions: positiveInt().max(1000),
+    aggregation: z.object({ link_iou: unitInterval(), max_slice_gap: z.number().int().min(0) }),
+  })
+  .superRefine((v, ctx) => {
+    const total = v.channels.length + (v.background_channel === undefined ? 0 : 1);
+    if (v.background_channel !== undefined && v.background_channel >= total) {
+      ctx.addIssue({ code: 'custom', path: ['background_channel'], message: `expected a channel index below ${total} (channels plus background)` });
+    }
+    if ((v.activation === 'softmax' || v.activation === 'softmax_applied') && total < 2) {
+      ctx.addIssue({ code: 'custom', path: ['activation'], message: 'softmax needs at least two channels (add a background_channel)' });
+    }
+  });
+export type SegmentationOutputSpec = z.infer<typeof segmentationOutput>;
+
+const output = z.discriminatedUnion('decoding', [centernetOutput, yoloOutput, classifierOutput, segmentationOutput]);
 export type OutputSpec = z.infer<typeof output>;
 
 const code = z.object({
@@ -328,6 +366,13 @@ export const manifestSchema = z
     });
     if (m.default_operating_point !== undefined && !points.some((p) => p.name === m.default_operating_point)) {
       ctx.addIssue({ code: 'custom', path: ['default_operating_point'], message: `${m.default_operating_point} is not in operating_points` });
+    }
+    const out = m.output;
+    if (out.decoding === 'segmentation' && out.stride !== undefined) {
+      const { height, width } = m.input.size;
+      if (height % out.stride !== 0 || width % out.stride !== 0) {
+        ctx.addIssue({ code: 'custom', path: ['output', 'stride'], message: `expected a divisor of the input size ${height} x ${width}` });
+      }
     }
     m.applies_to.modalities.forEach((mod, i) => {
       if (!(mod in m.input.normalisation)) {

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { measurement } from '#server/api/measurement-schemas.ts';
 import { PIXEL_SPACING_SOURCES } from '#common/pixel-spacing.ts';
+import { maskProblem } from '#common/rle-mask.ts';
 import {
   EXPORT_FORMATS,
   FINDING_LOCALIZATIONS,
@@ -259,6 +260,21 @@ export const findingPlace = z
   .describe("Where the finding is in the reader's terms (server/findings/places.ts)");
 export type FindingPlace = z.infer<typeof findingPlace>;
 
+export const findingMask = z
+  .object({
+    encoding: z.literal('rle'),
+    x: z.number().int().min(0).describe('Left column of the mask box, in pixels of the referenced image'),
+    y: z.number().int().min(0).describe('Top row of the mask box'),
+    width: z.number().int().min(1).max(65535),
+    height: z.number().int().min(1).max(65535),
+    counts: z
+      .array(z.number().int().min(0))
+      .max(2 * 65536 * 64)
+      .describe('Run lengths over the box row by row (top row first), alternating outside and inside the region, starting with outside (0 when the first pixel is inside); they add up to width * height'),
+  })
+  .refine((m) => maskProblem(m) === null, { error: 'counts must add up to width * height' })
+  .describe("A segmentation model's region on the finding's image, at that image's resolution; its bounding box is the finding's location (docs/models.md, Segmentation models)");
+
 /** v1.1 adds the finding's id and the reviewer's verdict. */
 export const findingV11 = finding.extend({
   id: z.string(),
@@ -270,6 +286,7 @@ export const findingV11 = finding.extend({
   threshold: z.number().nullable().optional().describe("The model's decision threshold for the label when it found this (calibrated scale); null for a reader's finding. Absent in reports signed before mia kept it"),
   model_version: z.string().nullable().optional().describe('Version of the model that found it; null for a reader\'s finding'),
   operating_point: z.string().nullable().optional().describe("The model's operating point the threshold came from; null when the model offers none or for a reader's finding"),
+  mask: findingMask.optional().describe("Present for a segmentation model's findings: the region's mask on its key slice; absent for box models and reader findings"),
 });
 export type FindingV11 = z.infer<typeof findingV11>;
 

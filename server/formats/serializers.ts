@@ -5,6 +5,7 @@
 import { mmUnit } from '#common/pixel-spacing.ts';
 import type { ExportRecord, Report, ScanResultV11 } from '#server/api/schemas.ts';
 import type { CsvCell } from '#server/formats/csv.ts';
+import { maskArea } from '#common/rle-mask.ts';
 
 export type ResourceSerializer<T> = {
   /** XML element holding the items, and the name of each item element. */
@@ -27,6 +28,8 @@ const XML_ITEM_NAMES = {
   finding_ids: 'finding_id',
   measurements: 'measurement',
   points: 'point',
+  // A segmentation finding's mask runs (common/rle-mask.ts).
+  counts: 'run',
 };
 
 /** A report's lesions as one CSV cell, one per line: "label: slices 4-6 of 20, largest 23.4 mm (accepted)". */
@@ -107,6 +110,7 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
     'source',
     'review_reason',
     'localization',
+    'mask_area_px',
   ],
   csvRows(result) {
     // Each row is one literal with every column, in column order: rows built by spreading a
@@ -145,6 +149,7 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
           source: null,
           review_reason: null,
           localization: null,
+          mask_area_px: null,
         },
       ];
     }
@@ -179,6 +184,8 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
       review_reason: finding.review_reason ?? null,
       // x/y/width/height of an 'image' finding are the whole key image, not a lesion's box.
       localization: finding.localization ?? 'box',
+      // The mask itself is in the JSON and XML; a CSV cell says there is one, and its size.
+      mask_area_px: finding.mask ? maskArea(finding.mask) : null,
     }));
   },
 };

@@ -1,5 +1,6 @@
 /** Shapes scan rows, analyses and findings into the API's scan and result records (spec 2.3-2.5). */
 import type { Scan, ScanResultV11 } from '#server/api/schemas.ts';
+import type { RleMask } from '#common/rle-mask.ts';
 import type { AnalysisRow, FindingRow } from '#server/store/analyses.ts';
 import { findAnalysesWithFindings } from '#server/store/analyses.ts';
 import type { Database } from '#server/store/database.ts';
@@ -12,7 +13,7 @@ import { triageOf } from '#server/scans/triage.ts';
 type ShownFinding = Pick<
   FindingRow,
   'public_id' | 'label' | 'confidence' | 'x' | 'y' | 'width' | 'height' | 'instance_uid' | 'frame' | 'review' | 'source' | 'review_reason' | 'review_disputed' | 'localization'
->;
+> & { mask?: string | null };
 type ShownAnalysis = Pick<
   AnalysisRow,
   'public_id' | 'model_id' | 'model_name' | 'model_version' | 'model_sha256' | 'thresholds' | 'operating_point' | 'recommendation' | 'started_at' | 'finished_at'
@@ -59,6 +60,8 @@ export function toFinding(row: ShownFinding, slices?: SliceIndex, decision?: Fin
     source: row.source,
     review_reason: row.review_reason,
     ...(row.review_disputed ? { review_disputed: true } : {}),
+    // Written by this server (store/analyses.ts) from a mask it decoded, so read back as is.
+    ...(row.mask ? { mask: JSON.parse(row.mask) as RleMask } : {}),
     place: slices ? placeOf(slices, { instance_uid: row.instance_uid, frame: row.frame, width: row.width, height: row.height }, row.localization !== 'image') : null,
     ...(decision
       ? {

@@ -2,6 +2,7 @@
 import type { FindingLocalization, FindingReview, Urgency } from '#common/vocabulary.ts';
 import { inJsonIds, perDialect, type Database } from '#server/store/database.ts';
 import { newPublicId } from '#server/store/public-id.ts';
+import type { RleMask } from '#common/rle-mask.ts';
 
 /** Label -> its urgency and display name in the manifest an analysis ran with (worklist triage). */
 export type TriageLabels = Record<string, { urgency: Urgency; display_name: string }>;
@@ -59,6 +60,8 @@ export type FindingRow = {
   review_disputed: 0 | 1;
   /** What x/y/width/height are: a lesion box, the whole key image (a classifier), a mask's bounds. */
   localization: FindingLocalization;
+  /** A segmentation model's region on the key slice, JSON RleMask (migration 32); null for boxes. */
+  mask: string | null;
 };
 
 export type FindingInput = {
@@ -72,6 +75,8 @@ export type FindingInput = {
   frame: number;
   /** Absent: 'box'. */
   localization?: FindingLocalization;
+  /** A segmentation model's region on that slice (server/analysis/segmentation.ts). */
+  mask?: RleMask | null;
 };
 
 export type CompletedAnalysisInput = {
@@ -102,9 +107,9 @@ export async function insertCompletedAnalysis(db: Database, input: CompletedAnal
 export async function insertFindings(db: Database, analysisRef: number, findings: readonly FindingInput[]): Promise<void> {
   for (const f of findings) {
     await db.run(
-      `INSERT INTO findings (public_id, analysis_ref, label, confidence, x, y, width, height, instance_uid, frame, localization)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      [newPublicId('fnd'), analysisRef, f.label, f.confidence, f.x, f.y, f.width, f.height, f.instanceUid, f.frame, f.localization ?? 'box'],
+      `INSERT INTO findings (public_id, analysis_ref, label, confidence, x, y, width, height, instance_uid, frame, localization, mask)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      [newPublicId('fnd'), analysisRef, f.label, f.confidence, f.x, f.y, f.width, f.height, f.instanceUid, f.frame, f.localization ?? 'box', f.mask ? JSON.stringify(f.mask) : null],
     );
   }
 }

@@ -964,6 +964,16 @@ const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE findings ADD COLUMN localization TEXT NOT NULL DEFAULT 'box' CHECK (localization IN ('box', 'image', 'region'));
     `,
   },
+  {
+    version: 32,
+    name: 'analysis: a segmentation finding keeps its mask',
+    sql: `
+      -- Issue 16, item 3: a segmentation model's finding carries its region's mask on its key
+      -- slice, as JSON {encoding: 'rle', x, y, width, height, counts} in the image's pixels
+      -- (server/analysis/segmentation.ts). NULL for box models and for findings made before.
+      ALTER TABLE findings ADD COLUMN mask TEXT;
+    `,
+  },
 ];
 
 /** The newest step's number (steps are assigned numbers per branch, so the list may skip one). */

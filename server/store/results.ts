@@ -32,7 +32,7 @@ export type ResultRow = {
 
 export type ResultFindingRow = Pick<
   FindingRow,
-  'id' | 'analysis_ref' | 'public_id' | 'label' | 'confidence' | 'x' | 'y' | 'width' | 'height' | 'instance_uid' | 'frame' | 'review' | 'source' | 'review_reason' | 'review_disputed' | 'localization'
+  'id' | 'analysis_ref' | 'public_id' | 'label' | 'confidence' | 'x' | 'y' | 'width' | 'height' | 'instance_uid' | 'frame' | 'review' | 'source' | 'review_reason' | 'review_disputed' | 'localization' | 'mask'
 >;
 
 /** Scans with a latest analysis; with a label or confidence filter, only scans whose latest
@@ -98,7 +98,7 @@ export async function listResultRows(db: Database, filter: ResultFilter, page: P
 // instead (500 results: the statement 1.08 -> 0.97 ms at best, 2.43 -> 2.24 at the median of 20
 // interleaved rounds on a loaded machine, 2026-11-26).
 const RESULT_FINDINGS = perDialect(
-  (d) => `SELECT analysis_ref, public_id, label, confidence, x, y, width, height, instance_uid, frame, review, source, review_reason, review_disputed, localization, id
+  (d) => `SELECT analysis_ref, public_id, label, confidence, x, y, width, height, instance_uid, frame, review, source, review_reason, review_disputed, localization, id, mask
             FROM findings WHERE analysis_ref ${inJsonIds(d)}`,
 );
 
@@ -129,6 +129,7 @@ export async function findResultFindings(db: Database, analysisRefs: readonly nu
       review_disputed: v[13] as ResultFindingRow['review_disputed'],
       localization: v[14] as ResultFindingRow['localization'],
       id: v[15] as number,
+      mask: v[16] as string | null,
     };
     const list = byAnalysis.get(row.analysis_ref);
     if (list) list.push(row);

@@ -18,6 +18,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { FINDING_LOCALIZATIONS } from '#common/vocabulary.ts';
+import type { RleMask } from '#common/rle-mask.ts';
+import { findingMask } from '#server/api/schemas.ts';
 import { accepted, findingPlace, isoTime, payloadProblem, publicId, refused, uid, type ApplyOutcome } from '#server/sync/change-fields.ts';
 import { MiaError } from '#server/errors.ts';
 import { archivePathFor } from '#server/imports/archive.ts';
@@ -46,8 +48,15 @@ export const instancePayload = z.object({
 });
 
 // localization travels only when not 'box', so a box finding's payload is what peers before
-// migration 31 send and expect; one from such a peer is a box.
-const findingPayload = z.object({ id: publicId('fnd'), confidence: z.number().min(0).max(1), ...findingPlace, localization: z.enum(FINDING_LOCALIZATIONS).default('box') });
+// migration 31 send and expect; one from such a peer is a box. A segmentation finding's mask
+// travels with it (absent for box models and from replicas before migration 32).
+const findingPayload = z.object({
+  id: publicId('fnd'),
+  confidence: z.number().min(0).max(1),
+  ...findingPlace,
+  localization: z.enum(FINDING_LOCALIZATIONS).default('box'),
+  mask: findingMask.optional(),
+});
 
 export const analysisPayload = z.object({
   scan_id: uid,
@@ -89,7 +98,19 @@ export async function analysisChange(tx: Database, analysisRef: number, userId: 
     created_at: a.created_at,
     started_at: a.started_at,
     finished_at: a.finished_at,
-    findings: snapshot.findings.map((f) => ({ id: f.public_id, label: f.label, confidence: f.confidence, x: f.x, y: f.y, width: f.width, height: f.height, instance_uid: f.instance_uid, frame: f.frame, ...(f.localization === 'box' ? {} : { localization: f.localization }) })),
+    findings: snapshot.findings.map((f) => ({
+      id: f.public_id,
+      label: f.label,
+      confidence: f.confidence,
+      x: f.x,
+      y: f.y,
+      width: f.width,
+      height: f.height,
+      instance_uid: f.instance_uid,
+      frame: f.frame,
+      ...(f.localization === 'box' ? {} : { localization: f.localization }),
+      ...(f.mask ? { mask: JSON.parse(f.mask) as RleMask } : {}),
+    })),
   };
   return { entity: 'analysis', key: a.public_id, op: 'put', userId, payload };
 }
@@ -221,7 +242,7 @@ async function applyAnalysis(tx: Database, change: RemoteChange, at: string): Pr
       started_at: a.started_at,
       finished_at: a.finished_at,
     },
-    a.findings.map((f) => ({ ...f, public_id: f.id })),
+    a.findings.map(({ mask, ...f }) => ({ ...f, public_id: f.id, mask: mask ? JSON.stringify(mask) : null })),
   );
   if (await adoptIfNewest(tx, scan.id, ref)) await resultSynced(tx, { ref: scan.id, status: scan.status }, at);
   return accepted;

@@ -158,7 +158,7 @@ describe('aggregateFindings', () => {
       spec,
     );
     expect(findings).toEqual([
-      { label: 't', confidence: 0.9, slice_index: 1, box: { x: 11, y: 10, width: 10, height: 10 }, first_slice: 0, last_slice: 2, slice_count: 3 },
+      { label: 't', confidence: 0.9, slice_index: 1, box: { x: 11, y: 10, width: 10, height: 10 }, first_slice: 0, last_slice: 2, slice_count: 3, detection: expect.objectContaining({ confidence: 0.9 }) },
     ]);
   });
 

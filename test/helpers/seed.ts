@@ -86,6 +86,7 @@ export async function seedAnalysis(
         instanceUid: f.instanceUid ?? uid(),
         frame: f.frame ?? 0,
         ...(f.localization ? { localization: f.localization } : {}),
+        ...(f.mask ? { mask: f.mask } : {}),
       })),
       startedAt: '2026-03-01T08:01:00.000Z',
       finishedAt: '2026-03-01T08:01:05.000Z',

@@ -16,6 +16,7 @@ import type {
   UserStatus,
 } from '../../../common/vocabulary.ts';
 import type { PixelSpacingSource } from '../../../common/pixel-spacing.ts';
+import type { RleMask } from '../../../common/rle-mask.ts';
 
 export type Me = { user: { id: string; email: string; role: Role; scopes: Scope[] } };
 
@@ -110,6 +111,8 @@ export type Finding = {
   /** box: location is a lesion's box; image: the whole key image (a slice classifier: no place);
    * region: a segmented region's bounds. Absent (older servers, signed reports): box. */
   localization?: FindingLocalization;
+  /** A segmentation model's region on the finding's image; absent for box models. */
+  mask?: RleMask;
 };
 
 export type FindingPlace = {

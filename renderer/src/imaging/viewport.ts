@@ -7,6 +7,7 @@
  */
 import type { Finding } from '../api/types.ts';
 import { labelText, percent } from '../format.ts';
+import { forEachMaskSpan } from '../../../common/rle-mask.ts';
 
 export type View = { zoom: number; panX: number; panY: number };
 /** Screen pixels per image column (scale) and per image row (scaleY): they differ for non-square pixels. */
@@ -46,7 +47,46 @@ export type DrawOptions = {
   showBoxes: boolean;
 };
 
-export function drawSlice(ctx: CanvasRenderingContext2D, width: number, height: number, t: Transform, options: DrawOptions): void {
+/** How opaque a segmentation mask is drawn: the tissue under it must stay readable. */
+export const MASK_ALPHA = 0.35;
+
+/**
+ * A segmentation finding's mask, filled translucent in its box's colour: painted once at image
+ * resolution into a scratch canvas the size of the mask's box (no larger than the frame the
+ * viewer already holds), then drawn through the image transform without smoothing, so pixels
+ * stay pixels and neighbouring rows meet without seams. Returns whether anything was drawn.
+ */
+function drawMask(ctx: CanvasRenderingContext2D, t: Transform, finding: Finding, colour: string, columns: number, rows: number): boolean {
+  const mask = finding.mask;
+  if (!mask || mask.x + mask.width > columns || mask.y + mask.height > rows) return false;
+  const scratch = document.createElement('canvas');
+  scratch.width = mask.width;
+  scratch.height = mask.height;
+  const scratchCtx = scratch.getContext('2d');
+  if (!scratchCtx) return false;
+  const pixels = scratchCtx.createImageData(mask.width, mask.height);
+  const [r, g, b] = [1, 3, 5].map((i) => parseInt(colour.slice(i, i + 2), 16)) as [number, number, number];
+  forEachMaskSpan(mask, (row, first, last) => {
+    for (let x = first; x <= last; x++) {
+      const at = ((row - mask.y) * mask.width + (x - mask.x)) * 4;
+      pixels.data[at] = r;
+      pixels.data[at + 1] = g;
+      pixels.data[at + 2] = b;
+      pixels.data[at + 3] = 255;
+    }
+  });
+  scratchCtx.putImageData(pixels, 0, 0);
+  const at = toScreen(t, mask.x, mask.y);
+  ctx.globalAlpha = MASK_ALPHA;
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(scratch, at.x, at.y, mask.width * t.scale, mask.height * t.scaleY);
+  ctx.globalAlpha = 1;
+  return true;
+}
+
+/** Returns the number of segmentation masks drawn (the e2e tests read it from the canvas). */
+export function drawSlice(ctx: CanvasRenderingContext2D, width: number, height: number, t: Transform, options: DrawOptions): number {
+  let masks = 0;
   ctx.save();
   ctx.fillStyle = '#000';
   ctx.fillRect(0, 0, width, height);
@@ -67,6 +107,8 @@ export function drawSlice(ctx: CanvasRenderingContext2D, width: number, height: 
         framed += 1;
         continue;
       }
+      // Under its box and label, and shown and hidden with them.
+      if (finding.review !== 'rejected' && drawMask(ctx, t, finding, colour, options.columns, options.rows)) masks += 1;
       const topLeft = toScreen(t, finding.location.x, finding.location.y);
       const w = finding.location.width * t.scale;
       const h = finding.location.height * t.scaleY;
@@ -84,6 +126,7 @@ export function drawSlice(ctx: CanvasRenderingContext2D, width: number, height: 
     }
   }
   ctx.restore();
+  return masks;
 }
 
 /** A whole-image finding: a dashed frame just inside the image (the viewer says what it is in

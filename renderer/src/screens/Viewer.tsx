@@ -217,7 +217,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
     }
     applyOrient(ctx, size, tools.orient);
     const fitIn = orientedSize(size, tools.orient);
-    drawSlice(ctx, fitIn.width, fitIn.height, transform, {
+    const masks = drawSlice(ctx, fitIn.width, fitIn.height, transform, {
       image,
       columns: frame?.columns ?? 1,
       rows: frame?.rows ?? 1,
@@ -226,6 +226,7 @@ function Stack({ data, canReview, neighbours }: { data: ViewerData; canReview: b
       showBoxes: showBoxes && frame !== null,
     });
     canvas.dataset['renderedSlice'] = frame ? String(index) : '';
+    canvas.dataset['masksDrawn'] = String(masks);
   }, [frame, effectiveWindow, transform, onSlice, currentId, showBoxes, size, index, frameVersion, tools.orient, tools.invert]);
 
   useEffect(() => setKeyNote(null), [index, threshold]);
