@@ -9,6 +9,8 @@ const HUB = 'test/hub/**/*.test.ts';
 const SYNC = 'test/sync/**/*.test.ts';
 /** mia against real DICOM peers (Orthanc, dcmtk's network tools) as processes (issue 14). */
 const DICOM_NET = 'test/dicom-net/**/*.test.ts';
+/** The model on the held-out phantom family, small (issue 16; `npm run eval` runs it in full). */
+const EVAL = 'test/eval/**/*.test.ts';
 
 export default defineConfig({
   test: {
@@ -18,7 +20,7 @@ export default defineConfig({
     hookTimeout: 60_000,
     // `npx vitest run` runs them all, in this order; `--project NAME` runs one.
     projects: [
-      { extends: true, test: { name: 'main', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, HOSTILE, FAULTS, HUB, SYNC, DICOM_NET], sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'main', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, HOSTILE, FAULTS, HUB, SYNC, DICOM_NET, EVAL], sequence: { groupOrder: 0 } } },
       // The API suite again with every server on PostgreSQL (issue 12: both backends).
       {
         extends: true,
@@ -52,6 +54,7 @@ export default defineConfig({
       { extends: true, test: { name: 'dicom-net', include: [DICOM_NET], testTimeout: 120_000, sequence: { groupOrder: 7 } } },
       { extends: true, test: { name: 'hostile', include: [HOSTILE], testTimeout: 120_000, sequence: { groupOrder: 3 } } },
       { extends: true, test: { name: 'faults', include: [FAULTS], testTimeout: 300_000, sequence: { groupOrder: 4 } } },
+      { extends: true, test: { name: 'eval', include: [EVAL], testTimeout: 600_000, hookTimeout: 600_000, sequence: { groupOrder: 8 } } },
     ],
   },
 });
