@@ -111,6 +111,8 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
     'review_reason',
     'localization',
     'mask_area_px',
+    'threshold',
+    'operating_point',
   ],
   csvRows(result) {
     // Each row is one literal with every column, in column order: rows built by spreading a
@@ -150,6 +152,8 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
           review_reason: null,
           localization: null,
           mask_area_px: null,
+          threshold: null,
+          operating_point: analysis.operating_point ?? null,
         },
       ];
     }
@@ -186,6 +190,9 @@ export const scanResultSerializer: ResourceSerializer<ScanResultV11> = {
       localization: finding.localization ?? 'box',
       // The mask itself is in the JSON and XML; a CSV cell says there is one, and its size.
       mask_area_px: finding.mask ? maskArea(finding.mask) : null,
+      // What decided the finding: its label's threshold and the operating point it came from.
+      threshold: finding.threshold ?? null,
+      operating_point: finding.operating_point ?? null,
     }));
   },
 };

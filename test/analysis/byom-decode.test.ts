@@ -126,7 +126,16 @@ describe('classifier decoding', () => {
     const perSlice = decodeOutputs({ scores }, { input, labels, output }, sizes);
     const findings = aggregateForOutput(perSlice, output);
     expect(findings).toEqual([
-      { label: 'mass', confidence: expect.closeTo(0.9, 6), slice_index: 2, box: { x: 0, y: 0, width: 48, height: 64 }, first_slice: 1, last_slice: 3, slice_count: 3 },
+      {
+        label: 'mass',
+        confidence: expect.closeTo(0.9, 6),
+        slice_index: 2,
+        box: { x: 0, y: 0, width: 48, height: 64 },
+        first_slice: 1,
+        last_slice: 3,
+        slice_count: 3,
+        detection: { label: 'mass', confidence: expect.closeTo(0.9, 6), box: { x: 0, y: 0, width: 48, height: 64 } },
+      },
     ]);
     expect(localizationOf(output)).toBe('image');
     expect(localizationOf(yolo())).toBe('box');

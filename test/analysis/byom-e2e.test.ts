@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { XMLValidator } from 'fast-xml-parser';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseCsv } from '../helpers/csv.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { REPO_ROOT, SEED_TEST_BASE } from './helpers.ts';
 import { importFolder, phantomDicom, waitForJob, type ResultFinding, type TruthSeries } from './analysis-helpers.ts';
@@ -116,10 +117,11 @@ describe('example models from the data folder', () => {
     const csv = (await exported('csv')).split('\r\n').filter((l) => l !== '');
     const header = csv[0]!.split(',');
     const col = header.indexOf('localization');
-    expect(col).toBe(header.length - 1);
-    const rows = csv.slice(1).filter((l) => l.includes('lesion_present'));
+    // Appended after the earlier columns, in the order they came.
+    expect(header.slice(col)).toEqual(['localization', 'mask_area_px', 'threshold', 'operating_point']);
+    const rows = parseCsv(csv.join('\r\n')).slice(1).filter((r) => r.includes('lesion_present'));
     expect(rows.length).toBe(total);
-    for (const row of rows) expect(row.endsWith(',image')).toBe(true);
+    for (const row of rows) expect(row[col]).toBe('image');
     const json = JSON.parse(await exported('json')) as { scan_results: Result[] };
     const jsonFindings = json.scan_results.flatMap((r) => r.findings);
     expect(jsonFindings.length).toBe(total);

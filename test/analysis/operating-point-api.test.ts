@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseCsv } from '../helpers/csv.ts';
 import { installOperatingPointModel, OP_MODEL_ID, OP_POINTS } from '../helpers/operating-point-model.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { SEED_TEST_BASE } from './helpers.ts';
@@ -76,6 +77,14 @@ describe('operating points', () => {
       expect(f.confidence).toBeGreaterThanOrEqual(OP_POINTS.everything);
       // sigmoid(0.5 * logit(raw) + 0.3) never reaches 0.9 for raw < 0.9999: calibrated, not raw.
       expect(f.confidence).toBeLessThan(0.9);
+    }
+
+    const csv = parseCsv((await t.request('GET', `/v1/scan/results?scan_id=${scan}&format=csv`)).text);
+    const [header, ...rows] = csv;
+    expect(rows.length).toBe(wide.result.findings.length);
+    for (const row of rows) {
+      expect(Number(row[header!.indexOf('threshold')])).toBe(OP_POINTS.everything);
+      expect(row[header!.indexOf('operating_point')]).toBe('everything');
     }
 
     expect((await t.request('POST', `/v1/models/${OP_MODEL_ID}/operating-point`, { body: { name: 'nothing' } })).status).toBe(200);

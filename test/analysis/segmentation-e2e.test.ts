@@ -116,7 +116,7 @@ describe('a segmentation model dropped into the data folder', () => {
 
     const csv = parseCsv(await exported('csv'));
     const header = csv[0]!;
-    expect(header.at(-1)).toBe('mask_area_px');
+    expect(header.slice(header.indexOf('localization'))).toEqual(['localization', 'mask_area_px', 'threshold', 'operating_point']);
     const byId = new Map(csv.slice(1).map((row) => [row[header.indexOf('finding_id')], row]));
     for (const f of all) {
       const row = byId.get(f.id)!;
