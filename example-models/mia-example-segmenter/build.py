@@ -156,8 +156,10 @@ def train(torch: Any, xs: np.ndarray, ys: np.ndarray, steps: int) -> Any:
             x, y = torch.rot90(x, turns, (2, 3)), torch.rot90(y, turns, (2, 3))
         logits = model(x)
         bce = torch.nn.functional.binary_cross_entropy_with_logits(logits, y, pos_weight=torch.tensor(10.0))
+        # Dice per label over the whole batch: per slice, the many empty label planes rewarded
+        # predicting nothing (a build with per-slice Dice learned only the tumour channel).
         p = torch.sigmoid(logits)
-        dice = 1 - (2 * (p * y).sum((2, 3)) + 1) / (p.sum((2, 3)) + y.sum((2, 3)) + 1)
+        dice = 1 - (2 * (p * y).sum((0, 2, 3)) + 1) / (p.sum((0, 2, 3)) + y.sum((0, 2, 3)) + 1)
         loss = bce + dice.mean()
         opt.zero_grad()
         loss.backward()

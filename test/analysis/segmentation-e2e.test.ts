@@ -30,7 +30,7 @@ const findings = new Map<string, MaskFinding[]>();
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'mia-segmentation-e2e-'));
-  series = await phantomDicom(dir, 'series', { seed: SEED, series: 4, kinds: 'tumor' });
+  series = await phantomDicom(dir, 'series', { seed: SEED, series: 4, kinds: 'hemorrhage' });
   t = await startTestServer();
   cpSync(join(REPO_ROOT, 'example-models', SEGMENTER), join(t.dataDir, 'models', SEGMENTER), { recursive: true });
   await importFolder(t, join(dir, 'series'));
@@ -86,9 +86,9 @@ describe('a segmentation model dropped into the data folder', () => {
       );
       if (hit) hits += 1;
     }
-    console.info(`segmentation e2e: ${hits}/${series.length} planted tumours segmented on one of their slices`);
-    // A toy (its README): half the obvious tumours is what it is asked to find here.
-    expect(hits).toBeGreaterThanOrEqual(series.length / 2);
+    console.info(`segmentation e2e: ${hits}/${series.length} planted haemorrhages segmented on one of their slices`);
+    // A toy (its README): one miss in four is within what it does.
+    expect(hits).toBeGreaterThanOrEqual(series.length - 1);
   });
 
   it('a report on the analysis keeps the masks in its findings snapshot', async () => {
