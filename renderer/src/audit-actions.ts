@@ -55,6 +55,7 @@ export const AUDIT_ACTIONS = [
   'measurements.list',
   'measurements.update',
   'models.list',
+  'models.operating_point',
   'models.select',
   'reports.addendum',
   'reports.create',

@@ -3,7 +3,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { AnalysisJob, Model } from '#server/api/analysis-schemas.ts';
 import type { Label } from '#server/api/schemas.ts';
 import { isTerminal, type AnalysisQueue } from '#server/analysis/analysis-queue.ts';
-import { listInstalledModels, saveSelectedModel, selectedModelId, type InstalledModel } from '#server/analysis/registry.ts';
+import type { Manifest } from '#server/analysis/manifest.ts';
+import { decisionOf, operatingPointSetting, saveOperatingPoint } from '#server/analysis/operating-points.ts';
+import { listInstalledModels, readyModel, saveSelectedModel, selectedModelId, type InstalledModel } from '#server/analysis/registry.ts';
 import { notFound } from '#server/errors.ts';
 import { BUILTIN_LABELS } from '#server/labels/glossary.ts';
 import type { Services } from '#server/services.ts';
@@ -11,12 +13,41 @@ import type { Services } from '#server/services.ts';
 /** Requests that queue, cancel or follow a job need the runtime's analysis queue. */
 export type QueueDeps = Services & { analyses: AnalysisQueue };
 import { findFindingsByAnalyses } from '#server/store/analyses.ts';
+import { getSetting } from '#server/store/settings.ts';
+import { mapInOrder } from '#server/in-order.ts';
 import { findAnalysisJob, findAnalysisJobById, type AnalysisJobRow } from '#server/store/analysis-jobs.ts';
 
 const FOLLOW_POLL_MS = 200;
 
-function toModel(m: InstalledModel, selected: string | null): Model {
+function toCard(manifest: Manifest): NonNullable<Model['card']> {
+  const heldout = manifest.metrics.heldout;
+  const series = manifest.training_data['series'];
+  return {
+    intended_use: manifest.intended_use,
+    users: manifest.card?.users ?? null,
+    training_data: typeof series === 'number' ? `${manifest.training_data.description} (${series} series)` : manifest.training_data.description,
+    limitations: manifest.card?.limitations ?? (manifest.not_for_clinical_use ? ['Not for clinical use.'] : []),
+    evaluation: heldout
+      ? `${heldout.series} series with ${heldout.lesions} lesions from ${heldout.family}, a generator the model never trained on`
+      : `Figures from ${manifest.metrics.source}`,
+    references: manifest.card?.references ?? [],
+  };
+}
+
+function toOperatingPoints(manifest: Manifest, chosen: string | null): Model['operating_points'] {
+  return (manifest.operating_points ?? []).map((p) => ({
+    name: p.name,
+    display_name: p.display_name,
+    description: p.description,
+    thresholds: p.thresholds,
+    measured: p.measured ?? null,
+    selected: p.name === chosen,
+  }));
+}
+
+function toModel(m: InstalledModel, selected: string | null, chosenPoint: string | null): Model {
   const manifest = m.manifest;
+  const point = manifest ? decisionOf(manifest, chosenPoint).operatingPoint : null;
   return {
     id: m.id,
     name: manifest?.name ?? null,
@@ -49,24 +80,42 @@ function toModel(m: InstalledModel, selected: string | null): Model {
           per_label: Object.fromEntries(
             Object.entries(manifest.metrics.per_label).map(([label, v]) => [label, { sensitivity: v.sensitivity, false_positives_per_series: v.false_positives_per_series }]),
           ),
+          expected_calibration_error: manifest.metrics.heldout?.expected_calibration_error ?? manifest.metrics.expected_calibration_error ?? null,
+          heldout: manifest.metrics.heldout ?? null,
         }
       : null,
+    card: manifest ? toCard(manifest) : null,
+    calibration: manifest?.calibration ? { method: manifest.calibration.method, fitted_on: manifest.calibration.fitted_on } : null,
+    operating_points: manifest ? toOperatingPoints(manifest, point) : [],
+    operating_point: point,
     status: m.status,
     error: m.status === 'invalid' ? m.error : null,
     selected: m.id === selected && m.status === 'ready',
   };
 }
 
+async function chosenPoint(services: Services, id: string): Promise<string | null> {
+  return await getSetting(services.db, operatingPointSetting(id)) ?? null;
+}
+
 export async function listModels(services: Services): Promise<Model[]> {
   const models = await listInstalledModels(services.config);
   const selected = await selectedModelId(services.db, services.config, models);
-  return models.map((m) => toModel(m, selected));
+  return await mapInOrder(models, async (m) => toModel(m, selected, await chosenPoint(services, m.id)));
 }
 
 export async function selectModel(services: Services, id: string): Promise<Model> {
   const models = await listInstalledModels(services.config);
   const model = await saveSelectedModel(services.db, models, id);
-  return toModel(model, model.id);
+  return toModel(model, model.id, await chosenPoint(services, model.id));
+}
+
+/** The site's operating point for a model: new analyses with it use that point's thresholds. */
+export async function chooseOperatingPoint(services: Services, id: string, name: string): Promise<Model> {
+  const models = await listInstalledModels(services.config);
+  const model = readyModel(models, id);
+  await saveOperatingPoint(services.db, model, name);
+  return toModel(model, await selectedModelId(services.db, services.config, models), name);
 }
 
 /**

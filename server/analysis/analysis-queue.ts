@@ -10,7 +10,8 @@
  */
 import { routeEvent } from '#server/routing/rules.ts';
 import { runAnalysis, type EngineHooks, type EngineSlice } from '#server/analysis/engine.ts';
-import { listInstalledModels, readyModel, selectedModelId, thresholdsOf, triageLabelsOf, type ReadyModel } from '#server/analysis/registry.ts';
+import { siteDecision } from '#server/analysis/operating-points.ts';
+import { listInstalledModels, readyModel, selectedModelId, triageLabelsOf, type ReadyModel } from '#server/analysis/registry.ts';
 import { SessionCache } from '#server/analysis/session-cache.ts';
 import { join } from 'node:path';
 import { MiaError, conflict, notFound } from '#server/errors.ts';
@@ -177,7 +178,7 @@ export class AnalysisQueue {
       const row = await insertQueuedAnalysis(tx, {
         scanRef: scan.id,
         model: modelRecord(model),
-        thresholds: thresholdsOf(model.manifest),
+        decision: await siteDecision(tx, model),
         triageLabels: triageLabelsOf(model.manifest),
         requestedBy: options.requestedBy,
         at: this.#now(),
@@ -317,7 +318,9 @@ export class AnalysisQueue {
     try {
       const models = await listInstalledModels(this.#services.config);
       model = readyModel(models, job.model_id);
-      await setAnalysisModel(db, job.id, owner, modelRecord(model), { thresholds: thresholdsOf(model.manifest), triageLabels: triageLabelsOf(model.manifest) });
+      // Decided again at the start: the admin may have chosen another point since it was queued.
+      const decision = await siteDecision(db, model);
+      await setAnalysisModel(db, job.id, owner, modelRecord(model), { decision, triageLabels: triageLabelsOf(model.manifest) });
       const session = await this.sessions.get(model).catch((err: unknown) => {
         throw new MiaError('internal', `model ${model.id} does not load in onnxruntime`, err instanceof Error ? err.message : undefined);
       });
@@ -345,7 +348,7 @@ export class AnalysisQueue {
         session,
         model.manifest,
         { modality: job.modality, bodyPart: job.body_part, slices: sliceList.length, instances: rows, sliceList },
-        { batchSize: this.#services.config.analysisBatchSize },
+        { batchSize: this.#services.config.analysisBatchSize, thresholds: decision.thresholds },
         engineHooks,
       );
     } catch (err) {

@@ -8,13 +8,14 @@
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { aggregateFindings } from '#server/analysis/aggregate.ts';
+import { calibratorOf } from '#server/analysis/calibration.ts';
 import { imageTypeReason, notApplicableReason, type ScanFacts } from '#server/analysis/applicability.ts';
 import { clampBox, decodeOutputs, type ImageSize } from '#server/analysis/decode.ts';
 import type { Manifest } from '#server/analysis/manifest.ts';
 import type { Detection } from '#server/analysis/nms.ts';
 import { preprocessSlice, type InputBatch, type SliceValues } from '#server/analysis/preprocess.ts';
 import { recommend } from '#server/analysis/recommend.ts';
-import { thresholdsOf } from '#server/analysis/registry.ts';
+import { decisionOf } from '#server/analysis/operating-points.ts';
 import type { InferenceSession, RunResult } from '#server/analysis/worker-session.ts';
 import { frameValues, readDicom, type DicomInstance } from '#server/dicom/parse.ts';
 import { decodeFrame, type PixelArray } from '#server/dicom/pixels.ts';
@@ -231,7 +232,8 @@ export async function runAnalysis(
   session: InferenceSession,
   manifest: Manifest,
   scan: EngineScan,
-  options: { batchSize: number },
+  /** thresholds: per label, on the calibrated scale (the site's operating point); the manifest's default when absent. */
+  options: { batchSize: number; thresholds?: Readonly<Record<string, number>> | undefined },
   hooks: EngineHooks = {},
 ): Promise<EngineResult> {
   const reason = notApplicableReason(manifest, scan);
@@ -245,6 +247,10 @@ export async function runAnalysis(
   const timings: EngineTimings = { readMs: 0, preprocessMs: 0, inferenceMs: 0, decodeMs: 0, workerRunMs: 0 };
   const perSlice: Detection[][] = [];
   const loader = new BatchLoader(manifest, scan.modality);
+  const thresholds = { ...(options.thresholds ?? decisionOf(manifest, null).thresholds) };
+  const calibrator = calibratorOf(manifest.calibration);
+  // The decoder compares raw peaks: each calibrated threshold goes back to the raw scale once.
+  const rawThresholds = Object.fromEntries(Object.entries(thresholds).map(([label, t]) => [label, calibrator.rawThreshold(label, t)]));
 
   /** Waits for a batch's outputs and decodes them; false: stop (cancel, shutdown, job taken). */
   const settle = async (flight: InFlight): Promise<boolean> => {
@@ -253,7 +259,7 @@ export async function runAnalysis(
     timings.inferenceMs += performance.now() - t;
     timings.workerRunMs += runMs;
     t = performance.now();
-    decodeOutputs(outputs, manifest, flight.sizes).forEach((list, i) => {
+    decodeOutputs(outputs, manifest, flight.sizes, { thresholds: rawThresholds }).forEach((list, i) => {
       const size = flight.sizes[i] as ImageSize;
       perSlice.push(list.map((d) => ({ ...d, box: clampBox(d.box, size) })));
     });
@@ -306,7 +312,7 @@ export async function runAnalysis(
       const slice = slices[f.slice_index] as EngineSlice;
       return {
         label: f.label,
-        confidence: Math.min(1, Math.max(0, f.confidence)),
+        confidence: Math.min(1, Math.max(0, calibrator.confidence(f.label, f.confidence))),
         x: f.box.x,
         y: f.box.y,
         width: f.box.width,
@@ -320,7 +326,7 @@ export async function runAnalysis(
     kind: 'succeeded',
     findings,
     recommendation: recommend(findings, manifest.recommendations, scan.modality),
-    thresholds: thresholdsOf(manifest),
+    thresholds,
     slices: total,
     timings,
   };

@@ -123,6 +123,83 @@ const labelMetrics = z.object({
   average_precision_iou_0_5: unitInterval().nullable().optional(),
 });
 
+/**
+ * Platt scaling of a label's confidence (Platt, 1999): p = sigmoid(a * logit(raw) + b), fitted on
+ * data the model never trained on, so that "0.8" means about 8 in 10 such findings are real. a > 0
+ * keeps the order of findings, so the decoder's peaks, NMS and links are the same as without it.
+ */
+const plattScaling = z.object({ a: z.number().positive(), b: z.number() });
+export type PlattScaling = z.infer<typeof plattScaling>;
+
+const calibration = z.object({
+  method: z.literal('platt'),
+  /** What it was fitted on, in words (the family, split and count of findings). */
+  fitted_on: nonEmpty(),
+  per_label: z.record(z.string(), plattScaling),
+});
+export type Calibration = z.infer<typeof calibration>;
+
+const measuredLabel = z.object({
+  lesions: z.number().int().min(0),
+  sensitivity: unitInterval().nullable(),
+  false_positives_per_series: z.number().min(0),
+});
+
+/**
+ * A named set of per-label thresholds an admin can choose for the site (e.g. high sensitivity for
+ * triage), with what it gave on held-out data so the choice is an informed one.
+ */
+const operatingPoint = z.object({
+  name: z.string().regex(/^[a-z][a-z0-9_]*$/, { error: 'expected a snake_case name' }),
+  display_name: nonEmpty(),
+  description: nonEmpty(),
+  thresholds: z.record(z.string(), unitInterval()),
+  measured: z
+    .object({
+      /** The data the figures are from, in words; thresholds are chosen on other data. */
+      on: nonEmpty(),
+      series: z.number().int().min(0),
+      lesions: z.number().int().min(0),
+      sensitivity: unitInterval().nullable(),
+      false_positives_per_series: z.number().min(0),
+      per_label: z.record(z.string(), measuredLabel),
+    })
+    .optional(),
+});
+export type OperatingPoint = z.infer<typeof operatingPoint>;
+
+const frocPoint = z.object({ threshold: unitInterval(), false_positives_per_series: z.number().min(0), sensitivity: unitInterval() });
+const reliabilityBin = z.object({
+  low: unitInterval(),
+  high: unitInterval(),
+  count: z.number().int().min(0),
+  mean_confidence: unitInterval().nullable(),
+  observed: unitInterval().nullable(),
+});
+
+/** Figures on a generator the model never saw (npm run eval): the curves the Models screen draws. */
+const heldoutMetrics = z.object({
+  family: nonEmpty(),
+  series: z.number().int().min(0),
+  lesions: z.number().int().min(0),
+  /** Lesion sensitivity at a given number of false positives per series ("0.25", "0.5", "1", "2"). */
+  sensitivity_at: z.record(z.string(), unitInterval().nullable()),
+  froc: z.array(frocPoint).max(200),
+  reliability: z.array(reliabilityBin).max(50),
+  expected_calibration_error: unitInterval(),
+  per_label: z.record(z.string(), z.object({ lesions: z.number().int().min(0), sensitivity_at: z.record(z.string(), unitInterval().nullable()) })),
+  per_modality: z.record(z.string(), z.object({ series: z.number().int().min(0), lesions: z.number().int().min(0), sensitivity_at: z.record(z.string(), unitInterval().nullable()) })),
+});
+export type HeldoutMetrics = z.infer<typeof heldoutMetrics>;
+
+/** What a reader must know before trusting the model: the model card's parts the rest lacks. */
+const card = z.object({
+  limitations: z.array(nonEmpty()).min(1),
+  /** Who should use it, where, and what the output is for; defaults to intended_use. */
+  users: nonEmpty().optional(),
+  references: z.array(nonEmpty()).optional(),
+});
+
 export const manifestSchema = z
   .object({
     manifest_version: z.literal(1),
@@ -158,8 +235,15 @@ export const manifestSchema = z
         per_label: z.record(z.string(), labelMetrics),
         false_positives_per_series: z.number().min(0),
         expected_calibration_error: unitInterval().optional(),
+        heldout: heldoutMetrics.optional(),
       })
       .catchall(z.unknown()),
+    /** Applied to every finding's confidence; thresholds are on the calibrated scale. */
+    calibration: calibration.optional(),
+    operating_points: z.array(operatingPoint).min(1).optional(),
+    /** The operating point used until an admin chooses one; labels[].threshold when absent. */
+    default_operating_point: nonEmpty().optional(),
+    card: card.optional(),
   })
   .superRefine((m, ctx) => {
     const names = m.labels.map((l) => l.label);
@@ -177,6 +261,23 @@ export const manifestSchema = z
     m.recommendations.rules.forEach((r, i) => {
       if (!names.includes(r.label)) ctx.addIssue({ code: 'custom', path: ['recommendations', 'rules', i, 'label'], message: `${r.label} is not in labels` });
     });
+    for (const label of Object.keys(m.calibration?.per_label ?? {})) {
+      if (!names.includes(label)) ctx.addIssue({ code: 'custom', path: ['calibration', 'per_label', label], message: `${label} is not in labels` });
+    }
+    const points = m.operating_points ?? [];
+    points.forEach((p, i) => {
+      if (points.findIndex((q) => q.name === p.name) !== i) ctx.addIssue({ code: 'custom', path: ['operating_points', i, 'name'], message: `duplicate operating point ${p.name}` });
+      // Every label needs its threshold: a missing one would silently fall back to another point's.
+      for (const n of names) {
+        if (!(n in p.thresholds)) ctx.addIssue({ code: 'custom', path: ['operating_points', i, 'thresholds'], message: `no threshold for ${n}` });
+      }
+      for (const label of Object.keys(p.thresholds)) {
+        if (!names.includes(label)) ctx.addIssue({ code: 'custom', path: ['operating_points', i, 'thresholds', label], message: `${label} is not in labels` });
+      }
+    });
+    if (m.default_operating_point !== undefined && !points.some((p) => p.name === m.default_operating_point)) {
+      ctx.addIssue({ code: 'custom', path: ['default_operating_point'], message: `${m.default_operating_point} is not in operating_points` });
+    }
     m.applies_to.modalities.forEach((mod, i) => {
       if (!(mod in m.input.normalisation)) {
         ctx.addIssue({ code: 'custom', path: ['applies_to', 'modalities', i], message: `no input.normalisation for ${mod}` });

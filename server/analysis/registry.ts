@@ -146,7 +146,3 @@ export function triageLabelsOf(manifest: Manifest): TriageLabels {
   return Object.fromEntries(manifest.labels.map((l) => [l.label, { urgency: l.urgency, display_name: l.display_name }]));
 }
 
-/** Per-label decision thresholds, as stored with each analysis. */
-export function thresholdsOf(manifest: Manifest): Record<string, number> {
-  return Object.fromEntries(manifest.labels.map((l) => [l.label, l.threshold]));
-}

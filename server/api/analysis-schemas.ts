@@ -8,6 +8,43 @@ const modelId = z.string().min(1).max(64).regex(/^[a-z0-9][a-z0-9-]*$/, 'expecte
 export const modelIdParam = z.object({ id: modelId });
 export const analysisIdParam = z.object({ id: z.string().min(1).max(64) });
 
+const sensitivityAt = z.record(z.string(), z.number().nullable()).describe('Lesion sensitivity at "0.25", "0.5", "1", "2" false positives per series');
+
+const heldoutMetrics = z.object({
+  family: z.string(),
+  series: z.number().int(),
+  lesions: z.number().int(),
+  sensitivity_at: sensitivityAt,
+  froc: z.array(z.object({ threshold: z.number(), false_positives_per_series: z.number(), sensitivity: z.number() })),
+  reliability: z.array(z.object({ low: z.number(), high: z.number(), count: z.number().int(), mean_confidence: z.number().nullable(), observed: z.number().nullable() })),
+  expected_calibration_error: z.number(),
+  per_label: z.record(z.string(), z.object({ lesions: z.number().int(), sensitivity_at: sensitivityAt })),
+  per_modality: z.record(z.string(), z.object({ series: z.number().int(), lesions: z.number().int(), sensitivity_at: sensitivityAt })),
+});
+
+const measuredLabel = z.object({ lesions: z.number().int(), sensitivity: z.number().nullable(), false_positives_per_series: z.number() });
+
+export const operatingPoint = z.object({
+  name: z.string(),
+  display_name: z.string(),
+  description: z.string(),
+  thresholds: z.record(z.string(), z.number()),
+  measured: z
+    .object({
+      on: z.string(),
+      series: z.number().int(),
+      lesions: z.number().int(),
+      sensitivity: z.number().nullable(),
+      false_positives_per_series: z.number(),
+      per_label: z.record(z.string(), measuredLabel),
+    })
+    .nullable()
+    .describe('What these thresholds gave on held-out data they were not chosen on'),
+  selected: z.boolean().describe('The point new analyses use'),
+});
+
+export const operatingPointBody = z.object({ name: z.string().min(1).max(64).describe('One of the model\'s operating_points') }).strict();
+
 export const modelLabel = z.object({
   label: z.string(),
   display_name: z.string(),
@@ -40,8 +77,24 @@ export const model = z.object({
       source: z.string(),
       false_positives_per_series: z.number(),
       per_label: z.record(z.string(), z.object({ sensitivity: z.number().nullable(), false_positives_per_series: z.number() })),
+      expected_calibration_error: z.number().nullable(),
+      heldout: heldoutMetrics.nullable().describe('Figures on a phantom family the model never trained on (npm run eval): FROC and reliability'),
     })
     .nullable(),
+  card: z
+    .object({
+      intended_use: z.string(),
+      users: z.string().nullable(),
+      training_data: z.string(),
+      limitations: z.array(z.string()).describe('What the model must not be trusted for'),
+      evaluation: z.string().describe('Where its figures come from, in words'),
+      references: z.array(z.string()),
+    })
+    .nullable()
+    .describe('The model card: intended use, training data, evaluation and limits'),
+  calibration: z.object({ method: z.string(), fitted_on: z.string() }).nullable().describe('How confidences were calibrated; null when they are raw model scores'),
+  operating_points: z.array(operatingPoint).describe('Named threshold sets an admin can choose for the site'),
+  operating_point: z.string().nullable().describe('The operating point new analyses use; null when the model offers none'),
   status: z.enum(['ready', 'invalid']),
   error: z.string().nullable().describe('Why an invalid model cannot be used, naming the manifest field'),
   selected: z.boolean().describe('The model new analyses use'),

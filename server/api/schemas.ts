@@ -262,6 +262,9 @@ export const findingV11 = finding.extend({
   source: z.enum(['model', 'reader']).optional().describe("model: the AI's; reader: drawn by a radiologist (POST /v1/scans/{scan_id}/findings). Absent in reports signed before"),
   review_reason: z.string().nullable().optional().describe('Why the reader rejected it, when they said'),
   review_disputed: z.boolean().optional().describe('Present (true) when verdicts made on different workstations disagree; the review shown is the latest, and a new verdict settles it'),
+  threshold: z.number().nullable().optional().describe("The model's decision threshold for the label when it found this (calibrated scale); null for a reader's finding. Absent in reports signed before mia kept it"),
+  model_version: z.string().nullable().optional().describe('Version of the model that found it; null for a reader\'s finding'),
+  operating_point: z.string().nullable().optional().describe("The model's operating point the threshold came from; null when the model offers none or for a reader's finding"),
 });
 export type FindingV11 = z.infer<typeof findingV11>;
 
@@ -292,6 +295,8 @@ export const scanResult = z.object({
 export const analysisSummary = z.object({
   id: z.string(),
   model: z.object({ id: z.string(), name: z.string(), version: z.string(), sha256: z.string() }),
+  thresholds: z.record(z.string(), z.number()).optional().describe('Per-label decision thresholds it ran with (calibrated scale)'),
+  operating_point: z.string().nullable().optional().describe("The model's operating point the thresholds came from; null when the model offers none"),
   started_at: isoTime.nullable(),
   finished_at: isoTime.nullable(),
 });

@@ -37,7 +37,7 @@ import type { Replica } from '#server/sync/replica.ts';
 import { recordAddendumWrite, recordReaderFindingWrite, recordReportWrite } from '#server/reports/report-sync.ts';
 import { listReportConflicts, type ConflictRow } from '#server/store/report-sync.ts';
 import { getScanRow } from '#server/scans/scans.ts';
-import { loadLatestAnalyses, toFinding } from '#server/scans/scan-views.ts';
+import { decisionOfAnalysis, loadLatestAnalyses, toFinding } from '#server/scans/scan-views.ts';
 import { groupLesions } from '#server/findings/lesions.ts';
 import { loadSliceIndex } from '#server/findings/places.ts';
 import { toMeasurement } from '#server/measurements/measurements.ts';
@@ -113,7 +113,8 @@ async function currentBasis(deps: ReportDeps, vocabularies: ModelVocabularies, r
   });
   // The snapshot keeps each finding's place (slice, size in mm), so a signed report keeps its sizes.
   const slices = await loadSliceIndex(deps.db, row.scan_ref);
-  return { findings: JSON.stringify(findings.map((f) => toFinding(f, slices))), recommendation };
+  const decision = row.model_version === null ? undefined : decisionOfAnalysis({ thresholds: row.analysis_thresholds ?? '{}', model_version: row.model_version, operating_point: row.analysis_operating_point });
+  return { findings: JSON.stringify(findings.map((f) => toFinding(f, slices, decision))), recommendation };
 }
 
 /**
@@ -188,7 +189,7 @@ export async function draftReport(
       impression: input.impression ?? '',
       recommendation: recommendation.text,
       recommendationBasis: recommendation.basis,
-      findings: JSON.stringify(rows.map((f) => toFinding(f, slices))),
+      findings: JSON.stringify(rows.map((f) => toFinding(f, slices, decisionOfAnalysis(analysis)))),
       authorRef,
       at: deps.clock.now().toISOString(),
     });

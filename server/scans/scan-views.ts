@@ -13,7 +13,27 @@ type ShownFinding = Pick<
   FindingRow,
   'public_id' | 'label' | 'confidence' | 'x' | 'y' | 'width' | 'height' | 'instance_uid' | 'frame' | 'review' | 'source' | 'review_reason' | 'review_disputed'
 >;
-type ShownAnalysis = Pick<AnalysisRow, 'public_id' | 'model_id' | 'model_name' | 'model_version' | 'model_sha256' | 'recommendation' | 'started_at' | 'finished_at'>;
+type ShownAnalysis = Pick<
+  AnalysisRow,
+  'public_id' | 'model_id' | 'model_name' | 'model_version' | 'model_sha256' | 'thresholds' | 'operating_point' | 'recommendation' | 'started_at' | 'finished_at'
+>;
+
+/** What a model finding was decided with: its analysis's thresholds, model version and operating point. */
+export type FindingDecision = { thresholds: Readonly<Record<string, number>>; modelVersion: string; operatingPoint: string | null };
+
+export function decisionOfAnalysis(analysis: Pick<AnalysisRow, 'thresholds' | 'model_version' | 'operating_point'>): FindingDecision {
+  return { thresholds: parseThresholds(analysis.thresholds), modelVersion: analysis.model_version, operatingPoint: analysis.operating_point ?? null };
+}
+
+function parseThresholds(json: string): Record<string, number> {
+  try {
+    const value: unknown = JSON.parse(json);
+    if (typeof value !== 'object' || value === null) return {};
+    return Object.fromEntries(Object.entries(value).filter((e): e is [string, number] => typeof e[1] === 'number'));
+  } catch {
+    return {};
+  }
+}
 
 export type FindingFilter = { label?: string | undefined; minConfidence?: number | undefined };
 
@@ -21,8 +41,12 @@ function keepFinding(row: Pick<FindingRow, 'label' | 'confidence'>, filter: Find
   return (filter.label === undefined || row.label === filter.label) && (filter.minConfidence === undefined || row.confidence >= filter.minConfidence);
 }
 
-/** `slices` gives the finding's place (slice, size in mm); without it the place is null. */
-export function toFinding(row: ShownFinding, slices?: SliceIndex): ScanResultV11['findings'][number] {
+/**
+ * `slices` gives the finding's place (slice, size in mm); without it the place is null. `decision`
+ * adds what a model finding was decided with; a reader's finding has no threshold or model.
+ */
+export function toFinding(row: ShownFinding, slices?: SliceIndex, decision?: FindingDecision): ScanResultV11['findings'][number] {
+  const byModel = row.source !== 'reader';
   return {
     id: row.public_id,
     label: row.label,
@@ -35,6 +59,13 @@ export function toFinding(row: ShownFinding, slices?: SliceIndex): ScanResultV11
     review_reason: row.review_reason,
     ...(row.review_disputed ? { review_disputed: true } : {}),
     place: slices ? placeOf(slices, { instance_uid: row.instance_uid, frame: row.frame, width: row.width, height: row.height }) : null,
+    ...(decision
+      ? {
+          threshold: byModel ? decision.thresholds[row.label] ?? null : null,
+          model_version: byModel ? decision.modelVersion : null,
+          operating_point: byModel ? decision.operatingPoint : null,
+        }
+      : {}),
   };
 }
 
@@ -79,7 +110,8 @@ export function toScanResult(
   filter: FindingFilter,
   slices?: SliceIndex,
 ): ScanResultV11 {
-  const shown = findings.filter((f) => keepFinding(f, filter)).map((f) => toFinding(f, slices));
+  const decision = decisionOfAnalysis(analysis);
+  const shown = findings.filter((f) => keepFinding(f, filter)).map((f) => toFinding(f, slices, decision));
   return {
     patient_id: row.patient_id,
     scan_id: row.scan_id,
@@ -90,6 +122,8 @@ export function toScanResult(
     analysis: {
       id: analysis.public_id,
       model: { id: analysis.model_id, name: analysis.model_name, version: analysis.model_version, sha256: analysis.model_sha256 },
+      thresholds: decision.thresholds,
+      operating_point: decision.operatingPoint,
       started_at: analysis.started_at,
       finished_at: analysis.finished_at,
     },

@@ -31,6 +31,8 @@ export type AnalysisRow = {
   requested_by: string | null;
   /** Times the process running this job died under it (migration 5). */
   interruptions: number;
+  /** The model's operating point its thresholds came from (migration 30); null without one. */
+  operating_point: string | null;
 };
 
 export type FindingRow = {
@@ -72,6 +74,7 @@ export type CompletedAnalysisInput = {
   scanRef: number;
   model: { id: string; name: string; version: string; sha256: string };
   thresholds: Record<string, number>;
+  operatingPoint?: string | null;
   /** Labels not named are routine. */
   triageLabels?: TriageLabels;
   recommendation: string;
@@ -84,8 +87,8 @@ export type CompletedAnalysisInput = {
  * it in a transaction. */
 export async function insertCompletedAnalysis(db: Database, input: CompletedAnalysisInput): Promise<AnalysisRow> {
   const analysis = (await db.get(`INSERT INTO analyses (public_id, scan_ref, model_id, model_name, model_version, model_sha256, thresholds,
-         triage_labels, status, recommendation, created_at, started_at, finished_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'succeeded', ?, ?, ?, ?) RETURNING *`, [newPublicId('ana'), input.scanRef, input.model.id, input.model.name, input.model.version, input.model.sha256, JSON.stringify(input.thresholds), JSON.stringify(input.triageLabels ?? {}), input.recommendation, input.startedAt, input.startedAt, input.finishedAt])) as AnalysisRow;
+         triage_labels, operating_point, status, recommendation, created_at, started_at, finished_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'succeeded', ?, ?, ?, ?) RETURNING *`, [newPublicId('ana'), input.scanRef, input.model.id, input.model.name, input.model.version, input.model.sha256, JSON.stringify(input.thresholds), JSON.stringify(input.triageLabels ?? {}), input.operatingPoint ?? null, input.recommendation, input.startedAt, input.startedAt, input.finishedAt])) as AnalysisRow;
   await insertFindings(db, analysis.id, input.findings);
   (await db.run('UPDATE scans SET latest_analysis_ref = ? WHERE id = ?', [analysis.id, input.scanRef]));
   return analysis;

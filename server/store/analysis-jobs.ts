@@ -24,17 +24,20 @@ export type AnalysisJobRow = AnalysisRow & {
 
 export type ModelRecord = { id: string; name: string; version: string; sha256: string };
 
+/** Per-label thresholds and the operating point they came from (null: the manifest's labels). */
+export type AnalysisDecision = { operatingPoint: string | null; thresholds: Record<string, number> };
+
 const JOB_SELECT = `
   SELECT a.*, s.scan_id, s.modality, s.body_part, s.status AS scan_status, s.latest_analysis_ref, p.patient_id
   FROM analyses a JOIN scans s ON s.id = a.scan_ref JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref`;
 
 export async function insertQueuedAnalysis(
   db: Database,
-  input: { scanRef: number; model: ModelRecord; thresholds: Record<string, number>; triageLabels: TriageLabels; requestedBy: string | null; at: string },
+  input: { scanRef: number; model: ModelRecord; decision: AnalysisDecision; triageLabels: TriageLabels; requestedBy: string | null; at: string },
 ): Promise<AnalysisJobRow> {
   const inserted = (await db.get<{ id: number }>(`INSERT INTO analyses (public_id, scan_ref, model_id, model_name, model_version, model_sha256, thresholds,
-       triage_labels, status, requested_by, created_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) RETURNING id`, [newPublicId('ana'), input.scanRef, input.model.id, input.model.name, input.model.version, input.model.sha256, JSON.stringify(input.thresholds), JSON.stringify(input.triageLabels), input.requestedBy, input.at]));
+       operating_point, triage_labels, status, requested_by, created_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?) RETURNING id`, [newPublicId('ana'), input.scanRef, input.model.id, input.model.name, input.model.version, input.model.sha256, JSON.stringify(input.decision.thresholds), input.decision.operatingPoint, JSON.stringify(input.triageLabels), input.requestedBy, input.at]));
   return (await findAnalysisJobById(db, inserted!.id)) as AnalysisJobRow;
 }
 
@@ -98,10 +101,10 @@ export async function setAnalysisModel(
   id: number,
   owner: JobOwner,
   model: ModelRecord,
-  labels: { thresholds: Record<string, number>; triageLabels: TriageLabels },
+  labels: { decision: AnalysisDecision; triageLabels: TriageLabels },
 ): Promise<void> {
-  (await db.run(`UPDATE analyses SET model_id = ?, model_name = ?, model_version = ?, model_sha256 = ?, thresholds = ?, triage_labels = ?
-     WHERE id = ? AND status = 'running' AND owner_node = ?`, [model.id, model.name, model.version, model.sha256, JSON.stringify(labels.thresholds), JSON.stringify(labels.triageLabels), id, owner.node]));
+  (await db.run(`UPDATE analyses SET model_id = ?, model_name = ?, model_version = ?, model_sha256 = ?, thresholds = ?, operating_point = ?, triage_labels = ?
+     WHERE id = ? AND status = 'running' AND owner_node = ?`, [model.id, model.name, model.version, model.sha256, JSON.stringify(labels.decision.thresholds), labels.decision.operatingPoint, JSON.stringify(labels.triageLabels), id, owner.node]));
 }
 
 /** False when the job is no longer this process's to run (cancelled meanwhile). */

@@ -944,6 +944,16 @@ const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX scans_modality_status ON scans (modality, status);
     `,
   },
+  {
+    version: 30,
+    name: 'analyses record the operating point they ran at',
+    sql: `
+      -- Issue 16: a model may offer named operating points (per-label thresholds chosen on held-out
+      -- data) and an admin picks one for the site. The thresholds were already kept per analysis;
+      -- the point's name says why they were those. NULL: a manifest without operating points.
+      ALTER TABLE analyses ADD COLUMN operating_point TEXT;
+    `,
+  },
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -35,12 +35,16 @@ export type ReportRow = {
   analysis_recommendation: string | null;
   model_name: string | null;
   model_version: string | null;
+  /** The analysis's thresholds (JSON) and operating point, so snapshot findings keep what decided them. */
+  analysis_thresholds: string | null;
+  analysis_operating_point: string | null;
 };
 
 const REPORT_SELECT = `
   SELECT r.*, s.scan_id, s.status AS scan_status, p.patient_id, s.modality, au.public_id AS author_public_id, au.email AS author_email,
          fu.public_id AS finalized_by_public_id, a.public_id AS analysis_public_id,
-         a.model_id, a.recommendation AS analysis_recommendation, a.model_name, a.model_version
+         a.model_id, a.recommendation AS analysis_recommendation, a.model_name, a.model_version,
+         a.thresholds AS analysis_thresholds, a.operating_point AS analysis_operating_point
   FROM reports r
   JOIN scans s ON s.id = r.scan_ref
   JOIN studies st ON st.id = s.study_ref

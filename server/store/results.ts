@@ -16,7 +16,7 @@ import type { ResultFilter } from '#server/store/scans.ts';
 /** A scan's latest analysis, as a result shows it. */
 export type ResultAnalysis = Pick<
   AnalysisRow,
-  'public_id' | 'model_id' | 'model_name' | 'model_version' | 'model_sha256' | 'recommendation' | 'started_at' | 'finished_at'
+  'public_id' | 'model_id' | 'model_name' | 'model_version' | 'model_sha256' | 'thresholds' | 'operating_point' | 'recommendation' | 'started_at' | 'finished_at'
 >;
 
 /** A scan and its latest analysis, as a result shows them. */
@@ -53,7 +53,8 @@ export async function listResultRows(db: Database, filter: ResultFilter, page: P
   ]);
   const rows = (await db.values(
     `SELECT s.id, s.scan_id, p.patient_id, s.modality, a.id AS analysis_ref, a.public_id,
-            a.model_id, a.model_name, a.model_version, a.model_sha256, a.recommendation, a.started_at, a.finished_at
+            a.model_id, a.model_name, a.model_version, a.model_sha256, a.recommendation, a.started_at, a.finished_at,
+            a.thresholds, a.operating_point
        FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref
        JOIN analyses a ON a.id = s.latest_analysis_ref
       WHERE s.id > @after AND ${where}${findingFilter}
@@ -84,6 +85,8 @@ export async function listResultRows(db: Database, filter: ResultFilter, page: P
         recommendation: v[10] as string | null,
         started_at: v[11] as string | null,
         finished_at: v[12] as string | null,
+        thresholds: v[13] as string,
+        operating_point: v[14] as string | null,
       },
     }),
   );

@@ -360,7 +360,7 @@ describe('an analysis as a TID 1500 Measurement Report', () => {
       const row = await insertQueuedAnalysis(tx, {
         scanRef: scan.id,
         model: { id: 'mia-phantom-detector', name: 'mia phantom detector', version: '1.0.0', sha256: 'ab'.repeat(32) },
-        thresholds: {},
+        decision: { operatingPoint: null, thresholds: {} },
         triageLabels: {},
         requestedBy: null,
         at: t.clock.now().toISOString(),

@@ -17,6 +17,7 @@ import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR, type Ui } from '../helpers/browser.ts';
 import { parseCsv } from '../helpers/csv.ts';
+import { installOperatingPointModel, OP_MODEL_ID } from '../helpers/operating-point-model.ts';
 import { pixelAt, readPng } from '../helpers/png.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { dropUserModel, importPhantoms, iou, startPhantomImport, type PhantomWorkstation } from '../helpers/workstation-seed.ts';
@@ -366,6 +367,38 @@ describe('workstation UI', () => {
       expect(models.find((m) => m.selected).id).toBe('phantom-copy');
     } finally {
       await t.request('POST', '/v1/models/mia-phantom-detector/select');
+      await admin.page.context().close();
+    }
+  });
+
+  it("the Models view shows a model's card, held-out curves and operating points; an admin chooses the site's point", async () => {
+    installOperatingPointModel(t.dataDir);
+    const admin = await openUi(browser, t.url);
+    await admin.signIn(t.adminKey);
+    await admin.goTo('#/models');
+    const card = admin.page.locator(`[data-testid="model"][data-model-id="${OP_MODEL_ID}"]`);
+    await card.waitFor();
+    expect(await card.getByTestId('model-limitations').textContent()).toBe('Only for tests.');
+    expect(await card.getByTestId('model-card').textContent()).toMatch(/Training data.*phantom/i);
+    const point = (name: string) => card.locator(`[data-testid="operating-point"][data-name="${name}"]`);
+    expect(await point('balanced').getAttribute('data-selected')).toBe('true');
+    expect(await card.getByTestId('froc-chart').locator('[data-testid="froc-point"]').count()).toBe(3);
+    expect(await card.getByTestId('reliability-chart').locator('circle').count()).toBe(10);
+    expect(await card.getByTestId('model-heldout').textContent()).toMatch(/Expected calibration error 0\.010/);
+    await card.getByTestId('operating-points').scrollIntoViewIfNeeded();
+    await admin.screenshot('models-operating-points');
+    try {
+      await point('everything').getByTestId('choose-operating-point').click();
+      await expect.poll(() => point('everything').getAttribute('data-selected'), WAIT).toBe('true');
+      const models = (await t.request('GET', '/v1/models')).json.data.items as any[];
+      expect(models.find((m) => m.id === OP_MODEL_ID).operating_point).toBe('everything');
+      const reader = await openUi(browser, t.url);
+      await reader.signIn((await t.keyFor('radiologist', { email: 'models-reader@hospital.test' })).key);
+      await reader.goTo('#/models');
+      await reader.page.locator(`[data-testid="model"][data-model-id="${OP_MODEL_ID}"] [data-testid="operating-points"]`).waitFor();
+      expect(await reader.page.getByTestId('choose-operating-point').count()).toBe(0);
+      await reader.page.context().close();
+    } finally {
       await admin.page.context().close();
     }
   });

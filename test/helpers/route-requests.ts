@@ -18,6 +18,7 @@ import { sendAnalysisNow } from '#server/routing/send-jobs.ts';
 import { quarantineChange } from '#server/store/quarantine.ts';
 import { uuid7 } from '#server/sync/uuid7.ts';
 import { CT_SMALL, fixtureFolder, seedImportedInstance } from './image-fixture.ts';
+import { installOperatingPointModel } from './operating-point-model.ts';
 import type { TestServer } from './server.ts';
 import { seedAnalysis, seedScan } from './seed.ts';
 
@@ -275,6 +276,7 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
     'DELETE /v1/measurements/{id}': async (caller) => ({ path: `/v1/measurements/${await ownMeasurement(caller)}` }),
     'GET /v1/models': () => ({ path: '/v1/models' }),
     'POST /v1/models/{id}/select': () => ({ path: '/v1/models/mia-phantom-detector/select' }),
+    'POST /v1/models/{id}/operating-point': () => ({ path: `/v1/models/${installOperatingPointModel(t.dataDir)}/operating-point`, body: { name: 'balanced' } }),
     'POST /v1/scans/{scan_id}/analyses': async () => ({ path: `/v1/scans/${await analysedScan()}/analyses`, body: {} }),
     'GET /v1/analyses/{id}': async () => ({ path: `/v1/analyses/${await analysisId()}` }),
     'GET /v1/analyses/{id}/events': async () => ({ path: `/v1/analyses/${await analysisId()}/events` }),

@@ -91,6 +91,7 @@ export const EXPECTED: Readonly<Record<string, Expectation>> = {
   'GET /v1/users/{id}': needs('manage:users', [A]),
   'PATCH /v1/users/{id}': needs('manage:users', [A], true),
   'POST /v1/models/{id}/select': needs('manage:users', [A]),
+  'POST /v1/models/{id}/operating-point': needs('manage:users', [A]),
 
   // Reading scans, images and results: every role (spec 5.1 examples give read:scans to both).
   'GET /v1/scans': needs('read:scans', [R, D, A]),

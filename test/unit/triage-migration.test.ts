@@ -30,6 +30,7 @@ it('backfills the bundled model\'s label urgencies into analyses made before mig
   db.connection.exec('ALTER TABLE users DROP COLUMN origin; ALTER TABLE users DROP COLUMN disabled_at; ALTER TABLE api_keys DROP COLUMN origin');
   db.connection.exec('DROP TABLE sync_quarantine; DROP TABLE review_supersedes; DROP TABLE review_events; ALTER TABLE findings DROP COLUMN review_disputed');
   db.connection.exec('DROP TABLE sync_inbox; DROP TABLE report_conflicts; ALTER TABLE reports DROP COLUMN impression_hlc; ALTER TABLE reports DROP COLUMN recommendation_hlc; ALTER TABLE reports DROP COLUMN final_hlc; ALTER TABLE reports DROP COLUMN final_change_id');
+  db.connection.exec('ALTER TABLE analyses DROP COLUMN operating_point');
   db.connection.exec('DROP INDEX scans_modality_status; DROP INDEX findings_analysis_label; CREATE INDEX findings_analysis ON findings (analysis_ref)');
   db.connection.exec('DROP TABLE retrieves');
   db.connection.exec('DROP TABLE send_jobs; DROP TABLE routing_rules');

@@ -362,9 +362,52 @@ export type Model = {
     source: string;
     false_positives_per_series: number;
     per_label: Record<string, { sensitivity: number | null; false_positives_per_series: number }>;
+    expected_calibration_error: number | null;
+    heldout: HeldoutMetrics | null;
   } | null;
+  card: ModelCard | null;
+  calibration: { method: string; fitted_on: string } | null;
+  operating_points: OperatingPoint[];
+  operating_point: string | null;
   status: 'ready' | 'invalid';
   error: string | null;
+  selected: boolean;
+};
+
+/** Sensitivity at "0.25", "0.5", "1", "2" false positives per series. */
+export type SensitivityAt = Record<string, number | null>;
+
+export type FrocPoint = { threshold: number; false_positives_per_series: number; sensitivity: number };
+export type ReliabilityBin = { low: number; high: number; count: number; mean_confidence: number | null; observed: number | null };
+
+/** Figures on a phantom family the model never trained on (npm run eval). */
+export type HeldoutMetrics = {
+  family: string;
+  series: number;
+  lesions: number;
+  sensitivity_at: SensitivityAt;
+  froc: FrocPoint[];
+  reliability: ReliabilityBin[];
+  expected_calibration_error: number;
+  per_label: Record<string, { lesions: number; sensitivity_at: SensitivityAt }>;
+  per_modality: Record<string, { series: number; lesions: number; sensitivity_at: SensitivityAt }>;
+};
+
+export type ModelCard = { intended_use: string; users: string | null; training_data: string; limitations: string[]; evaluation: string; references: string[] };
+
+export type OperatingPoint = {
+  name: string;
+  display_name: string;
+  description: string;
+  thresholds: Record<string, number>;
+  measured: {
+    on: string;
+    series: number;
+    lesions: number;
+    sensitivity: number | null;
+    false_positives_per_series: number;
+    per_label: Record<string, { lesions: number; sensitivity: number | null; false_positives_per_series: number }>;
+  } | null;
   selected: boolean;
 };
 

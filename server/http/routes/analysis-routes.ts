@@ -1,7 +1,7 @@
 /** Installed models, the active model, and analysis jobs with their progress. */
 import * as api from '#server/api/analysis-schemas.ts';
 import { scanIdParam } from '#server/api/schemas.ts';
-import { analysisEvents, cancelAnalysis, getAnalysis, listModels, requestAnalysis, selectModel } from '#server/analysis/analyses.ts';
+import { analysisEvents, cancelAnalysis, chooseOperatingPoint, getAnalysis, listModels, requestAnalysis, selectModel } from '#server/analysis/analyses.ts';
 import { authenticated, defineRoute, scopes, type Route } from '#server/http/route.ts';
 
 export const analysisRoutes: Route[] = [
@@ -31,6 +31,25 @@ export const analysisRoutes: Route[] = [
     handle: async ({ services, params, audit }) => {
       audit({ target: `model:${params.id}` });
       return { kind: 'data', data: await selectModel(services, params.id) };
+    },
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/v1/models/{id}/operating-point',
+    summary: "Choose the site's operating point for a model (admin)",
+    description:
+      "A model may offer named operating points: per-label thresholds chosen on held-out data, each with the " +
+      'sensitivity and false positives per series it gave there (GET /v1/models). The choice holds for this ' +
+      'installation; analyses queued from now on use its thresholds and record its name. 400 naming the points ' +
+      'the model offers for an unknown name; 409 for an invalid model.',
+    access: scopes('manage:users'),
+    params: api.modelIdParam,
+    body: api.operatingPointBody,
+    response: api.model,
+    audit: 'models.operating_point',
+    handle: async ({ services, params, body, audit }) => {
+      audit({ target: `model:${params.id}` });
+      return { kind: 'data', data: await chooseOperatingPoint(services, params.id, body.name) };
     },
   }),
   defineRoute({
