@@ -130,6 +130,74 @@ def froc(results: list[dict[str, Any]]) -> dict[str, Any]:
     return {'lesions': n_les, 'series': n, 'points': points}
 
 
+READER_HIT_IOU = 0.3
+
+
+def _reader_hits(f: dict[str, Any], les: phantoms.Lesion) -> bool:
+    """npm run eval's rule (scripts/eval/matching.ts): same label, key slice on or next to one of
+    the lesion's slices, and there the box's centre inside the truth box or IoU >= 0.3."""
+    if train.LABELS.index(les.label) != f['label']:
+        return False
+    x, y, w, h = f['box']
+    cx, cy = x + w / 2, y + h / 2
+    for b in les.boxes:
+        if abs(b.slice_index - f['slice']) > 1:
+            continue
+        tb = [b.x, b.y, b.width, b.height]
+        if (b.x <= cx <= b.x + b.width and b.y <= cy <= b.y + b.height) or train.iou(f['box'], tb) >= READER_HIT_IOU:
+            return True
+    return False
+
+
+def reader_froc(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """FROC under npm run eval's matching (scripts/eval/froc.ts): a lesion counts at its first
+    (most confident) hit, later hits on it are duplicates (neither hit nor false positive)."""
+    low = [train.AP_DECODE_THRESHOLD] * len(train.LABELS)
+    events: list[tuple[float, bool]] = []
+    n_les = 0
+    per_modality: dict[str, list[Any]] = {}
+    for s in results:
+        fs = train.findings_for(s, low)
+        found = [False] * len(s['lesions'])
+        n_les += len(s['lesions'])
+        mod = per_modality.setdefault(s['modality'], [0, 0, []])
+        mod[0] += 1
+        mod[1] += len(s['lesions'])
+        for f in fs:  # most confident first
+            hit_any, new = False, -1
+            for i, les in enumerate(s['lesions']):
+                if _reader_hits(f, les):
+                    hit_any = True
+                    if not found[i]:
+                        new = i
+                        break
+            if new >= 0:
+                found[new] = True
+                events.append((f['confidence'], True))
+                mod[2].append((f['confidence'], True))
+            elif not hit_any:
+                events.append((f['confidence'], False))
+                mod[2].append((f['confidence'], False))
+
+    def table(ev: list[tuple[float, bool]], lesions: int, series: int) -> dict[str, float]:
+        ev = sorted(ev, key=lambda e: -e[0])
+        tp = fp = 0
+        best = {str(r): 0.0 for r in FROC_RATES}
+        for i, (conf, hit) in enumerate(ev):
+            tp, fp = tp + int(hit), fp + int(not hit)
+            if i + 1 < len(ev) and ev[i + 1][0] == conf:
+                continue
+            for r in FROC_RATES:
+                if fp / max(series, 1) <= r + 1e-12:
+                    best[str(r)] = max(best[str(r)], round(tp / max(lesions, 1), 4))
+        return best
+
+    return {'rule': 'npm run eval (centre in box or IoU >= 0.3, key slice +-1, duplicates ignored)',
+            'lesions': n_les, 'series': len(results), 'sensitivity_at_fp_per_series': table(events, n_les, len(results)),
+            'by_modality': {m: {'series': v[0], 'lesions': v[1], 'sensitivity_at_fp_per_series': table(v[2], v[1], v[0])}
+                            for m, v in per_modality.items()}}
+
+
 def evaluate(results: list[dict[str, Any]], thresholds: list[float]) -> dict[str, Any]:
     """FROC, operating point at the given thresholds (per label and modality), AP, calibration."""
     op = train.operating_point(results, thresholds)
@@ -143,7 +211,7 @@ def evaluate(results: list[dict[str, Any]], thresholds: list[float]) -> dict[str
             by_modality.setdefault(mod, {'lesions': 0, 'missed': 0})['missed'] += missed
     for m in by_modality.values():
         m['sensitivity'] = round(1 - m['missed'] / m['lesions'], 4) if m['lesions'] else None
-    return {'froc': froc(results), 'operating_point': op, 'sensitivity_by_modality': by_modality,
+    return {'froc': froc(results), 'reader_froc': reader_froc(results), 'operating_point': op, 'sensitivity_by_modality': by_modality,
             'average_precision_iou_0_5': aps, 'calibration': train.calibration(pairs)}
 
 
@@ -173,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     ev['seeds'] = [args.seed, args.seed + args.series - 1]
     ev['model'] = args.model
     ev['thresholds'] = dict(zip(train.LABELS, thresholds))
-    print(json.dumps({'froc': ev['froc'], 'by_modality': ev['sensitivity_by_modality'], 'ap': ev['average_precision_iou_0_5'],
+    print(json.dumps({'froc': ev['froc'], 'reader_froc': ev['reader_froc'], 'by_modality': ev['sensitivity_by_modality'], 'ap': ev['average_precision_iou_0_5'],
                       'ece': ev['calibration']['expected_calibration_error'],
                       'sensitivity': {k: v['sensitivity'] for k, v in ev['operating_point']['per_label'].items()},
                       'fp_per_series': ev['operating_point']['false_positives_per_series']}, indent=1))

@@ -425,6 +425,7 @@ class _RandLesion:
     inner_q: float  # ring: q below this is the necrotic centre; 0 = solid
     shell_factor: float  # oedema / rim extent in q units; 0 = none
     dark_rim_q: float  # MR haemorrhage: q above this in the core is dark; 0 = none
+    calcified: float | None = None  # tumour calcification specks: their value, None = none
 
     def q(self, u: np.ndarray, v: np.ndarray, z: float) -> tuple[np.ndarray, np.ndarray]:
         du, dv, dz = u - self.center[0], v - self.center[1], z - self.center[2]
@@ -530,7 +531,14 @@ def _draw_lesion(rng: np.random.Generator, kind: str, head: _Head, tissue: dict[
                        lobes=lobes, texture=_Field(rng, rng.uniform(4.0, 12.0), terms=6),
                        texture_amp=float(rng.uniform(0.0, 0.3)),
                        values={'core': vals['core'], 'inner': vals['inner'], 'shell': vals['shell']},
-                       inner_q=vals['inner_q'], shell_factor=vals['shell_factor'], dark_rim_q=vals['dark_rim_q'])
+                       inner_q=vals['inner_q'], shell_factor=vals['shell_factor'], dark_rim_q=vals['dark_rim_q'],
+                       calcified=_calcification(rng, kind, modality, tissue))
+
+
+def _calcification(rng: np.random.Generator, kind: str, modality: str, tissue: dict[str, float]) -> float | None:
+    if kind != 'tumor' or rng.random() >= 0.3:
+        return None
+    return float(rng.uniform(150.0, 500.0)) if modality == 'CT' else tissue['gm'] * float(rng.uniform(0.1, 0.4))
 
 
 def _gaussian_blur(img: np.ndarray, sigma: float) -> np.ndarray:
@@ -574,9 +582,15 @@ def generate_randomized_series(seed: int, modality: str, rows: int = 256, cols: 
     tissue = _draw_tissue(rng, modality)
 
     wm_field, wm_edge, wm_amp = _Field(rng, rng.uniform(15.0, 45.0), terms=6), rng.uniform(0.6, 0.78), rng.uniform(0.02, 0.09)
-    sulci = rng.random() < 0.7
+    # Sulci: none, scattered CSF pockets under the surface, or a folded network (CSF along the
+    # zero set of a smooth field: thin wavy clefts reaching deep into the cortex).
+    sulci = str(rng.choice(['none', 'pockets', 'network'], p=[0.2, 0.3, 0.5]))
     sulc_field, sulc_depth, sulc_thr = _Field(rng, rng.uniform(8.0, 18.0), terms=6), rng.uniform(0.05, 0.14), rng.uniform(0.8, 1.5)
+    net_field = _Field(rng, rng.uniform(14.0, 40.0), terms=8)
+    net_depth, net_width = rng.uniform(0.12, 0.45), rng.uniform(0.06, 0.22)
     fissure = rng.uniform(0.5, 3.0) if rng.random() < 0.6 else 0.0
+    # A falx seen in the fissure: bright (calcified) on CT, dark on MR.
+    falx = (rng.uniform(60.0, 250.0) if modality == 'CT' else tissue['gm'] * rng.uniform(0.05, 0.3)) if rng.random() < 0.5 else None
     vent_scale, vz, vy = rng.uniform(0.5, 2.0), rng.uniform(5.0, 22.0), rng.uniform(-8.0, 6.0)
     vents = []
     for side in (-1.0, 1.0):
@@ -633,10 +647,15 @@ def generate_randomized_series(seed: int, modality: str, rows: int = 256, cols: 
                 img[bone] = tissue['bone']
             img[r < head.r_skull_in] = tissue['csf']
             brain = r < head.r_brain
-            if sulci:
+            if sulci == 'pockets':
                 brain &= ~((r > head.r_brain - sulc_depth) & (sulc_field(u, v, z) > sulc_thr))
+            elif sulci == 'network':
+                brain &= ~((r > head.r_brain - net_depth) & (np.abs(net_field(u, v, z)) < net_width))
             if fissure > 0:
-                brain &= ~((np.abs(u) < fissure) & (np.abs(v) > 20.0))
+                cleft = (np.abs(u) < fissure) & (np.abs(v) > 20.0) & (r < head.r_skull_in)
+                brain &= ~cleft
+                if falx is not None:
+                    img[cleft & (np.abs(u) < 0.45 * spacing + 0.3)] = falx
             img[brain] = tissue['gm']
             img[brain & (r < wm_edge + wm_amp * wm_field(u, v, z))] = tissue['wm']
             if deep:
@@ -657,13 +676,16 @@ def generate_randomized_series(seed: int, modality: str, rows: int = 256, cols: 
                 if les.shell_factor > 0:
                     img[(qs < les.shell_factor) & (q >= 1.0) & tissue_ok & (q < les.shell_factor)] = les.values['shell']
                 if core.any():
-                    tex = 1.0 + les.texture_amp * les.texture(u - les.center[0], v - les.center[1], z - les.center[2])
+                    fld = les.texture(u - les.center[0], v - les.center[1], z - les.center[2])
+                    tex = 1.0 + les.texture_amp * fld
                     base = tissue['gm']
                     img[core] = (base + (les.values['core'] - base) * tex)[core]
                     if les.inner_q > 0:
                         img[core & (q < les.inner_q)] = les.values['inner']
                     if les.dark_rim_q > 0:
                         img[core & (q >= les.dark_rim_q)] = les.values['inner']
+                    if les.calcified is not None:
+                        img[core & (fld > 1.6)] = les.calcified
                 cores[li][k] += core.astype(np.float32) / sub
             acc += img
         img = _gaussian_blur(acc / sub, blur)

@@ -301,6 +301,43 @@ def make_model(torch: Any) -> Any:
     return Detector()
 
 
+def load_onnx_weights(torch: Any, model: Any, path: str) -> None:
+    """Warm start from an exported model (same architecture): its Conv nodes, in graph order, are
+    this model's convolutions in registration order (which is also forward order). Export folded
+    each BatchNorm into its conv, so a conv+BN pair gets the folded weights and an identity BN
+    (scale 1, shift = folded bias, mean 0, variance 1 - eps); train() keeps those BNs frozen."""
+    import onnx
+    from onnx import numpy_helper
+    graph = onnx.load(path).graph
+    init = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    convs = [n for n in graph.node if n.op_type == 'Conv']
+    modules = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    if len(convs) != len(modules):
+        raise ValueError(f'{path}: {len(convs)} convolutions, the model has {len(modules)}')
+    bn_after = {}
+    for m in model.modules():
+        if isinstance(m, torch.nn.Sequential):
+            kids = list(m.children())
+            for a, b in zip(kids, kids[1:]):
+                if isinstance(a, torch.nn.Conv2d) and isinstance(b, torch.nn.BatchNorm2d):
+                    bn_after[id(a)] = b
+    with torch.no_grad():
+        for node, conv in zip(convs, modules):
+            w = torch.from_numpy(init[node.input[1]].copy())
+            b = torch.from_numpy(init[node.input[2]].copy()) if len(node.input) > 2 else None
+            if tuple(w.shape) != tuple(conv.weight.shape):
+                raise ValueError(f'{path}: conv weight {tuple(w.shape)} where the model has {tuple(conv.weight.shape)}')
+            conv.weight.copy_(w)
+            bn = bn_after.get(id(conv))
+            if bn is not None:
+                bn.weight.fill_(1.0)
+                bn.bias.copy_(b if b is not None else torch.zeros_like(bn.bias))
+                bn.running_mean.zero_()
+                bn.running_var.fill_(1.0 - bn.eps)
+            elif conv.bias is not None:
+                conv.bias.copy_(b)
+
+
 class Exported:
     """Wraps the detector so the ONNX graph emits decoded quantities: heatmap probabilities,
     box size in model-input pixels, and the centre offset within a cell (0..1)."""
@@ -689,10 +726,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument('--test-series', type=int, default=200)
     p.add_argument('--val-series', type=int, default=100)
     p.add_argument('--batch', type=int, default=32)
+    p.add_argument('--steps-per-epoch', type=int, default=0, help='cap on optimiser steps per epoch (0: all lesion slices)')
     p.add_argument('--lr', type=float, default=2e-3)
     p.add_argument('--family-b', default=None,
                    help='also score the held-out family B generator (eval/heldout-phantoms/generate.py) on its tuning split')
     p.add_argument('--family-b-series', type=int, default=100)
+    p.add_argument('--init-onnx', default=None, help='warm start from this exported model (same architecture)')
     p.add_argument('--cache', default=None, help='keep the generated training set here (npz) for reruns')
     p.add_argument('--eval-only', action='store_true',
                    help='skip training: load checkpoint.pt from --out, then export and evaluate')
@@ -719,10 +758,15 @@ def main(argv: list[str] | None = None) -> int:
         model.load_state_dict(state['model'])
         T_len, lesion_slices, train_seconds = state['slices'], state['lesion_slices'], state['train_seconds']
         args.epochs, args.train_series = state['epochs'], state['train_series']
+        args.steps_per_epoch = state.get('steps_per_epoch', 0)
     else:
+        if args.init_onnx:
+            load_onnx_weights(torch, model, args.init_onnx)
+            log(f'warm start from {args.init_onnx}')
         T_len, lesion_slices, train_seconds = train(torch, model, args, log)
         torch.save({'model': model.state_dict(), 'slices': T_len, 'lesion_slices': lesion_slices,
-                    'train_seconds': train_seconds, 'epochs': args.epochs, 'train_series': args.train_series},
+                    'train_seconds': train_seconds, 'epochs': args.epochs, 'train_series': args.train_series,
+                    'steps_per_epoch': args.steps_per_epoch},
                    checkpoint)
     model.eval()
     return export_and_evaluate(torch, model, args, log, t_start, n_params, T_len, lesion_slices, train_seconds)
@@ -750,11 +794,20 @@ def train(torch: Any, model: Any, args: Any, log: Any) -> tuple[int, int, float]
     # are not drowned by the skull-cap and clean slices.
     pos_idx, neg_idx = np.flatnonzero(has), np.flatnonzero(~has)
     steps_per_epoch = max(1, (2 * len(pos_idx)) // args.batch)
+    if args.steps_per_epoch:
+        # A fixed budget, so the run length does not grow with the number of lesion slices.
+        steps_per_epoch = min(steps_per_epoch, args.steps_per_epoch)
     total_steps = steps_per_epoch * args.epochs
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=total_steps, pct_start=0.15)
     step = 0
     for epoch in range(args.epochs):
         model.train()
+        if args.init_onnx:
+            # Keep the warm start's folded statistics: batch statistics would rescale every
+            # layer away from the weights it starts from.
+            for m in model.modules():
+                if isinstance(m, torch.nn.BatchNorm2d):
+                    m.eval()
         idx = np.concatenate([pos_idx, rng.choice(neg_idx, size=min(len(neg_idx), len(pos_idx)), replace=False)])
         rng.shuffle(idx)
         sums = {'loss': 0.0, 'focal': 0.0, 'size': 0.0, 'offset': 0.0}
@@ -818,6 +871,7 @@ def export_and_evaluate(torch: Any, model: Any, args: Any, log: Any, t_start: fl
         family_b['generator'] = args.family_b
         family_b['seeds'] = [heldout.FAMILY_B_TUNING_BASE, heldout.FAMILY_B_TUNING_BASE + args.family_b_series - 1]
         log('family B FROC: ' + json.dumps(family_b['froc']['points']))
+        log('family B reader-rule FROC: ' + json.dumps(family_b['reader_froc']['sensitivity_at_fp_per_series']))
     lesion_count = {lab: op['per_label'][lab]['lesions'] for lab in LABELS}
     evaluation = {
         'model': MODEL_ID, 'version': MODEL_VERSION, 'not_for_clinical_use': True,
@@ -882,7 +936,8 @@ def export_and_evaluate(torch: Any, model: Any, args: Any, log: Any, t_start: fl
         'slices': n_slices,
         'seeds': f'{phantoms.SEED_TRAIN_BASE} + 100000 * {args.seed} + i, i < {args.train_series}',
         'command': (f'/usr/bin/python3 models/mia-phantom-detector/train.py --seed {args.seed} --epochs {args.epochs} '
-                    f'--train-series {args.train_series} --out models/mia-phantom-detector'),
+                    f'--train-series {args.train_series} --steps-per-epoch {args.steps_per_epoch} --lr {args.lr}'
+                    + (f' --init-onnx {args.init_onnx}' if args.init_onnx else '') + ' --out models/mia-phantom-detector'),
     }
     manifest = build_manifest(model_path, thresholds, metrics, training)
     manifest_path = os.path.join(args.out, 'manifest.json')
