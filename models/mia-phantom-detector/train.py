@@ -601,7 +601,7 @@ def calibration(pairs: list[tuple[float, bool]], bins: int = 10) -> dict[str, An
             'reliability': table}
 
 
-def choose_thresholds(results: list[dict[str, Any]]) -> list[float]:
+def choose_thresholds(results: list[dict[str, Any]], budget: float = FP_BUDGET_PER_LABEL) -> list[float]:
     grid = [round(t, 2) for t in np.arange(0.1, 0.91, 0.05)]
     chosen = []
     for li, lab in enumerate(LABELS):
@@ -610,7 +610,7 @@ def choose_thresholds(results: list[dict[str, Any]]) -> list[float]:
             th = [1.01] * len(LABELS)
             th[li] = t
             op = operating_point(results, th)
-            if op['per_label'][lab]['false_positives_per_series'] <= FP_BUDGET_PER_LABEL:
+            if op['per_label'][lab]['false_positives_per_series'] <= budget:
                 pick = t
                 break
         chosen.append(pick)
@@ -731,6 +731,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument('--family-b', default=None,
                    help='also score the held-out family B generator (eval/heldout-phantoms/generate.py) on its tuning split')
     p.add_argument('--family-b-series', type=int, default=100)
+    p.add_argument('--fp-budget', type=float, default=FP_BUDGET_PER_LABEL,
+                   help='false positives per series per label allowed when choosing thresholds on validation')
     p.add_argument('--init-onnx', default=None, help='warm start from this exported model (same architecture)')
     p.add_argument('--cache', default=None, help='keep the generated training set here (npz) for reruns')
     p.add_argument('--eval-only', action='store_true',
@@ -850,7 +852,7 @@ def export_and_evaluate(torch: Any, model: Any, args: Any, log: Any, t_start: fl
     log(f'validation ({args.val_series} series) for thresholds, test ({args.test_series} series)')
     val = run_held_out(torch, model, held_out_series(phantoms.SEED_VALIDATION_BASE, args.val_series)
                        + randomized_held_out_series(phantoms.SEED_VALIDATION_BASE, args.val_series))
-    thresholds = choose_thresholds(val)
+    thresholds = choose_thresholds(val, args.fp_budget)
     log(f'thresholds: {dict(zip(LABELS, thresholds))}')
     test = run_held_out(torch, model, held_out_series(phantoms.SEED_TEST_BASE, args.test_series))
     op = operating_point(test, thresholds)
@@ -882,7 +884,7 @@ def export_and_evaluate(torch: Any, model: Any, args: Any, log: Any, t_start: fl
         'validation_set': {'seeds': [phantoms.SEED_VALIDATION_BASE, phantoms.SEED_VALIDATION_BASE + args.val_series - 1],
                            'randomized_seeds': [phantoms.SEED_VALIDATION_BASE + RANDOMIZED_OFFSET,
                                                 phantoms.SEED_VALIDATION_BASE + RANDOMIZED_OFFSET + args.val_series - 1],
-                           'used_for': 'per-label thresholds', 'fp_budget_per_label': FP_BUDGET_PER_LABEL},
+                           'used_for': 'per-label thresholds', 'fp_budget_per_label': args.fp_budget},
         'thresholds': dict(zip(LABELS, thresholds)),
         'operating_point': op,
         'average_precision_iou_0_5': aps,
