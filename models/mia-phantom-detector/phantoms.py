@@ -17,7 +17,7 @@ of columns/rows covered (so the box's continuous extent is [x, x+width) x [y, y+
 
 CLI:
   /usr/bin/python3 phantoms.py --out DIR --series N --seed S [--modality MR|CT|both]
-      [--truth truth.json] [--size 256] [--kinds tumor,hemorrhage|none] [--raw RAWDIR]
+      [--truth truth.json] [--size 256] [--kinds tumor,hemorrhage|none] [--raw RAWDIR] [--randomize]
 """
 
 from __future__ import annotations
@@ -349,6 +349,400 @@ def _plant_lesion(rng: np.random.Generator, kind: str, img: np.ndarray, modality
 
 
 # ---------------------------------------------------------------------------------------------
+# Domain randomization (model 2.0.0). generate_series above is family A as model 1.0.0 saw it;
+# a detector trained on it alone learned that generator (sensitivity 0.75 on an independent
+# one). generate_randomized_series draws everything the first generator holds fixed: head
+# outline (superquadric, asymmetric, scalp/skull/CSF widths), sulci, deep grey nuclei, midline
+# fissure, tissue values (CT HU offsets; MR arbitrary gain and grey/white inversion), lesion
+# size, outline (lobulated), texture, rims and oedema, positions anywhere in the brain, slice
+# thickness with partial volume (each slice averages sub-slices across its thickness), matrix
+# sizes, point-spread blur, bias fields and noise (white, correlated, Rician). It evaluates one
+# slice at a time, so 512 x 512 matrices stay cheap in memory, and its random stream is its
+# own (seeded [seed, RANDOMIZED_STREAM]) so family A is untouched.
+
+RANDOMIZED_STREAM = 0xD0A1
+
+
+class _Field:
+    """A smooth random field drawn once and evaluated anywhere (a few random 3D cosines)."""
+
+    def __init__(self, rng: np.random.Generator, wavelength_mm: float, terms: int = 4) -> None:
+        d = rng.normal(size=(terms, 3))
+        self.dirs = d / (np.linalg.norm(d, axis=1, keepdims=True) + 1e-9)
+        self.k = 2 * math.pi / (wavelength_mm * rng.uniform(0.7, 1.4, size=terms))
+        self.phase = rng.uniform(0, 2 * math.pi, size=terms)
+        self.norm = math.sqrt(terms / 2.0)
+
+    def __call__(self, x: np.ndarray, y: np.ndarray, z: float) -> np.ndarray:
+        out = np.zeros(np.broadcast_shapes(x.shape, y.shape), dtype=np.float32)
+        for (dx, dy, dz), k, ph in zip(self.dirs, self.k, self.phase):
+            out += np.cos(k * (dx * x + dy * y + dz * z) + ph).astype(np.float32)
+        return out / self.norm
+
+
+@dataclasses.dataclass
+class _Head:
+    semi: tuple[float, float, float, float, float]  # left, right, anterior, posterior, cranio-caudal (mm)
+    power: float  # superquadric exponent: 2 is an ellipsoid, lower is pointier, higher boxier
+    wobble: _Field
+    wobble_amp: float
+    scalp: float  # shell widths in units of r
+    skull: float
+    csf: float
+
+    def radius(self, u: np.ndarray, v: np.ndarray, z: float) -> np.ndarray:
+        a = np.where(u < 0, self.semi[0], self.semi[1])
+        b = np.where(v < 0, self.semi[2], self.semi[3])
+        p = self.power
+        q = np.abs(u / a) ** p + np.abs(v / b) ** p + abs(z / self.semi[4]) ** p
+        return q ** (1.0 / p) * (1.0 + self.wobble_amp * self.wobble(u, v, z))
+
+    @property
+    def r_skull_out(self) -> float:
+        return 1.0 - self.scalp
+
+    @property
+    def r_skull_in(self) -> float:
+        return self.r_skull_out - self.skull
+
+    @property
+    def r_brain(self) -> float:
+        return self.r_skull_in - self.csf
+
+
+@dataclasses.dataclass
+class _RandLesion:
+    kind: str
+    center: np.ndarray  # head frame, mm
+    semi: np.ndarray
+    phi: float
+    outline: _Field
+    outline_amp: float
+    lobes: list[tuple[np.ndarray, float]]  # extra blobs: centre offset (mm) and radius (mm)
+    texture: _Field
+    texture_amp: float
+    values: dict[str, float]  # core, inner (ring centre), shell (oedema/rim)
+    inner_q: float  # ring: q below this is the necrotic centre; 0 = solid
+    shell_factor: float  # oedema / rim extent in q units; 0 = none
+    dark_rim_q: float  # MR haemorrhage: q above this in the core is dark; 0 = none
+    calcified: float | None = None  # tumour calcification specks: their value, None = none
+
+    def q(self, u: np.ndarray, v: np.ndarray, z: float) -> tuple[np.ndarray, np.ndarray]:
+        du, dv, dz = u - self.center[0], v - self.center[1], z - self.center[2]
+        c, s = math.cos(self.phi), math.sin(self.phi)
+        ru, rv = du * c + dv * s, -du * s + dv * c
+        wob = 1.0 + self.outline_amp * self.outline(du, dv, dz)
+        q = np.sqrt((ru / self.semi[0]) ** 2 + (rv / self.semi[1]) ** 2 + (dz / self.semi[2]) ** 2) * wob
+        for off, rad in self.lobes:
+            ql = np.sqrt((du - off[0]) ** 2 + (dv - off[1]) ** 2 + (dz - off[2]) ** 2) / rad * wob
+            q = np.minimum(q, ql)
+        # The shell grows in-plane only (as in family A: oedema alone above and below a mass
+        # would be an infarct to a per-slice reader).
+        qs = np.sqrt((ru / self.semi[0]) ** 2 + (rv / self.semi[1]) ** 2) * wob
+        return q, qs
+
+
+def _draw_tissue(rng: np.random.Generator, modality: str) -> dict[str, float]:
+    if modality == 'CT':
+        off = rng.uniform(-8.0, 8.0)  # scanner calibration drift, applied to every soft tissue
+        gm = rng.uniform(33.0, 46.0)
+        return {'air': -1000.0, 'scalp': rng.uniform(15.0, 60.0) + off, 'bone': rng.uniform(700.0, 1900.0),
+                'csf': rng.uniform(0.0, 14.0) + off, 'gm': gm + off, 'wm': gm - rng.uniform(3.0, 13.0) + off,
+                'deep': gm - rng.uniform(0.0, 5.0) + off, 'off': off}
+    gm = 600.0
+    inverted = rng.random() < 0.3  # T1-like grey/white order
+    wm = gm * (rng.uniform(1.08, 1.35) if inverted else rng.uniform(0.65, 0.92))
+    return {'air': rng.uniform(0.0, 15.0), 'scalp': gm * rng.uniform(0.6, 1.6), 'bone': gm * rng.uniform(0.03, 0.2),
+            'csf': gm * (rng.uniform(0.1, 0.35) if rng.random() < 0.85 else rng.uniform(0.35, 0.6)),
+            'gm': gm, 'wm': wm, 'deep': gm * rng.uniform(0.85, 1.05), 'off': 0.0}
+
+
+def _lesion_values(rng: np.random.Generator, kind: str, modality: str, t: dict[str, float]) -> dict[str, Any]:
+    """Intensities and structure of one lesion, relative to the series' tissue values."""
+    off, gm = t['off'], t['gm']
+    out: dict[str, Any] = {'inner_q': 0.0, 'shell_factor': 0.0, 'dark_rim_q': 0.0, 'shell': 0.0, 'inner': 0.0}
+    if kind == 'tumor':
+        ring = rng.random() < 0.5
+        if rng.random() < 0.8:
+            out['shell_factor'] = rng.uniform(1.25, 1.9)
+        if ring:
+            out['inner_q'] = rng.uniform(0.45, 0.75)
+        if modality == 'CT':
+            out['shell'] = rng.uniform(13.0, 23.0) + off
+            out['core'] = (rng.uniform(58.0, 80.0) if ring else rng.uniform(46.0, 62.0)) + off
+            out['inner'] = rng.uniform(8.0, 24.0) + off
+        else:
+            out['shell'] = gm * rng.uniform(1.15, 1.5)
+            out['core'] = gm * (rng.uniform(1.7, 2.3) if ring else rng.uniform(1.5, 2.0))
+            out['inner'] = gm * rng.uniform(0.35, 0.8)
+    elif kind == 'hemorrhage':
+        if modality == 'CT':
+            if rng.random() < 0.7:
+                out['shell_factor'] = rng.uniform(1.1, 1.35)
+                out['shell'] = rng.uniform(16.0, 27.0) + off
+            out['core'] = rng.uniform(60.0, 92.0) + off
+        else:
+            out['core'] = gm * rng.uniform(1.8, 2.5)
+            if rng.random() < 0.75:
+                out['dark_rim_q'] = rng.uniform(0.75, 0.9)
+                out['inner'] = gm * rng.uniform(0.15, 0.5)
+    else:
+        if modality == 'CT':
+            out['core'] = rng.uniform(8.0, 23.0) + off
+        else:
+            out['core'] = gm * rng.uniform(1.35, 1.85)
+    return out
+
+
+def _draw_lesion(rng: np.random.Generator, kind: str, head: _Head, tissue: dict[str, float], modality: str,
+                 z_lo: float, z_hi: float, placed: list[tuple[np.ndarray, float]]) -> _RandLesion | None:
+    radius = {'tumor': (5.0, 24.0), 'hemorrhage': (4.5, 20.0), 'infarct': (5.0, 21.0)}[kind]
+    radius_mm = float(rng.uniform(*radius))
+    cortical = kind == 'infarct' and rng.random() < 0.7
+    semi = radius_mm * rng.uniform(0.75, 1.25, size=3)
+    semi[2] = radius_mm * rng.uniform(0.6, 1.2)
+    if cortical:
+        semi[1] = radius_mm * rng.uniform(1.2, 1.8)
+    center = None
+    for _ in range(300):
+        c = np.array([rng.uniform(-90, 90), rng.uniform(-110, 110), rng.uniform(z_lo, z_hi)])
+        rc = float(head.radius(np.array([c[0]]), np.array([c[1]]), float(c[2]))[0])
+        frac = rc / head.r_brain
+        lo, hi = (0.6, 0.95) if cortical else (0.0, 0.9)
+        if not (lo <= frac < hi):
+            continue
+        if any(np.linalg.norm(c - p) < radius_mm + pr + 4.0 for p, pr in placed):
+            continue
+        center = c
+        break
+    if center is None:
+        return None
+    placed.append((center, radius_mm))
+    phi = math.atan2(center[1], center[0]) - math.pi / 2 if cortical else rng.uniform(0, math.pi)
+    lobes = []
+    if kind != 'infarct' and rng.random() < 0.4:
+        for _ in range(int(rng.integers(1, 4))):
+            d = rng.normal(size=3)
+            d /= np.linalg.norm(d) + 1e-9
+            lobes.append((d * radius_mm * rng.uniform(0.4, 0.8), radius_mm * rng.uniform(0.35, 0.7)))
+    vals = _lesion_values(rng, kind, modality, tissue)
+    return _RandLesion(kind=kind, center=center, semi=semi, phi=phi,
+                       outline=_Field(rng, 2.2 * radius_mm, terms=5), outline_amp=float(rng.uniform(0.04, 0.25)),
+                       lobes=lobes, texture=_Field(rng, rng.uniform(4.0, 12.0), terms=6),
+                       texture_amp=float(rng.uniform(0.0, 0.3)),
+                       values={'core': vals['core'], 'inner': vals['inner'], 'shell': vals['shell']},
+                       inner_q=vals['inner_q'], shell_factor=vals['shell_factor'], dark_rim_q=vals['dark_rim_q'],
+                       calcified=_calcification(rng, kind, modality, tissue))
+
+
+def _calcification(rng: np.random.Generator, kind: str, modality: str, tissue: dict[str, float]) -> float | None:
+    if kind != 'tumor' or rng.random() >= 0.3:
+        return None
+    return float(rng.uniform(150.0, 500.0)) if modality == 'CT' else tissue['gm'] * float(rng.uniform(0.1, 0.4))
+
+
+def _gaussian_blur(img: np.ndarray, sigma: float) -> np.ndarray:
+    """Separable Gaussian blur (reflect edges), numpy only."""
+    if sigma <= 0.05:
+        return img
+    radius = max(1, int(math.ceil(3 * sigma)))
+    k = np.exp(-0.5 * (np.arange(-radius, radius + 1) / sigma) ** 2).astype(np.float32)
+    k /= k.sum()
+    pad = np.pad(img, radius, mode='reflect')
+    tmp = sum(k[i] * pad[:, i:i + img.shape[1]] for i in range(len(k)))
+    return sum(k[i] * tmp[i:i + img.shape[0], :] for i in range(len(k))).astype(np.float32)
+
+
+def generate_randomized_series(seed: int, modality: str, rows: int = 256, cols: int | None = None,
+                               kinds: list[str] | None = None, n_slices: int | None = None) -> Series:
+    """One domain-randomized phantom series (see the section comment). Same Series contract as
+    generate_series; truth boxes are on the partial-volume core (fraction >= 0.5)."""
+    if modality not in ('CT', 'MR'):
+        raise ValueError(f'modality must be CT or MR, got {modality!r}')
+    cols = rows if cols is None else cols
+    rng = np.random.default_rng([seed, RANDOMIZED_STREAM])
+    fov_mm = rng.uniform(185.0, 280.0)
+    spacing = fov_mm / max(rows, cols)
+    thickness = float(rng.choice([1.5, 2.5, 3.0, 4.0, 5.0, 5.0, 6.0, 7.5]))
+    if n_slices is None:
+        n_slices = int(np.clip(round(rng.uniform(70.0, 135.0) / thickness), 8, 36))
+    sub = 1 if thickness < 2.0 else (2 if thickness < 4.0 else 3)
+
+    a = rng.uniform(58.0, 86.0)
+    head = _Head(semi=(a * rng.uniform(0.93, 1.07), a * rng.uniform(0.93, 1.07), rng.uniform(78.0, 106.0) * rng.uniform(0.93, 1.07),
+                       rng.uniform(78.0, 106.0), rng.uniform(66.0, 88.0)),
+                 power=float(rng.uniform(1.7, 2.8)), wobble=_Field(rng, rng.uniform(30.0, 90.0), terms=5),
+                 wobble_amp=float(rng.uniform(0.005, 0.05)),
+                 scalp=rng.uniform(2.0, 9.0) / a, skull=rng.uniform(3.0, 11.0) / a, csf=rng.uniform(0.5, 5.0) / a)
+    theta = math.radians(rng.uniform(-30.0, 30.0))
+    off_x, off_y = rng.uniform(-25.0, 25.0, size=2)
+    slab = n_slices * thickness
+    z_mid = rng.uniform(-15.0, 35.0)
+    z0 = z_mid - slab / 2
+    tissue = _draw_tissue(rng, modality)
+
+    wm_field, wm_edge, wm_amp = _Field(rng, rng.uniform(15.0, 45.0), terms=6), rng.uniform(0.6, 0.78), rng.uniform(0.02, 0.09)
+    # Sulci: none, scattered CSF pockets under the surface, or a folded network (CSF along the
+    # zero set of a smooth field: thin wavy clefts reaching deep into the cortex).
+    sulci = str(rng.choice(['none', 'pockets', 'network'], p=[0.2, 0.3, 0.5]))
+    sulc_field, sulc_depth, sulc_thr = _Field(rng, rng.uniform(8.0, 18.0), terms=6), rng.uniform(0.05, 0.14), rng.uniform(0.8, 1.5)
+    net_field = _Field(rng, rng.uniform(14.0, 40.0), terms=8)
+    net_depth, net_width = rng.uniform(0.12, 0.45), rng.uniform(0.06, 0.22)
+    fissure = rng.uniform(0.5, 3.0) if rng.random() < 0.6 else 0.0
+    # A falx seen in the fissure: bright (calcified) on CT, dark on MR.
+    falx = (rng.uniform(60.0, 250.0) if modality == 'CT' else tissue['gm'] * rng.uniform(0.05, 0.3)) if rng.random() < 0.5 else None
+    vent_scale, vz, vy = rng.uniform(0.5, 2.0), rng.uniform(5.0, 22.0), rng.uniform(-8.0, 6.0)
+    vents = []
+    for side in (-1.0, 1.0):
+        vents.append((side * rng.uniform(4.0, 10.0), side * math.radians(rng.uniform(3.0, 18.0)), rng.uniform(3.5, 6.0)))
+    deep = rng.random() < 0.7
+    deep_params = [(side * rng.uniform(14.0, 24.0), rng.uniform(-5.0, 12.0), rng.uniform(6.0, 10.0)) for side in (-1.0, 1.0)]
+
+    if kinds is None:
+        n_les = int(rng.choice([0, 1, 2, 3], p=[0.2, 0.4, 0.3, 0.1]))
+        kinds = [str(rng.choice(['tumor', 'hemorrhage', 'infarct'])) for _ in range(n_les)]
+    placed: list[tuple[np.ndarray, float]] = []
+    z_first, z_last = z0 + thickness / 2, z0 + thickness * (n_slices - 0.5)
+    rand_lesions = []
+    for kind in kinds:
+        if kind not in KIND_TO_LABEL:
+            raise ValueError(f'unknown lesion kind {kind!r}')
+        les = _draw_lesion(rng, kind, head, tissue, modality, z_first + 2.0, z_last - 2.0, placed)
+        if les is not None:
+            rand_lesions.append(les)
+
+    # Acquisition: in-plane blur, noise texture and level, bias field.
+    blur = float(rng.uniform(0.0, 1.2)) if rng.random() < 0.6 else 0.0
+    noise_kind = str(rng.choice(['white', 'correlated', 'rician'] if modality == 'MR' else ['white', 'correlated']))
+    corr_sigma = float(rng.uniform(0.7, 2.0))
+    if modality == 'CT':
+        noise_sd = float(rng.uniform(1.5, 11.0))
+        cupping = float(rng.uniform(-8.0, 10.0)) if rng.random() < 0.5 else 0.0
+    else:
+        noise_sd = tissue['gm'] * float(rng.uniform(0.008, 0.07))
+        gain = float(np.exp(rng.uniform(math.log(0.03), math.log(40.0))))
+    bias_amp = float(rng.uniform(0.0, 0.3)) if modality == 'MR' else 0.0
+    bias = _Field(rng, rng.uniform(120.0, 300.0), terms=3)
+
+    ys = (np.arange(rows, dtype=np.float32) - (rows - 1) / 2.0) * spacing
+    xs = (np.arange(cols, dtype=np.float32) - (cols - 1) / 2.0) * spacing
+    x, y = xs[None, :], ys[:, None]
+    ct_, st_ = math.cos(theta), math.sin(theta)
+    u = (x - off_x) * ct_ + (y - off_y) * st_
+    v = -(x - off_x) * st_ + (y - off_y) * ct_
+    out = np.zeros((n_slices, rows, cols), dtype=np.float32)
+    cores = [np.zeros((n_slices, rows, cols), dtype=np.float32) for _ in rand_lesions]
+    for k in range(n_slices):
+        acc = np.zeros((rows, cols), dtype=np.float32)
+        for j in range(sub):
+            z = z0 + thickness * (k + (j + 0.5) / sub)
+            r = head.radius(u, v, z)
+            img = np.full((rows, cols), tissue['air'], dtype=np.float32)
+            img[r < 1.0] = tissue['scalp']
+            bone = (r >= head.r_skull_in) & (r < head.r_skull_out)
+            if modality == 'CT':
+                mid, half = (head.r_skull_in + head.r_skull_out) / 2, head.skull / 2 + 1e-6
+                img[bone] = (tissue['bone'] + 300.0 - 650.0 * (1 - np.abs(r - mid) / half).clip(0, 1))[bone]
+            else:
+                img[bone] = tissue['bone']
+            img[r < head.r_skull_in] = tissue['csf']
+            brain = r < head.r_brain
+            if sulci == 'pockets':
+                brain &= ~((r > head.r_brain - sulc_depth) & (sulc_field(u, v, z) > sulc_thr))
+            elif sulci == 'network':
+                brain &= ~((r > head.r_brain - net_depth) & (np.abs(net_field(u, v, z)) < net_width))
+            if fissure > 0:
+                cleft = (np.abs(u) < fissure) & (np.abs(v) > 20.0) & (r < head.r_skull_in)
+                brain &= ~cleft
+                if falx is not None:
+                    img[cleft & (np.abs(u) < 0.45 * spacing + 0.3)] = falx
+            img[brain] = tissue['gm']
+            img[brain & (r < wm_edge + wm_amp * wm_field(u, v, z))] = tissue['wm']
+            if deep:
+                for dx, dy, rad in deep_params:
+                    img[brain & (((u - dx) / rad) ** 2 + ((v - dy) / (rad * 1.4)) ** 2 + ((z - 5.0) / (rad * 1.2)) ** 2 < 1.0)] = tissue['deep']
+            vent = np.zeros((rows, cols), dtype=bool)
+            for vx, tilt, wid in vents:
+                du, dv = u - vx, v - vy
+                ru = du * math.cos(tilt) + dv * math.sin(tilt)
+                rv = -du * math.sin(tilt) + dv * math.cos(tilt)
+                vent |= (ru / (wid * vent_scale)) ** 2 + (rv / 22.0) ** 2 + ((z - vz) / (11.0 * vent_scale)) ** 2 < 1.0
+            vent &= brain
+            img[vent] = tissue['csf']
+            tissue_ok = brain & ~vent
+            for li, les in enumerate(rand_lesions):
+                q, qs = les.q(u, v, z)
+                core = (q < 1.0) & tissue_ok
+                if les.shell_factor > 0:
+                    img[(qs < les.shell_factor) & (q >= 1.0) & tissue_ok & (q < les.shell_factor)] = les.values['shell']
+                if core.any():
+                    fld = les.texture(u - les.center[0], v - les.center[1], z - les.center[2])
+                    tex = 1.0 + les.texture_amp * fld
+                    base = tissue['gm']
+                    img[core] = (base + (les.values['core'] - base) * tex)[core]
+                    if les.inner_q > 0:
+                        img[core & (q < les.inner_q)] = les.values['inner']
+                    if les.dark_rim_q > 0:
+                        img[core & (q >= les.dark_rim_q)] = les.values['inner']
+                    if les.calcified is not None:
+                        img[core & (fld > 1.6)] = les.calcified
+                cores[li][k] += core.astype(np.float32) / sub
+            acc += img
+        img = _gaussian_blur(acc / sub, blur)
+        if modality == 'CT':
+            if cupping:
+                rr = head.radius(u, v, z0 + thickness * (k + 0.5))
+                img = img + (cupping * (1 - np.clip(rr, 0, 1) ** 2) * (rr < 1)).astype(np.float32)
+            n = rng.normal(0.0, 1.0, size=(rows, cols)).astype(np.float32)
+            if noise_kind == 'correlated':
+                n = _gaussian_blur(n, corr_sigma)
+                n /= max(float(n.std()), 1e-6)
+            img = img + noise_sd * n
+        else:
+            img = img * (1.0 + bias_amp * bias(u, v, z0 + thickness * (k + 0.5)))
+            n1 = rng.normal(0.0, 1.0, size=(rows, cols)).astype(np.float32)
+            if noise_kind == 'correlated':
+                n1 = _gaussian_blur(n1, corr_sigma)
+                n1 /= max(float(n1.std()), 1e-6)
+            if noise_kind == 'rician':
+                n2 = rng.normal(0.0, 1.0, size=(rows, cols)).astype(np.float32)
+                img = np.sqrt((img + noise_sd * n1) ** 2 + (noise_sd * n2) ** 2)
+            else:
+                img = np.abs(img + noise_sd * n1)
+            img = img * gain
+        out[k] = img
+
+    min_px = MIN_TRUTH_AREA_MM2 / (spacing * spacing)
+    lesions: list[Lesion] = []
+    for les, frac in zip(rand_lesions, cores):
+        boxes = []
+        for k in range(n_slices):
+            m = frac[k] >= 0.5
+            area = int(m.sum())
+            if area < min_px:
+                continue
+            rr = np.flatnonzero(m.any(axis=1))
+            cc = np.flatnonzero(m.any(axis=0))
+            boxes.append(SliceBox(k, int(cc[0]), int(rr[0]), int(cc[-1] - cc[0] + 1), int(rr[-1] - rr[0] + 1), area))
+        if boxes:
+            lesions.append(Lesion(kind=les.kind, label=KIND_TO_LABEL[les.kind],
+                                  center_mm=(float(les.center[0]), float(les.center[1]), float(les.center[2])), boxes=boxes))
+
+    if modality == 'CT':
+        intercept, slope = -1024.0, 1.0
+        stored = np.clip(np.rint(out - intercept), 0, 4095).astype(np.uint16)
+        wc, ww = 40.0, 80.0
+    else:
+        intercept, slope = 0.0, 1.0
+        stored = np.clip(np.rint(out), 0, 65535).astype(np.uint16)
+        lo, hi = np.percentile(stored, [1.0, 99.5])
+        wc, ww = float((lo + hi) / 2), float(max(hi - lo, 1.0))
+    return Series(seed=seed, modality=modality, stored=stored, slope=slope, intercept=intercept,
+                  pixel_spacing_mm=spacing, slice_thickness_mm=thickness, z0_mm=z0 + thickness / 2,
+                  window_center=wc, window_width=ww, lesions=lesions)
+
+
+# ---------------------------------------------------------------------------------------------
 # DICOM output.
 
 
@@ -532,6 +926,8 @@ def main(argv: list[str] | None = None) -> int:
                    help='force lesion kinds, comma separated (tumor,hemorrhage,infarct) or "none"')
     p.add_argument('--truth', default=None, help='write ground truth JSON here')
     p.add_argument('--raw', default=None, help='also write float32 modality values + JSON sidecars here')
+    p.add_argument('--randomize', action='store_true',
+                   help='domain-randomized phantoms (generate_randomized_series) instead of family A')
     p.add_argument('--no-dicom', action='store_true', help='skip DICOM output (with --raw)')
     args = p.parse_args(argv)
 
@@ -545,7 +941,10 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.series):
         seed = args.seed + i
         modality = args.modality if args.modality != 'both' else ('CT' if i % 2 == 0 else 'MR')
-        series = generate_series(seed, modality, size=args.size, kinds=kinds, n_slices=args.slices)
+        if args.randomize:
+            series = generate_randomized_series(seed, modality, rows=args.size, kinds=kinds, n_slices=args.slices)
+        else:
+            series = generate_series(seed, modality, size=args.size, kinds=kinds, n_slices=args.slices)
         uids = series_uids(series)
         if not args.no_dicom:
             write_dicom_series(series, os.path.join(args.out, f'series-{seed}-{modality}'))

@@ -53,7 +53,7 @@ from preprocess import (CT_WINDOW_CENTER, CT_WINDOW_WIDTH, MODEL_SIZE, MR_PERCEN
                         preprocess_slice)
 
 MODEL_ID = 'mia-phantom-detector'
-MODEL_VERSION = '1.0.0'
+MODEL_VERSION = '2.0.0'
 LABELS = list(phantoms.LABELS)
 STRIDE = 4
 OUT_SIZE = MODEL_SIZE // STRIDE
@@ -72,14 +72,18 @@ FP_BUDGET_PER_LABEL = 0.15
 # Data
 
 
-def series_slices(seed: int, modality: str, size: int) -> tuple[np.ndarray, list[list[tuple[int, list[float]]]], Any]:
+def series_slices(seed: int, modality: str, size: int, randomized: bool = False,
+                  cols: int | None = None) -> tuple[np.ndarray, list[list[tuple[int, list[float]]]], Any]:
     """Preprocessed slices (n, 128, 128) and per-slice targets [(label index, [x, y, w, h] in
-    model-input pixels)] of one phantom series."""
-    s = phantoms.generate_series(seed, modality, size=size)
+    model-input pixels)] of one phantom series (family A, or domain-randomized)."""
+    if randomized:
+        s = phantoms.generate_randomized_series(seed, modality, rows=size, cols=cols)
+    else:
+        s = phantoms.generate_series(seed, modality, size=size)
     vals = s.values
-    n, rows, cols = vals.shape
+    n, rows, cols_ = vals.shape
     x = np.stack([preprocess_slice(vals[k], modality) for k in range(n)])
-    sx, sy = MODEL_SIZE / cols, MODEL_SIZE / rows
+    sx, sy = MODEL_SIZE / cols_, MODEL_SIZE / rows
     targets: list[list[tuple[int, list[float]]]] = [[] for _ in range(n)]
     for les in s.lesions:
         li = LABELS.index(les.label)
@@ -94,24 +98,65 @@ def draw_modality_size(rng: np.random.Generator) -> tuple[str, int]:
     return modality, size
 
 
-def build_training_set(n_series: int, seed: int, log: Any) -> tuple[np.ndarray, list[list[tuple[int, list[float]]]]]:
+# Matrix sizes of the randomized series (the brief: 192-512) and how often; large matrices cost
+# the generator most and all end at 128 x 128, so they are drawn less often.
+RANDOMIZED_SIZES = [192, 224, 256, 320, 384, 448, 512]
+RANDOMIZED_SIZE_P = [0.2, 0.15, 0.25, 0.15, 0.1, 0.05, 0.1]
+# One series in FAMILY_A_EVERY is family A (generate_series), so the model keeps what it knew.
+FAMILY_A_EVERY = 4
+
+
+def training_spec(seed: int, i: int, rng: np.random.Generator) -> tuple[int, str, int, int, bool]:
+    """(series seed, modality, rows, cols, randomized) of training series i."""
+    series_seed = phantoms.SEED_TRAIN_BASE + 100_000 * seed + i
+    if i % FAMILY_A_EVERY == 0:
+        modality, size = draw_modality_size(rng)
+        return series_seed, modality, size, size, False
+    modality = 'CT' if rng.random() < 0.5 else 'MR'
+    rows = int(rng.choice(RANDOMIZED_SIZES, p=RANDOMIZED_SIZE_P))
+    cols = rows if rng.random() < 0.85 else int(rng.choice(RANDOMIZED_SIZES, p=RANDOMIZED_SIZE_P))
+    return series_seed, modality, rows, cols, True
+
+
+def _make_training_series(spec: tuple[int, str, int, int, bool]) -> tuple[np.ndarray, list[list[tuple[int, list[float]]]]]:
+    seed, modality, rows, cols, randomized = spec
+    x, targets, _ = series_slices(seed, modality, rows, randomized=randomized, cols=cols)
+    return x.astype(np.float16), targets
+
+
+def build_training_set(n_series: int, seed: int, log: Any, workers: int = 2) -> tuple[np.ndarray, list[list[tuple[int, list[float]]]]]:
     rng = np.random.default_rng(seed)
+    specs = [training_spec(seed, i, rng) for i in range(n_series)]
     xs: list[np.ndarray] = []
     ts: list[list[tuple[int, list[float]]]] = []
     t0 = time.time()
-    for i in range(n_series):
-        modality, size = draw_modality_size(rng)
-        x, targets, _ = series_slices(phantoms.SEED_TRAIN_BASE + 100_000 * seed + i, modality, size)
-        xs.append(x.astype(np.float16))
-        ts.extend(targets)
-        if (i + 1) % 50 == 0:
-            log(f'  generated {i + 1}/{n_series} training series ({time.time() - t0:.0f}s)')
+    import multiprocessing
+    # Each series is a pure function of its spec, and imap keeps the order: the set is the
+    # same for any worker count.
+    with multiprocessing.get_context('fork').Pool(workers) as pool:
+        for i, (x, targets) in enumerate(pool.imap(_make_training_series, specs, chunksize=4)):
+            xs.append(x)
+            ts.extend(targets)
+            if (i + 1) % 100 == 0:
+                log(f'  generated {i + 1}/{n_series} training series ({time.time() - t0:.0f}s)')
     return np.concatenate(xs), ts
 
 
-def held_out_series(base: int, n: int) -> list[tuple[int, str, int]]:
-    """(seed, modality, size) of held-out series: alternating modality, sizes 256 and 192."""
-    return [(base + i, 'CT' if i % 2 == 0 else 'MR', 256 if i % 3 else 192) for i in range(n)]
+HeldOut = tuple[int, str, int, bool]
+# Randomized held-out series sit this far above their range's base, clear of family A's.
+RANDOMIZED_OFFSET = 1_000_000
+
+
+def held_out_series(base: int, n: int) -> list[HeldOut]:
+    """(seed, modality, size, randomized) of family A held-out series: alternating modality,
+    sizes 256 and 192."""
+    return [(base + i, 'CT' if i % 2 == 0 else 'MR', 256 if i % 3 else 192, False) for i in range(n)]
+
+
+def randomized_held_out_series(base: int, n: int) -> list[HeldOut]:
+    """Domain-randomized held-out series: alternating modality, matrices 192 to 512."""
+    sizes = [192, 256, 320, 384, 512]
+    return [(base + RANDOMIZED_OFFSET + i, 'CT' if i % 2 == 0 else 'MR', sizes[i % len(sizes)], True) for i in range(n)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,6 +196,65 @@ def flip_targets(targets: list[tuple[int, list[float]]], hflip: bool, vflip: boo
             y = MODEL_SIZE - y - h
         out.append((li, [x, y, w, h]))
     return out
+
+
+def augment(torch: Any, xb: np.ndarray, targets: list[list[tuple[int, list[float]]]],
+            rng: np.random.Generator) -> tuple[Any, list[list[tuple[int, list[float]]]]]:
+    """Train-time augmentation of normalised slices (b, 128, 128) and their boxes: flips, small
+    rotations and scales, then gamma, contrast/brightness, blur and noise on the 0..1 input,
+    so the model keys on shape and relative contrast rather than on one generator's grey levels."""
+    b = len(xb)
+    out_t: list[list[tuple[int, list[float]]]] = []
+    for j in range(b):
+        hf, vf = bool(rng.random() < 0.5), bool(rng.random() < 0.5)
+        if hf:
+            xb[j] = xb[j][:, ::-1]
+        if vf:
+            xb[j] = xb[j][::-1, :]
+        out_t.append(flip_targets(targets[j], hf, vf))
+    x = torch.from_numpy(np.ascontiguousarray(xb))[:, None]
+    # Rotation about the centre, isotropic scale and shift; affine_grid maps output to input
+    # positions, so it gets the inverse transform. Boxes: the centre moves with the image and
+    # the box becomes the bounding box of the rotated inscribed ellipse.
+    geo = rng.random(b) < 0.5
+    if geo.any():
+        ang = np.where(geo, rng.uniform(-0.26, 0.26, b), 0.0)
+        scl = np.where(geo, rng.uniform(0.85, 1.18, b), 1.0)
+        shf = np.where(geo[:, None], rng.uniform(-0.08, 0.08, (b, 2)), 0.0)
+        theta = np.zeros((b, 2, 3), dtype=np.float32)
+        for j in range(b):
+            c, s = math.cos(ang[j]), math.sin(ang[j])
+            m_inv = np.array([[c, s], [-s, c]]) / scl[j]
+            theta[j, :, :2] = m_inv
+            theta[j, :, 2] = -m_inv @ shf[j]
+            moved = []
+            for li, (bx, by, bw, bh) in out_t[j]:
+                p = np.array([(bx + bw / 2) / 64.0 - 1.0, (by + bh / 2) / 64.0 - 1.0])
+                q = scl[j] * (np.array([[c, -s], [s, c]]) @ p) + shf[j]
+                w2 = scl[j] * math.sqrt((bw * c) ** 2 + (bh * s) ** 2)
+                h2 = scl[j] * math.sqrt((bw * s) ** 2 + (bh * c) ** 2)
+                cx, cy = (q[0] + 1.0) * 64.0, (q[1] + 1.0) * 64.0
+                if 0 <= cx < MODEL_SIZE and 0 <= cy < MODEL_SIZE:
+                    moved.append((li, [cx - w2 / 2, cy - h2 / 2, w2, h2]))
+            out_t[j] = moved
+        grid = torch.nn.functional.affine_grid(torch.from_numpy(theta), list(x.shape), align_corners=False)
+        x = torch.nn.functional.grid_sample(x, grid, mode='bilinear', padding_mode='zeros', align_corners=False)
+    gamma = np.where(rng.random(b) < 0.5, np.exp(rng.uniform(-0.5, 0.5, b)), 1.0).astype(np.float32)
+    x = x.clamp(0, 1) ** torch.from_numpy(gamma)[:, None, None, None]
+    gain = rng.uniform(0.8, 1.2, b).astype(np.float32)
+    bias = rng.uniform(-0.08, 0.08, b).astype(np.float32)
+    x = x * torch.from_numpy(gain)[:, None, None, None] + torch.from_numpy(bias)[:, None, None, None]
+    blur = rng.random(b) < 0.25
+    if blur.any():
+        sig = float(rng.uniform(0.5, 1.2))
+        k1 = torch.exp(-0.5 * (torch.arange(-2, 3, dtype=torch.float32) / sig) ** 2)
+        k1 = k1 / k1.sum()
+        k2 = (k1[:, None] * k1[None, :])[None, None]
+        idx = torch.from_numpy(np.flatnonzero(blur))
+        x[idx] = torch.nn.functional.conv2d(torch.nn.functional.pad(x[idx], (2, 2, 2, 2), mode='replicate'), k2)
+    noise = np.where(rng.random(b) < 0.4, rng.uniform(0.0, 0.06, b), 0.0).astype(np.float32)
+    x = x + torch.from_numpy(rng.standard_normal(x.shape).astype(np.float32)) * torch.from_numpy(noise)[:, None, None, None]
+    return x.clamp(0, 1).contiguous(), out_t
 
 
 def make_model(torch: Any) -> Any:
@@ -195,6 +299,43 @@ def make_model(torch: Any) -> Any:
             return self.heat(h), self.size(h), self.offset(h)
 
     return Detector()
+
+
+def load_onnx_weights(torch: Any, model: Any, path: str) -> None:
+    """Warm start from an exported model (same architecture): its Conv nodes, in graph order, are
+    this model's convolutions in registration order (which is also forward order). Export folded
+    each BatchNorm into its conv, so a conv+BN pair gets the folded weights and an identity BN
+    (scale 1, shift = folded bias, mean 0, variance 1 - eps); train() keeps those BNs frozen."""
+    import onnx
+    from onnx import numpy_helper
+    graph = onnx.load(path).graph
+    init = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+    convs = [n for n in graph.node if n.op_type == 'Conv']
+    modules = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    if len(convs) != len(modules):
+        raise ValueError(f'{path}: {len(convs)} convolutions, the model has {len(modules)}')
+    bn_after = {}
+    for m in model.modules():
+        if isinstance(m, torch.nn.Sequential):
+            kids = list(m.children())
+            for a, b in zip(kids, kids[1:]):
+                if isinstance(a, torch.nn.Conv2d) and isinstance(b, torch.nn.BatchNorm2d):
+                    bn_after[id(a)] = b
+    with torch.no_grad():
+        for node, conv in zip(convs, modules):
+            w = torch.from_numpy(init[node.input[1]].copy())
+            b = torch.from_numpy(init[node.input[2]].copy()) if len(node.input) > 2 else None
+            if tuple(w.shape) != tuple(conv.weight.shape):
+                raise ValueError(f'{path}: conv weight {tuple(w.shape)} where the model has {tuple(conv.weight.shape)}')
+            conv.weight.copy_(w)
+            bn = bn_after.get(id(conv))
+            if bn is not None:
+                bn.weight.fill_(1.0)
+                bn.bias.copy_(b if b is not None else torch.zeros_like(bn.bias))
+                bn.running_mean.zero_()
+                bn.running_var.fill_(1.0 - bn.eps)
+            elif conv.bias is not None:
+                conv.bias.copy_(b)
 
 
 class Exported:
@@ -319,11 +460,11 @@ def predict_series(torch: Any, model: Any, x: np.ndarray) -> tuple[np.ndarray, n
     return np.concatenate(heats), np.concatenate(sizes), np.concatenate(offs)
 
 
-def run_held_out(torch: Any, model: Any, specs: list[tuple[int, str, int]]) -> list[dict[str, Any]]:
+def run_held_out(torch: Any, model: Any, specs: list[HeldOut]) -> list[dict[str, Any]]:
     """Raw outputs and truth per held-out series, so thresholds can be swept without rerunning."""
     out = []
-    for seed, modality, size in specs:
-        x, _, s = series_slices(seed, modality, size)
+    for seed, modality, size, randomized in specs:
+        x, _, s = series_slices(seed, modality, size, randomized=randomized)
         heat, sz, off = predict_series(torch, model, x)
         n, rows, cols = s.stored.shape
         out.append({'seed': seed, 'modality': modality, 'rows': rows, 'cols': cols, 'heat': heat, 'size': sz,
@@ -460,7 +601,7 @@ def calibration(pairs: list[tuple[float, bool]], bins: int = 10) -> dict[str, An
             'reliability': table}
 
 
-def choose_thresholds(results: list[dict[str, Any]]) -> list[float]:
+def choose_thresholds(results: list[dict[str, Any]], budget: float = FP_BUDGET_PER_LABEL) -> list[float]:
     grid = [round(t, 2) for t in np.arange(0.1, 0.91, 0.05)]
     chosen = []
     for li, lab in enumerate(LABELS):
@@ -469,7 +610,7 @@ def choose_thresholds(results: list[dict[str, Any]]) -> list[float]:
             th = [1.01] * len(LABELS)
             th[li] = t
             op = operating_point(results, th)
-            if op['per_label'][lab]['false_positives_per_series'] <= FP_BUDGET_PER_LABEL:
+            if op['per_label'][lab]['false_positives_per_series'] <= budget:
                 pick = t
                 break
         chosen.append(pick)
@@ -585,7 +726,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument('--test-series', type=int, default=200)
     p.add_argument('--val-series', type=int, default=100)
     p.add_argument('--batch', type=int, default=32)
+    p.add_argument('--steps-per-epoch', type=int, default=0, help='cap on optimiser steps per epoch (0: all lesion slices)')
     p.add_argument('--lr', type=float, default=2e-3)
+    p.add_argument('--family-b', default=None,
+                   help='also score the held-out family B generator (eval/heldout-phantoms/generate.py) on its tuning split')
+    p.add_argument('--family-b-series', type=int, default=100)
+    p.add_argument('--fp-budget', type=float, default=FP_BUDGET_PER_LABEL,
+                   help='false positives per series per label allowed when choosing thresholds on validation')
+    p.add_argument('--init-onnx', default=None, help='warm start from this exported model (same architecture)')
+    p.add_argument('--cache', default=None, help='keep the generated training set here (npz) for reruns')
     p.add_argument('--eval-only', action='store_true',
                    help='skip training: load checkpoint.pt from --out, then export and evaluate')
     args = p.parse_args(argv)
@@ -611,10 +760,15 @@ def main(argv: list[str] | None = None) -> int:
         model.load_state_dict(state['model'])
         T_len, lesion_slices, train_seconds = state['slices'], state['lesion_slices'], state['train_seconds']
         args.epochs, args.train_series = state['epochs'], state['train_series']
+        args.steps_per_epoch = state.get('steps_per_epoch', 0)
     else:
+        if args.init_onnx:
+            load_onnx_weights(torch, model, args.init_onnx)
+            log(f'warm start from {args.init_onnx}')
         T_len, lesion_slices, train_seconds = train(torch, model, args, log)
         torch.save({'model': model.state_dict(), 'slices': T_len, 'lesion_slices': lesion_slices,
-                    'train_seconds': train_seconds, 'epochs': args.epochs, 'train_series': args.train_series},
+                    'train_seconds': train_seconds, 'epochs': args.epochs, 'train_series': args.train_series,
+                    'steps_per_epoch': args.steps_per_epoch},
                    checkpoint)
     model.eval()
     return export_and_evaluate(torch, model, args, log, t_start, n_params, T_len, lesion_slices, train_seconds)
@@ -623,7 +777,17 @@ def main(argv: list[str] | None = None) -> int:
 def train(torch: Any, model: Any, args: Any, log: Any) -> tuple[int, int, float]:
     t0 = time.time()
     log(f'building training set: {args.train_series} series (seed {args.seed})')
-    X, T = build_training_set(args.train_series, args.seed, log)
+    cache = os.path.join(args.cache, f'train-{args.seed}-{args.train_series}.npz') if args.cache else None
+    if cache and os.path.exists(cache):
+        with np.load(cache, allow_pickle=False) as z:
+            X = z['x']
+            T = json.loads(str(z['t']))
+        log(f'training set from cache {cache}')
+    else:
+        X, T = build_training_set(args.train_series, args.seed, log)
+        if cache:
+            os.makedirs(args.cache, exist_ok=True)
+            np.savez(cache, x=X, t=json.dumps(T))
     has = np.array([len(t) > 0 for t in T])
     log(f'training slices: {len(T)} ({int(has.sum())} with lesions)')
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
@@ -632,11 +796,20 @@ def train(torch: Any, model: Any, args: Any, log: Any) -> tuple[int, int, float]
     # are not drowned by the skull-cap and clean slices.
     pos_idx, neg_idx = np.flatnonzero(has), np.flatnonzero(~has)
     steps_per_epoch = max(1, (2 * len(pos_idx)) // args.batch)
+    if args.steps_per_epoch:
+        # A fixed budget, so the run length does not grow with the number of lesion slices.
+        steps_per_epoch = min(steps_per_epoch, args.steps_per_epoch)
     total_steps = steps_per_epoch * args.epochs
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=args.lr, total_steps=total_steps, pct_start=0.15)
     step = 0
     for epoch in range(args.epochs):
         model.train()
+        if args.init_onnx:
+            # Keep the warm start's folded statistics: batch statistics would rescale every
+            # layer away from the weights it starts from.
+            for m in model.modules():
+                if isinstance(m, torch.nn.BatchNorm2d):
+                    m.eval()
         idx = np.concatenate([pos_idx, rng.choice(neg_idx, size=min(len(neg_idx), len(pos_idx)), replace=False)])
         rng.shuffle(idx)
         sums = {'loss': 0.0, 'focal': 0.0, 'size': 0.0, 'offset': 0.0}
@@ -644,22 +817,9 @@ def train(torch: Any, model: Any, args: Any, log: Any) -> tuple[int, int, float]
             bi = idx[b * args.batch:(b + 1) * args.batch]
             if len(bi) == 0:
                 continue
-            xb = X[bi].astype(np.float32)
-            tb = []
-            for j, i in enumerate(bi):
-                hf, vf = bool(rng.random() < 0.5), bool(rng.random() < 0.5)
-                if hf:
-                    xb[j] = xb[j][:, ::-1]
-                if vf:
-                    xb[j] = xb[j][::-1, :]
-                tb.append(flip_targets(T[i], hf, vf))
-            # Mild contrast/brightness jitter on the 0..1 input so the model does not key on
-            # one exact grey level.
-            gain = rng.uniform(0.9, 1.1, size=(len(bi), 1, 1)).astype(np.float32)
-            bias = rng.uniform(-0.05, 0.05, size=(len(bi), 1, 1)).astype(np.float32)
-            xb = np.clip(xb * gain + bias, 0, 1)
+            xb, tb = augment(torch, X[bi].astype(np.float32), [T[i] for i in bi], rng)
             tg = {k: torch.from_numpy(v) for k, v in build_targets(tb).items()}
-            out = model(torch.from_numpy(np.ascontiguousarray(xb))[:, None])
+            out = model(xb)
             loss, parts = losses(torch, out, tg)
             opt.zero_grad()
             loss.backward()
@@ -690,13 +850,30 @@ def export_and_evaluate(torch: Any, model: Any, args: Any, log: Any, t_start: fl
 
     # Held-out evaluation.
     log(f'validation ({args.val_series} series) for thresholds, test ({args.test_series} series)')
-    val = run_held_out(torch, model, held_out_series(phantoms.SEED_VALIDATION_BASE, args.val_series))
-    thresholds = choose_thresholds(val)
+    val = run_held_out(torch, model, held_out_series(phantoms.SEED_VALIDATION_BASE, args.val_series)
+                       + randomized_held_out_series(phantoms.SEED_VALIDATION_BASE, args.val_series))
+    thresholds = choose_thresholds(val, args.fp_budget)
     log(f'thresholds: {dict(zip(LABELS, thresholds))}')
     test = run_held_out(torch, model, held_out_series(phantoms.SEED_TEST_BASE, args.test_series))
     op = operating_point(test, thresholds)
     aps, pairs = average_precision(test)
     cal = calibration(pairs)
+    log(f'randomized test ({args.test_series // 2} series)')
+    import heldout
+    randomized = heldout.evaluate(run_held_out(torch, model, randomized_held_out_series(phantoms.SEED_TEST_BASE, args.test_series // 2)),
+                                  thresholds)
+    family_b = None
+    if args.family_b:
+        log(f'family B tuning split ({args.family_b_series} series from {args.family_b})')
+        import tempfile
+        with tempfile.TemporaryDirectory(prefix='mia-family-b-') as work:
+            fb = heldout.run_generator(lambda x: predict_series(torch, model, x), args.family_b,
+                                       heldout.FAMILY_B_TUNING_BASE, args.family_b_series, work)
+        family_b = heldout.evaluate(fb, thresholds)
+        family_b['generator'] = args.family_b
+        family_b['seeds'] = [heldout.FAMILY_B_TUNING_BASE, heldout.FAMILY_B_TUNING_BASE + args.family_b_series - 1]
+        log('family B FROC: ' + json.dumps(family_b['froc']['points']))
+        log('family B reader-rule FROC: ' + json.dumps(family_b['reader_froc']['sensitivity_at_fp_per_series']))
     lesion_count = {lab: op['per_label'][lab]['lesions'] for lab in LABELS}
     evaluation = {
         'model': MODEL_ID, 'version': MODEL_VERSION, 'not_for_clinical_use': True,
@@ -705,11 +882,19 @@ def export_and_evaluate(torch: Any, model: Any, args: Any, log: Any, t_start: fl
                      'series': args.test_series, 'modalities': 'alternating CT/MR', 'sizes': [192, 256],
                      'lesions': lesion_count},
         'validation_set': {'seeds': [phantoms.SEED_VALIDATION_BASE, phantoms.SEED_VALIDATION_BASE + args.val_series - 1],
-                           'used_for': 'per-label thresholds', 'fp_budget_per_label': FP_BUDGET_PER_LABEL},
+                           'randomized_seeds': [phantoms.SEED_VALIDATION_BASE + RANDOMIZED_OFFSET,
+                                                phantoms.SEED_VALIDATION_BASE + RANDOMIZED_OFFSET + args.val_series - 1],
+                           'used_for': 'per-label thresholds', 'fp_budget_per_label': args.fp_budget},
         'thresholds': dict(zip(LABELS, thresholds)),
         'operating_point': op,
         'average_precision_iou_0_5': aps,
+        'froc': heldout.froc(test),
         'calibration': cal,
+        'randomized_test': {'generator': 'phantoms.py generate_randomized_series',
+                            'seeds': [phantoms.SEED_TEST_BASE + RANDOMIZED_OFFSET,
+                                      phantoms.SEED_TEST_BASE + RANDOMIZED_OFFSET + args.test_series // 2 - 1],
+                            **randomized},
+        'family_b_tuning': family_b,
         'definitions': {
             'unit': 'lesion (3D), found through findings aggregated across adjacent slices',
             'match': 'same label, lesion has a truth box on the finding key slice, IoU >= 0.5, greedy by confidence',
@@ -735,17 +920,44 @@ def export_and_evaluate(torch: Any, model: Any, args: Any, log: Any, t_start: fl
         'expected_calibration_error': cal['expected_calibration_error'],
     }
     training = {
-        'description': ('Synthetic axial CT and MR head phantoms from phantoms.py (ellipsoid skull, brain, '
-                        'ventricles; solid or ring tumours with oedema, parenchymal haemorrhages, cortical '
-                        'infarcts; 0-2 lesions per series). No patient data.'),
+        'description': ('Synthetic axial CT and MR head phantoms from phantoms.py, no patient data. Three in four '
+                        'series are domain-randomized (generate_randomized_series): superquadric asymmetric head '
+                        'outlines with random scalp, skull and CSF widths, sulci, deep grey nuclei, midline '
+                        'fissure and ventricles of random size; CT HU offsets and tissue values, MR arbitrary '
+                        'gain and grey/white inversion; lobulated, heterogeneous, ring or solid lesions with or '
+                        'without oedema or rims, 4.5-24 mm, anywhere in the brain incl. the centre and by the '
+                        'skull; slice thickness 1.5-7.5 mm with partial volume; matrices 192-512 (some '
+                        'non-square); in-plane rotation, shift and field of view; blur, bias fields, white, '
+                        'correlated and Rician noise; 0-3 lesions per series. One in four is the original '
+                        'family A (ellipsoid heads, 0-2 lesions). Train-time augmentation on the normalised '
+                        'input: flips, rotation +-15 degrees, scale 0.85-1.18, shift, gamma, contrast, '
+                        'brightness, blur and noise.'),
         'generator': 'phantoms.py',
         'series': args.train_series,
+        'randomized_series': sum(1 for i in range(args.train_series) if i % FAMILY_A_EVERY != 0),
         'slices': n_slices,
         'seeds': f'{phantoms.SEED_TRAIN_BASE} + 100000 * {args.seed} + i, i < {args.train_series}',
-        'command': f'/usr/bin/python3 models/mia-phantom-detector/train.py --seed {args.seed} --epochs {args.epochs} --out models/mia-phantom-detector',
+        'command': (f'/usr/bin/python3 models/mia-phantom-detector/train.py --seed {args.seed} --epochs {args.epochs} '
+                    f'--train-series {args.train_series} --steps-per-epoch {args.steps_per_epoch} --lr {args.lr}'
+                    + (f' --init-onnx {args.init_onnx}' if args.init_onnx else '') + ' --out models/mia-phantom-detector'),
     }
     manifest = build_manifest(model_path, thresholds, metrics, training)
-    with open(os.path.join(args.out, 'manifest.json'), 'w') as fh:
+    manifest_path = os.path.join(args.out, 'manifest.json')
+    if os.path.exists(manifest_path):
+        # Keep what others maintain in the manifest (recommendation wording, applies_to,
+        # calibration and operating points written by npm run eval): a retrain replaces only
+        # the model file, version, thresholds, training data and metrics.
+        with open(manifest_path) as fh:
+            previous = json.load(fh)
+        if previous.get('id') == MODEL_ID:
+            by_label = {lab['label']: lab for lab in manifest['labels']}
+            for lab in previous.get('labels', []):
+                if lab.get('label') in by_label:
+                    lab['threshold'] = by_label[lab['label']]['threshold']
+            for key in ('version', 'file', 'training_data', 'metrics'):
+                previous[key] = manifest[key]
+            manifest = previous
+    with open(manifest_path, 'w') as fh:
         json.dump(manifest, fh, indent=2)
         fh.write('\n')
     log('operating point: ' + json.dumps(op['per_label']) + f" fp/series {op['false_positives_per_series']}")

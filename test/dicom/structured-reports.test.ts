@@ -156,7 +156,9 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'mia-sr-'));
   mkdirSync(join(dir, 'out'));
   [classic] = (await phantomDicom(dir, 'series/classic', { seed: SEED_CLASSIC, series: 1, modality: 'CT', kinds: 'tumor' })) as [TruthSeries];
-  const [source] = (await phantomDicom(dir, 'source', { seed: SEED_MULTIFRAME, series: 1, modality: 'CT', kinds: 'infarct' })) as [TruthSeries];
+  // A haemorrhage: the test is about the SR's frame reference, so it needs a lesion every model
+  // version finds (2.0.0 scores this seed's small CT infarct 0.44, under its 0.5 threshold).
+  const [source] = (await phantomDicom(dir, 'source', { seed: SEED_MULTIFRAME, series: 1, modality: 'CT', kinds: 'hemorrhage' })) as [TruthSeries];
   studyUid = `1.2.826.0.1.3680043.10.1000.${process.pid}.66`;
   // The phantoms are written in ISO_IR 100: a Latin-1 name the SR must carry as UTF-8.
   await python([
@@ -193,9 +195,11 @@ describe('an analysis as a TID 1500 Measurement Report', () => {
     });
     expect(drawn.status, drawn.text).toBe(201);
     const findings = await results(classic.scan_uid);
-    // The reader accepts the most confident finding and rejects the next one, with a reason.
-    const verdicts = new Map<string, { review: string; reason?: string }>([[findings[0].id, { review: 'accepted' }]]);
-    if (findings[1]) verdicts.set(findings[1].id, { review: 'rejected', reason: 'Partial volume\tartefact' });
+    // The reader accepts the model's most confident finding and rejects its next one, with a
+    // reason (how many findings the model gives on this phantom depends on the model version).
+    const byModel = findings.filter((f: any) => f.source === 'model');
+    const verdicts = new Map<string, { review: string; reason?: string }>([[byModel[0].id, { review: 'accepted' }]]);
+    if (byModel[1]) verdicts.set(byModel[1].id, { review: 'rejected', reason: 'Partial volume\tartefact' });
     for (const [id, v] of verdicts) {
       const reply = await t.request('PATCH', `/v1/findings/${id}`, { key: reader.key, body: v });
       expect(reply.status, reply.text).toBe(200);
@@ -296,7 +300,7 @@ describe('an analysis as a TID 1500 Measurement Report', () => {
 
   it('references the frame of a multi-frame image a finding is on', async () => {
     const findings = await results(multiframe.series_uid);
-    expect(findings.length, 'the model found nothing on the infarct phantom').toBeGreaterThanOrEqual(1);
+    expect(findings.length, 'the model found nothing on the haemorrhage phantom').toBeGreaterThanOrEqual(1);
     const reply = await sr(`/v1/analyses/${analyses.get(multiframe.series_uid)}/sr`);
     expect(reply.status).toBe(200);
     const path = saved(reply.bytes);

@@ -13,6 +13,7 @@
  * refused key without a key screen; a revoked key lands on the key screen.
  */
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR, type Ui } from '../helpers/browser.ts';
@@ -31,6 +32,8 @@ type Finding = { id: string; label: string; confidence: number; location: { x: n
 
 /** Polls that wait on a server round trip: expect.poll's default second is short on a loaded machine. */
 const WAIT = { timeout: 10_000 };
+/** The bundled model's version, as its manifest declares it (a retrain bumps it). */
+const BUNDLED_VERSION = (JSON.parse(readFileSync(join(import.meta.dirname, '..', '..', 'models', 'mia-phantom-detector', 'manifest.json'), 'utf8')) as { version: string }).version;
 const resultOf = async (scanId: string) => (await t.request('GET', `/v1/scans/${scanId}/results`, { headers: { 'API-Version': '1.1' } })).json.data;
 const statusOf = async (scanId: string) => (await t.request('GET', `/v1/scans/${scanId}`)).json.data.status as string;
 const displayNameOf = async (label: string) => ((await t.request('GET', '/v1/labels')).json.data.items as { label: string; display_name: string }[]).find((l) => l.label === label)!.display_name;
@@ -74,7 +77,7 @@ describe('workstation UI', () => {
     await expect.poll(() => rows.count()).toBe(phantoms.all.length);
     const rowOf = (scanId: string) => ui.page.locator(`[data-scan-id="${scanId}"]`);
     expect(await rowOf(phantoms.target.scan_uid).getByTestId('ai-summary').textContent()).toBe('not analysed');
-    await expect.poll(() => ui.page.getByTestId('active-model').textContent()).toBe('Model: mia phantom detector v1.0.0');
+    await expect.poll(() => ui.page.getByTestId('active-model').textContent()).toBe(`Model: mia phantom detector v${BUNDLED_VERSION}`);
 
     // One row's own button, then the toolbar's "Analyse N not analysed" for the rest.
     await rowOf(phantoms.target.scan_uid).getByTestId('analyse-scan').click();
@@ -150,7 +153,7 @@ describe('workstation UI', () => {
     }
     const inside = pixelAt(png, Math.round(midX), Math.round(midY));
     expect(Math.abs(inside[0] - inside[2]) < 30, `grey image inside the box, got ${inside.join(',')}`).toBe(true);
-    expect(await ui.page.getByTestId('model-tag').first().textContent()).toContain('v1.0.0');
+    expect(await ui.page.getByTestId('model-tag').first().textContent()).toContain(`v${BUNDLED_VERSION}`);
   });
 
   it('rejects one finding and accepts another; the API records both', async () => {
