@@ -397,6 +397,8 @@ describe('workstation UI', () => {
     try {
       await point('everything').getByTestId('choose-operating-point').click();
       await expect.poll(() => point('everything').getAttribute('data-selected'), WAIT).toBe('true');
+      // The label table shows the thresholds now in use.
+      expect(await card.getByTestId('model-label-threshold').allTextContents()).toEqual(['0.06', '0.06', '0.06']);
       const models = (await t.request('GET', '/v1/models')).json.data.items as any[];
       expect(models.find((m) => m.id === OP_MODEL_ID).operating_point).toBe('everything');
       const reader = await openUi(browser, t.url);

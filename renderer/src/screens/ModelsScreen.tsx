@@ -84,6 +84,8 @@ type CardProps = { model: Model; canSelect: boolean; selecting: boolean; onSelec
 
 function ModelCard({ model, canSelect, selecting, onSelect, onChoosePoint }: CardProps) {
   const metrics = model.metrics;
+  // The thresholds new analyses use: the site's operating point's, else the labels' own.
+  const inUse = model.operating_points.find((p) => p.selected);
   return (
     <article className={`panel model${model.selected ? ' model-selected' : ''}`} data-testid="model" data-model-id={model.id} data-selected={String(model.selected)}>
       <div className="form-row model-head">
@@ -134,10 +136,11 @@ function ModelCard({ model, canSelect, selecting, onSelect, onChoosePoint }: Car
           <thead>
             <tr>
               <th>Label</th>
-              <th>Threshold</th>
+              <th title="At the operating point in use, when the model offers points">Threshold</th>
               <th title="How soon a finding of the label needs a reader: the worklist's priority">Triage</th>
-              <th>Sensitivity</th>
-              <th>False positives / series</th>
+              {/* With held-out figures below, these are the training generator's own test seeds: say so. */}
+              <th>{metrics?.heldout ? 'Sensitivity (own phantoms)' : 'Sensitivity'}</th>
+              <th>{metrics?.heldout ? 'False positives / series (own phantoms)' : 'False positives / series'}</th>
             </tr>
           </thead>
           <tbody>
@@ -146,7 +149,7 @@ function ModelCard({ model, canSelect, selecting, onSelect, onChoosePoint }: Car
               return (
                 <tr key={label.label} title={label.definition}>
                   <td>{label.display_name}</td>
-                  <td className="num">{label.threshold.toFixed(2)}</td>
+                  <td className="num" data-testid="model-label-threshold">{(inUse?.thresholds[label.label] ?? label.threshold).toFixed(2)}</td>
                   <td data-testid="model-label-urgency">{label.urgency}</td>
                   <td className="num">{measured?.sensitivity === null || measured === undefined ? '—' : percent(measured.sensitivity)}</td>
                   <td className="num">{measured ? measured.false_positives_per_series.toFixed(2) : '—'}</td>
@@ -159,6 +162,7 @@ function ModelCard({ model, canSelect, selecting, onSelect, onChoosePoint }: Car
       {metrics ? (
         <p className="muted">
           Overall {metrics.false_positives_per_series.toFixed(2)} false positives per series · measured on {metrics.source}
+          {metrics.heldout ? ' (test seeds of the generator it trained on; the held-out figures below are the honest ones)' : ''}
         </p>
       ) : (
         <p className="muted">No published metrics.</p>
