@@ -4,15 +4,9 @@
  * and the expected calibration error (Guo et al., 2017: the count-weighted mean gap between
  * confidence and observed frequency over equal-width bins).
  */
+import { logit, plattConfidence, sigmoid } from '#server/analysis/calibration.ts';
 import type { PlattScaling } from '#server/analysis/manifest.ts';
 import type { MatchedSeries } from './matching.ts';
-
-const EDGE = 1e-6;
-const logit = (p: number): number => {
-  const q = Math.min(1 - EDGE, Math.max(EDGE, p));
-  return Math.log(q / (1 - q));
-};
-const sigmoid = (v: number): number => 1 / (1 + Math.exp(-v));
 
 /** A finding is right when it points at a lesion of its label, found first or not. */
 export function samples(series: readonly MatchedSeries[], label?: string): { score: number; positive: boolean }[] {
@@ -69,7 +63,7 @@ export function fitPlatt(data: readonly { score: number; positive: boolean }[]):
 }
 
 export function applyPlatt(p: PlattScaling | undefined, raw: number): number {
-  return p ? sigmoid(p.a * logit(raw) + p.b) : raw;
+  return p ? plattConfidence(p, raw) : raw;
 }
 
 export type ReliabilityBin = { low: number; high: number; count: number; mean_confidence: number | null; observed: number | null };

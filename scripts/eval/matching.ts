@@ -9,6 +9,7 @@
  * later one on an already found lesion is a duplicate (neither a hit nor a false positive, as in
  * FROC practice); a finding on no lesion of its label is a false positive.
  */
+import { iou } from '#server/analysis/nms.ts';
 import type { Box, Candidate, ScoredSeries, TruthLesion } from './truth.ts';
 
 export const HIT_IOU = 0.3;
@@ -22,16 +23,6 @@ export type MatchedSeries = {
   lesions: { label: string; kind: string; bestScore: number | null }[];
   candidates: MatchedCandidate[];
 };
-
-export function iou(a: Box, b: Box): number {
-  const x0 = Math.max(a.x, b.x);
-  const y0 = Math.max(a.y, b.y);
-  const x1 = Math.min(a.x + a.width, b.x + b.width);
-  const y1 = Math.min(a.y + a.height, b.y + b.height);
-  const inter = Math.max(0, x1 - x0) * Math.max(0, y1 - y0);
-  const union = a.width * a.height + b.width * b.height - inter;
-  return union > 0 ? inter / union : 0;
-}
 
 function centreInside(a: Box, b: Box): boolean {
   const cx = a.x + a.width / 2;

@@ -3,16 +3,16 @@
  * calibrated threshold back to the raw score the decoder compares its peaks with. Both directions
  * are exact inverses because Platt scaling is strictly increasing (a > 0).
  */
-import type { Calibration } from '#server/analysis/manifest.ts';
+import type { Calibration, PlattScaling } from '#server/analysis/manifest.ts';
 
 /** Scores this close to 0 or 1 are clamped before the logit, which is infinite there. */
 const EDGE = 1e-6;
 
-const logit = (p: number): number => {
+export const logit = (p: number): number => {
   const q = Math.min(1 - EDGE, Math.max(EDGE, p));
   return Math.log(q / (1 - q));
 };
-const sigmoid = (v: number): number => 1 / (1 + Math.exp(-v));
+export const sigmoid = (v: number): number => 1 / (1 + Math.exp(-v));
 
 export type Calibrator = {
   /** The calibrated confidence of a raw score for the label. */
@@ -21,6 +21,11 @@ export type Calibrator = {
   rawThreshold(label: string, threshold: number): number;
 };
 
+/** A label's calibrated confidence for a raw score: sigmoid(a * logit(raw) + b). */
+export function plattConfidence(p: PlattScaling, raw: number): number {
+  return sigmoid(p.a * logit(raw) + p.b);
+}
+
 const IDENTITY: Calibrator = { confidence: (_label, raw) => raw, rawThreshold: (_label, t) => t };
 
 export function calibratorOf(calibration: Calibration | undefined): Calibrator {
@@ -28,7 +33,7 @@ export function calibratorOf(calibration: Calibration | undefined): Calibrator {
   return {
     confidence(label, raw) {
       const p = calibration.per_label[label];
-      return p ? sigmoid(p.a * logit(raw) + p.b) : raw;
+      return p ? plattConfidence(p, raw) : raw;
     },
     rawThreshold(label, threshold) {
       const p = calibration.per_label[label];
