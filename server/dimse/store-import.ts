@@ -16,7 +16,7 @@ import { readFileSync } from 'node:fs';
 import { unlink } from 'node:fs/promises';
 import { createImportJob, type ImportDeps } from '#server/imports/import-job.ts';
 import { createArchiveWriter } from '#server/imports/archive.ts';
-import { abandonedSegments, openIntakeLog, readIntakeSegment, type Appended } from '#server/imports/intake-log.ts';
+import { abandonedSegments, openIntakeLog, readIntakeSegment, removeAbandonedSpares, type Appended } from '#server/imports/intake-log.ts';
 import { commitBatch, inspect, type FileOutcome, type Inspected, type Prepared } from '#server/imports/ingest.ts';
 import type { Services } from '#server/services.ts';
 import { codeOf, storageErrorOf } from '#server/storage-errors.ts';
@@ -337,6 +337,7 @@ export function createStoreReceiver(s: Services, options: { lingerMs: number }):
       return Promise.resolve(session);
     },
     async recover() {
+      await removeAbandonedSpares(s.dataDir).catch((err: unknown) => s.log.error('dimse.intake_spares_not_removed', { error: codeOf(err) ?? (err instanceof Error ? err.name : 'non-error') }));
       const segments = await abandonedSegments(s.dataDir);
       if (segments.length === 0) return;
       const job = await createImportJob(deps, 'upload', ['dicom:intake-log'], 'dicom:recovered');

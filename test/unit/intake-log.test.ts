@@ -1,14 +1,15 @@
 /**
  * The intake log on a real folder: what was appended is read back whole and in order, a torn
  * tail ends the reading without taking the records before it, lengths in a damaged header are
- * never trusted, and a segment goes once what it holds is indexed.
+ * never trusted, a segment is emptied once what it holds is indexed, and a segment written again
+ * never gives back the records of its earlier use.
  */
 import { createHash } from 'node:crypto';
-import { appendFileSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { abandonedSegments, hostNamePart, INTAKE_DIR, openIntakeLog, parseSegmentName, readIntakeSegment, type IntakeLog, type IntakeRecord } from '#server/imports/intake-log.ts';
+import { abandonedSegments, hostNamePart, INTAKE_DIR, openIntakeLog, parseSegmentName, readIntakeSegment, removeAbandonedSpares, type IntakeLog, type IntakeRecord } from '#server/imports/intake-log.ts';
 
 let dataDir: string;
 const errors: string[] = [];
@@ -46,7 +47,17 @@ async function deadSegmentWith(payloads: Buffer[]): Promise<string> {
   return dead;
 }
 
+/** Where each record header of a segment file starts, and where the last record ends. */
+function recordSpans(bytes: Buffer): { starts: number[]; end: number } {
+  const starts: number[] = [];
+  for (let at = bytes.indexOf('MIAINTK2'); at >= 0; at = bytes.indexOf('MIAINTK2', at + 1)) starts.push(at);
+  const last = starts.at(-1) ?? 0;
+  const end = last + 56 + bytes.readUInt32LE(last + 16) + bytes.readUInt32LE(last + 20);
+  return { starts, end };
+}
+
 let log: IntakeLog | undefined;
+const basenameOf = (path: string): string => path.slice(path.lastIndexOf('/') + 1);
 
 beforeEach(() => {
   dataDir = mkdtempSync(join(tmpdir(), 'mia-intake-'));
@@ -88,9 +99,17 @@ describe('intake log', () => {
     a.release();
     a.release();
     expect(log.outstanding()).toBe(1);
-    expect(statSync(path).size).toBeGreaterThan(6000);
+    expect((await readAll(path)).records).toHaveLength(2);
     b.release();
-    await expect.poll(() => statSync(path).size).toBe(0);
+    // Zeroed where the records were, and still allocated for the next ones.
+    await expect.poll(async () => (await readAll(path)).records.length).toBe(0);
+    const left = readFileSync(path);
+    expect(left.includes(payload(1).subarray(0, 64))).toBe(false);
+    expect(left.includes(payload(2).subarray(0, 64))).toBe(false);
+    expect(left.length).toBeGreaterThanOrEqual(32 * 1024 * 1024 - 64);
+    const c = await log.append(meta, payload(3), digest(payload(3)));
+    expect((await readAll(path)).records.map((r) => r.bytes[0])).toEqual([3]);
+    c.release();
     await log.close();
     log = undefined;
     expect(segmentsIn()).toEqual([]);
@@ -110,38 +129,122 @@ describe('intake log', () => {
 
   it('stops at a torn tail and keeps the records before it', async () => {
     const path = await deadSegmentWith([payload(1), payload(2)]);
-    const whole = statSync(path).size;
-    // The second record's append cut short by a power cut.
-    truncateSync(path, whole - 1000);
+    const bytes = readFileSync(path);
+    const { end } = recordSpans(bytes);
+    // The second record's append cut short by a power cut: its last 1,000 bytes never written.
+    const torn = Buffer.from(bytes);
+    torn.fill(0, end - 1000, end);
+    writeFileSync(path, torn);
     const cut = await readAll(path);
     expect(cut.records).toHaveLength(1);
     expect(cut.tornBytes).toBeGreaterThan(0);
-    expect(cut.why).toMatch(/cut short/);
+    expect(cut.why).toMatch(/digest/);
+    // The file itself cut inside the record.
+    writeFileSync(path, bytes);
+    truncateSync(path, end - 1000);
+    const short = await readAll(path);
+    expect(short.records).toHaveLength(1);
+    expect(short.why).toMatch(/cut short/);
+  });
+
+  it('reads a segment only up to its own records when written again: the earlier records beyond are not its own', async () => {
+    log = openIntakeLog(dataDir, (what) => errors.push(what));
+    const mib = (n: number): Buffer => Buffer.alloc(1024 * 1024, n % 251);
+    // 31 records of 1 MiB fill a 32 MiB segment; the 32nd starts the second.
+    const first = [];
+    for (let i = 0; i < 32; i++) first.push(await log.append(meta, mib(i), digest(mib(i))));
+    const [oldName] = segmentsIn();
+    const inode = statSync(join(dataDir, INTAKE_DIR, oldName ?? '')).ino;
+    for (const r of first.slice(0, 31)) r.release();
+    // Indexed: kept as a spare, under a name no start reads back.
+    await expect.poll(() => segmentsIn().filter((n) => n.endsWith('.spare')).length).toBe(1);
+    // The second segment fills; the third is the spare, written again with 3 records only.
+    const second = [];
+    for (let i = 32; i < 62 + 3; i++) second.push(await log.append(meta, mib(i), digest(mib(i))));
+    const reused = segmentsIn().find((n) => n.endsWith('.log') && statSync(join(dataDir, INTAKE_DIR, n)).ino === inode);
+    expect(reused).toBeDefined();
+    const path = join(dataDir, INTAKE_DIR, reused ?? '');
+    // Its 28 earlier records, whole and with valid digests, are still on disk after the new ones.
+    expect(readFileSync(path).includes(mib(20).subarray(0, 4096))).toBe(true);
+    const read = await readAll(path);
+    expect(read.records.map((r) => r.bytes[0])).toEqual([62, 63, 64]);
+    expect(read.tornBytes).toBe(0);
+    // A start after a crash reads the same: this log, closed with them pending, left them behind.
+    first[31]?.release();
+    await log.close();
+    log = undefined;
+    const left = await abandonedSegments(dataDir);
+    const recovered: number[] = [];
+    for (const segment of left) for (const r of (await readAll(segment)).records) recovered.push(r.bytes[0] ?? -1);
+    // The second segment whole (the 32nd record, released, with the rest), then the third's own.
+    expect(recovered).toEqual(Array.from({ length: 65 - 31 }, (_, i) => 31 + i));
+    expect(errors).toEqual([]);
+  }, 30_000);
+
+  it('gives a record larger than a segment a segment of its own, and goes on in a zero-filled one', async () => {
+    log = openIntakeLog(dataDir, (what) => errors.push(what));
+    const big = Buffer.alloc(33 * 1024 * 1024, 9);
+    const a = await log.append(meta, big, digest(big));
+    const b = await log.append(meta, payload(8), digest(payload(8)));
+    const files = segmentsIn().map((n) => join(dataDir, INTAKE_DIR, n));
+    expect(files).toHaveLength(2);
+    const read = await Promise.all(files.map(readAll));
+    expect(read.map((r) => r.records.map((x) => x.bytes.length)).sort()).toEqual([[3000], [big.length]]);
+    a.release();
+    b.release();
+    // The large one's segment goes once indexed; it is not kept as a spare.
+    await expect.poll(() => segmentsIn().length).toBe(1);
+    expect(errors).toEqual([]);
+  }, 30_000);
+
+  it('reads segments written before segments had headers', async () => {
+    const dir = join(dataDir, INTAKE_DIR);
+    const v1 = (bytes: Buffer): Buffer => {
+      const m = Buffer.from(JSON.stringify(meta));
+      const header = Buffer.alloc(48);
+      header.write('MIAINTK1', 0, 'latin1');
+      header.writeUInt32LE(m.length, 8);
+      header.writeUInt32LE(bytes.length, 12);
+      header.write(digest(bytes), 16, 32, 'hex');
+      return Buffer.concat([header, m, bytes]);
+    };
+    const path = join(dir, `${2 ** 22 + 7}.1.1.${hostNamePart('h')}.log`);
+    mkdirSync(dir);
+    writeFileSync(path, Buffer.concat([v1(payload(4)), v1(payload(5))]));
+    const read = await readAll(path);
+    expect(read.records.map((r) => r.bytes[0])).toEqual([4, 5]);
+    expect(read.records[0]?.meta).toEqual(meta);
+    // Zero-filled and never given a header (cut while being made): nothing to read, nothing torn.
+    writeFileSync(path, Buffer.alloc(4096));
+    expect(await readAll(path)).toEqual({ records: [], tornBytes: 0, why: null });
   });
 
   it('refuses a record whose bytes do not match its digest, and lengths larger than any record', async () => {
     const path = await deadSegmentWith([payload(1), payload(2)]);
     const bytes = readFileSync(path);
-    const second = bytes.indexOf(Buffer.from('MIAINTK1'), 10);
+    const { starts, end } = recordSpans(bytes);
+    const second = starts[1] ?? 0;
     // A flipped byte in the second record's data.
     const flipped = Buffer.from(bytes);
-    flipped[flipped.length - 10] = (flipped[flipped.length - 10] ?? 0) ^ 0xff;
+    flipped[end - 10] = (flipped[end - 10] ?? 0) ^ 0xff;
     writeFileSync(path, flipped);
     expect((await readAll(path)).records).toHaveLength(1);
     expect((await readAll(path)).why).toMatch(/digest/);
     // A data length of 4 GiB - 1 in the second header: refused before anything is allocated.
     const huge = Buffer.from(bytes);
-    huge.writeUInt32LE(0xffffffff, second + 12);
+    huge.writeUInt32LE(0xffffffff, second + 20);
     writeFileSync(path, huge);
     const read = await readAll(path);
     expect(read.records).toHaveLength(1);
     expect(read.why).toMatch(/larger than allowed/);
-    // Garbage after the last record.
-    writeFileSync(path, bytes);
-    appendFileSync(path, Buffer.from('not a record at all, just bytes'));
+    // Garbage after the last record, where the zero fill was.
+    const garbled = Buffer.from(bytes);
+    garbled.write('not a record at all, just bytes', end, 'latin1');
+    writeFileSync(path, garbled);
     const garbage = await readAll(path);
     expect(garbage.records).toHaveLength(2);
-    expect(garbage.tornBytes).toBe(31);
+    expect(garbage.tornBytes).toBe(bytes.length - end);
+    expect(garbage.why).toMatch(/no record header/);
   });
 
   it('names segments so that only its own host reads them back', async () => {
@@ -151,5 +254,21 @@ describe('intake log', () => {
     const own = await deadSegmentWith([payload(1)]);
     writeFileSync(join(dir, `${2 ** 22 + 1}.1.1.${hostNamePart('another-host.example')}.log`), payload(1));
     expect(await abandonedSegments(dataDir)).toEqual([own]);
+  });
+
+  it('removes the spares of writers that are gone, and only theirs', async () => {
+    const dir = join(dataDir, INTAKE_DIR);
+    const own = parseSegmentName(basenameOf(await deadSegmentWith([payload(1)])));
+    const host = hostNamePart(own?.host ?? '');
+    const dead = `${2 ** 22 + 3}.1.9.${host}.spare`;
+    const alive = `${process.pid}.999.9.${host}.spare`;
+    const elsewhere = `${2 ** 22 + 3}.1.9.${hostNamePart('another-host.example')}.spare`;
+    for (const name of [dead, elsewhere]) writeFileSync(join(dir, name), payload(2));
+    // A log of this process that is open holds its spares.
+    log = openIntakeLog(dataDir, () => undefined);
+    writeFileSync(join(dir, alive), payload(3));
+    expect(await removeAbandonedSpares(dataDir)).toBe(2);
+    expect(segmentsIn()).toContain(elsewhere);
+    expect(segmentsIn()).not.toContain(dead);
   });
 });
