@@ -362,13 +362,15 @@ async function cstore(work: string, miaHasScp: boolean): Promise<string[]> {
   }
   lines.push(
     '',
-    'Where the time goes, measured apart from this bench on 2026-11-26 (2,000 of these instances, one association, timestamps in the SCP): ' +
-      'receiving a data set 0.08 ms median, the intake append 0.46-0.55 ms median (p90 0.9-1.0 ms), storescu between an answer and its next ' +
-      'command 0.25 ms. With indexing switched off the same path reached 760-775/s: the ceiling of a receiver that makes each instance durable ' +
-      'before answering, on this disk, below the goal (2x Orthanc: 780-915/s in these runs). The indexer shares the event loop (a batch of ~90 holds it for tens of ms while the sender ' +
-      'waits) and the disk\'s journal (its archive fsyncs) with the answers, which takes one association from there to the figure above. Before ' +
-      'the intake log, mia answered after the archive\'s fsyncs and the index commit of each instance: 262/s in the 09:34 run of this bench ' +
-      '(docs/dicom-network.md, "The intake log").',
+    'Where the time goes, measured apart from this bench on 2026-11-26 (2,000 of these instances, one association, timestamps in the SCP, ' +
+      'docs/dicom-network.md "Written in place"): the intake append was 0.37 ms median but 1.43 ms mean, its tail set by two things: an O_DSYNC ' +
+      'write that grows a file commits the ext4 journal with the archive\'s creates and fsyncs in it, and its write waited on libuv\'s thread pool ' +
+      'behind the archive\'s file work. Segments are now zero-filled once and written in place (recycled when indexed), and small appends are ' +
+      'written in the event loop: append 0.22-0.25 ms median, 0.32-0.47 ms mean; 668-688/s against 387-542/s before in the same minutes. What is ' +
+      'left is the event loop itself, per instance: ~0.25 ms in the append, ~0.2 ms checking the instance, ~0.1 ms writing the answer, ~0.13 ms of ' +
+      'garbage collection, and the indexer between them; storescu alone needs the floor\'s time. Four associations stay slower than Orthanc ' +
+      '(0.73x in the previous run of this bench as well): one event loop serves all of mia\'s associations. Before the intake log, mia answered ' +
+      'after the archive\'s fsyncs and the index commit of each instance: 262/s in the 09:34 run of this bench.',
   );
   if (problems.length) lines.push('', 'Problems seen (storescu messages, missing instances):', '', ...problems.slice(0, 20).map((p) => `- ${p}`));
   lines.push('');
