@@ -10,8 +10,8 @@
 // chunks loaded only when that command runs. The copy sits two folders below the package root,
 // as server/<area>/*.ts do, so the paths modules resolve from import.meta.url (../../models,
 // ../../renderer/dist, node_modules) still lead to the same places, and the worker threads (the
-// analysis worker, the WAL checkpointer) are compiled beside it, where their starters
-// (server/analysis/worker-session.ts, server/store/wal-checkpointer.ts) look outside tsx.
+// analysis worker, the WAL checkpointer, the export renderer) are compiled beside it, where their
+// starters look outside tsx (server/worker-threads.ts).
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -25,6 +25,7 @@ const INPUTS = ['package.json', 'bin/compiled-cli.js'];
 const WORKERS = {
   'inference-worker': 'server/analysis/inference-worker.ts',
   'wal-checkpoint-worker': 'server/store/wal-checkpoint-worker.ts',
+  'export-worker': 'server/exports/export-worker.ts',
 };
 const ENTRIES = new Set(['main.mjs', ...Object.keys(WORKERS).map((name) => `${name}.mjs`)]);
 

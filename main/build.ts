@@ -1,7 +1,7 @@
 /**
- * Bundles Electron main (ESM), the analysis inference worker and the WAL checkpoint worker (ESM,
- * loaded from beside main.mjs by server/analysis/worker-session.ts and
- * server/store/wal-checkpointer.ts) and the preload (CommonJS, as sandboxed preloads must be)
+ * Bundles Electron main (ESM), the worker threads (the analysis inference worker, the WAL
+ * checkpoint worker and the export worker: ESM, loaded from beside main.mjs through
+ * server/worker-threads.ts) and the preload (CommonJS, as sandboxed preloads must be)
  * into dist-desktop/. Native modules stay external:
  * electron-builder unpacks and rebuilds them.
  */
@@ -16,6 +16,7 @@ for (const [entry, outfile] of [
   [join(root, 'main', 'main.ts'), 'main.mjs'],
   [join(root, 'server', 'analysis', 'inference-worker.ts'), 'inference-worker.mjs'],
   [join(root, 'server', 'store', 'wal-checkpoint-worker.ts'), 'wal-checkpoint-worker.mjs'],
+  [join(root, 'server', 'exports', 'export-worker.ts'), 'export-worker.mjs'],
 ] as const) {
   await build({
     entryPoints: [entry],

@@ -4,6 +4,7 @@
  * worker computes, this thread reads and preprocesses the next batch and answers requests.
  */
 import { Worker } from 'node:worker_threads';
+import { workerBootstrap } from '#server/worker-threads.ts';
 import type { Tensor } from '#server/analysis/decode.ts';
 import type { FromWorker, SessionOptions, ToWorker } from '#server/analysis/inference-protocol.ts';
 
@@ -15,21 +16,6 @@ export type InferenceSession = {
   run(feeds: Record<string, Tensor>): Promise<RunResult>;
   release(): Promise<void>;
 };
-
-/**
- * From source (tsx, vitest) the worker loads TypeScript, so it registers tsx first; the desktop
- * bundle (main/build.ts) ships it compiled as inference-worker.mjs beside main.mjs, unpacked
- * from the asar archive (electron-builder.yml).
- */
-function bootstrap(): string {
-  const here = import.meta.url;
-  if (here.endsWith('.ts')) {
-    const entry = JSON.stringify(new URL('./inference-worker.ts', here).href);
-    return `import('tsx/esm/api').then(({ register }) => { register(); return import(${entry}); });`;
-  }
-  const entry = new URL('./inference-worker.mjs', here).href.replace('/app.asar/', '/app.asar.unpacked/');
-  return `import(${JSON.stringify(entry)});`;
-}
 
 type Pending = { resolve: (result: RunResult) => void; reject: (err: Error) => void };
 
@@ -99,7 +85,7 @@ class WorkerSession implements InferenceSession {
 
 /** Starts a worker and resolves once its session is loaded (or rejects with onnxruntime's reason). */
 export function startWorkerSession(options: SessionOptions, onExit?: () => void): Promise<InferenceSession> {
-  const worker = new Worker(bootstrap(), { eval: true, workerData: options });
+  const worker = new Worker(workerBootstrap(import.meta.url, 'inference-worker'), { eval: true, workerData: options });
   return new Promise((resolve, reject) => {
     let loading = true;
     const fail = (err: Error): void => {

@@ -15,8 +15,18 @@ export type Pseudonymizer = {
   recordId(id: string): string;
 };
 
+/** The installation's pseudonym key (hex), made at the first de-identified export. */
+export async function pseudonymSecret(db: Database): Promise<string> {
+  return await ensureSetting(db, 'pseudonym_secret', randomBytes(32).toString('hex'));
+}
+
 export async function createPseudonymizer(db: Database): Promise<Pseudonymizer> {
-  const secret = Buffer.from(await ensureSetting(db, 'pseudonym_secret', randomBytes(32).toString('hex')), 'hex');
+  return pseudonymizerOf(await pseudonymSecret(db));
+}
+
+/** Pseudonyms under a key already read (an export's worker threads get it from the export). */
+export function pseudonymizerOf(secretHex: string): Pseudonymizer {
+  const secret = Buffer.from(secretHex, 'hex');
   const digest = (kind: string, value: string): Buffer => createHmac('sha256', secret).update(`${kind}\u0000${value}`).digest();
   return {
     patientId: (id) => `ANON-${digest('patient', id).subarray(0, 8).toString('hex').toUpperCase()}`,

@@ -35,9 +35,9 @@ export type ResultFindingRow = Pick<
   'id' | 'analysis_ref' | 'public_id' | 'label' | 'confidence' | 'x' | 'y' | 'width' | 'height' | 'instance_uid' | 'frame' | 'review' | 'source' | 'review_reason' | 'review_disputed' | 'localization' | 'mask'
 >;
 
-/** Scans with a latest analysis; with a label or confidence filter, only scans whose latest
- * analysis has a matching finding. */
-export async function listResultRows(db: Database, filter: ResultFilter, page: PageRequest): Promise<Page<ResultRow>> {
+/** The WHERE of a results list and its values; with a label or confidence filter, only scans
+ * whose latest analysis has a matching finding. */
+function resultConditions(filter: ResultFilter): { where: string; params: Record<string, string | number | null> } {
   const findingFilter =
     filter.label === undefined && filter.minConfidence === undefined
       ? ''
@@ -50,25 +50,42 @@ export async function listResultRows(db: Database, filter: ResultFilter, page: P
     filter.modality !== undefined && 's.modality = @modality',
     filter.status !== undefined && 's.status = @status',
     filter.scanId !== undefined && 's.scan_id = @scanId',
+    filter.throughId !== undefined && 's.id <= @throughId',
   ]);
-  const rows = (await db.values(
-    `SELECT s.id, s.scan_id, p.patient_id, s.modality, a.id AS analysis_ref, a.public_id,
-            a.model_id, a.model_name, a.model_version, a.model_sha256, a.recommendation, a.started_at, a.finished_at,
-            a.thresholds, a.operating_point
-       FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref
-       JOIN analyses a ON a.id = s.latest_analysis_ref
-      WHERE s.id > @after AND ${where}${findingFilter}
-      ORDER BY s.id LIMIT @limit`,
-    {
+  return {
+    where: `${where}${findingFilter}`,
+    params: {
       patientId: filter.patientId ?? null,
       modality: filter.modality ?? null,
       status: filter.status ?? null,
       scanId: filter.scanId ?? null,
       label: filter.label ?? null,
       minConfidence: filter.minConfidence ?? null,
-      after: page.afterId,
-      limit: page.limit + 1,
+      throughId: filter.throughId ?? null,
     },
+  };
+}
+
+const RESULT_FROM = `FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref
+       JOIN analyses a ON a.id = s.latest_analysis_ref`;
+
+/** The lowest and highest scan row ids (null with no scans): where an export cuts the list into ranges. */
+export async function scanIdSpan(db: Database): Promise<{ first: number; last: number } | null> {
+  const [row] = await db.values('SELECT min(id), max(id) FROM scans');
+  return row?.[0] == null ? null : { first: Number(row[0]), last: Number(row[1]) };
+}
+
+/** Scans with a latest analysis (resultConditions), a page of them. */
+export async function listResultRows(db: Database, filter: ResultFilter, page: PageRequest): Promise<Page<ResultRow>> {
+  const { where, params } = resultConditions(filter);
+  const rows = (await db.values(
+    `SELECT s.id, s.scan_id, p.patient_id, s.modality, a.id AS analysis_ref, a.public_id,
+            a.model_id, a.model_name, a.model_version, a.model_sha256, a.recommendation, a.started_at, a.finished_at,
+            a.thresholds, a.operating_point
+       ${RESULT_FROM}
+      WHERE s.id > @after AND ${where}
+      ORDER BY s.id LIMIT @limit`,
+    { ...params, after: page.afterId, limit: page.limit + 1 },
   )).map(
     (v): ResultRow => ({
       id: v[0] as number,

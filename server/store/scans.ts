@@ -61,7 +61,8 @@ export async function listScans(db: Database, filter: ScanFilter, page: PageRequ
   return toPage(rows, page.limit);
 }
 
-export type ResultFilter = ScanFilter & { label?: string | undefined; minConfidence?: number | undefined };
+/** `throughId`: scans up to this row id only (an export's share of the list, read by a worker). */
+export type ResultFilter = ScanFilter & { label?: string | undefined; minConfidence?: number | undefined; throughId?: number | undefined };
 
 const SCANS_OF_STUDIES = perDialect((d) => `${SCAN_SELECT} WHERE s.study_ref ${inJsonIds(d)} ORDER BY s.series_number IS NULL, s.series_number, s.id`);
 

@@ -20,6 +20,7 @@
  * replayed by the next open (sqlite.org/wal.html#checkpointing).
  */
 import { Worker } from 'node:worker_threads';
+import { workerBootstrap } from '#server/worker-threads.ts';
 import type { Logger } from '#server/log.ts';
 import type { SqliteDatabase } from '#server/store/sqlite.ts';
 import type {
@@ -54,18 +55,6 @@ const MAX_FRAMES = 1000;
 const IDLE_TICKS = 20;
 const AUTOCHECKPOINT_DEFAULT = 1000;
 
-/** From source (tsx, vitest) the worker registers tsx first; the desktop bundle (main/build.ts)
- * ships it compiled beside main.mjs, unpacked from the asar archive (electron-builder.yml). */
-function bootstrap(): string {
-  const here = import.meta.url;
-  if (here.endsWith('.ts')) {
-    const entry = JSON.stringify(new URL('./wal-checkpoint-worker.ts', here).href);
-    return `import('tsx/esm/api').then(({ register }) => { register(); return import(${entry}); });`;
-  }
-  const entry = new URL('./wal-checkpoint-worker.mjs', here).href.replace('/app.asar/', '/app.asar.unpacked/');
-  return `import(${JSON.stringify(entry)});`;
-}
-
 type Pending = { resolve: (outcome: CheckpointOutcome) => void; reject: (err: Error) => void };
 
 /**
@@ -77,7 +66,7 @@ export async function startWalCheckpointer(
   { intervalMs = INTERVAL_MS, maxFrames = MAX_FRAMES, idleTicks = IDLE_TICKS, log }: WalCheckpointerOptions = {},
 ): Promise<WalCheckpointer> {
   const data: CheckpointWorkerData = { file: db.connection.name, nativeBinding: process.env['MIA_SQLITE_BINDING'] };
-  const worker = new Worker(bootstrap(), { eval: true, workerData: data });
+  const worker = new Worker(workerBootstrap(import.meta.url, 'wal-checkpoint-worker'), { eval: true, workerData: data });
   const pending = new Map<number, Pending>();
   let nextId = 1;
   let failure: Error | null = null;
