@@ -89,7 +89,8 @@ function resultFilterOf(filters: ExportFilters): ResultFilter {
 /** Scans after `afterId`, through `throughId` if given (else to the end). */
 export type PageRange = { afterId: number; throughId?: number | undefined };
 
-export type RenderedPage = { text: string; rows: number };
+/** A page as UTF-8, made where it was rendered (a worker hands the bytes over without a copy). */
+export type RenderedPage = { bytes: Buffer; rows: number };
 
 /**
  * The results of the scans in `range`, as pages of the format's size, each serialized: one
@@ -108,7 +109,7 @@ export async function* renderedPages(
   for (;;) {
     const page = await listResults(deps, filter, { afterId, limit: PAGE_SCANS[format] });
     const items = pseudonyms ? page.items.map((result) => deidentify(result, pseudonyms)) : page.items;
-    if (items.length > 0) yield { text: parts.page(items), rows: items.length };
+    if (items.length > 0) yield { bytes: Buffer.from(parts.page(items)), rows: items.length };
     if (page.nextAfterId === null) return;
     afterId = page.nextAfterId;
   }

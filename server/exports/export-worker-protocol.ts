@@ -16,7 +16,7 @@ export type ToExportWorker = { type: 'range'; id: number; afterId: number; throu
 
 export type FromExportWorker =
   | { type: 'ready' }
-  /** The range's pages joined (with the format's `between`), and the results they hold. */
-  | { type: 'range'; id: number; text: string; rows: number }
+  /** The range's pages joined (with the format's `between`) as UTF-8, and the results they hold. */
+  | { type: 'range'; id: number; bytes: Uint8Array; rows: number }
   | { type: 'error'; id: number; message: string; code: string | undefined }
   | { type: 'closed' };

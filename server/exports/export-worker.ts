@@ -29,7 +29,7 @@ try {
 }
 const deps = { db, clock: systemClock };
 const pseudonyms = pseudonymSecret === null ? undefined : pseudonymizerOf(pseudonymSecret);
-const between = documentParts(format).between;
+const separator = Buffer.from(documentParts(format).between);
 
 // One range at a time, in the order asked: the export waits on the earliest.
 let work: Promise<void> = Promise.resolve();
@@ -45,13 +45,17 @@ port.on('message', (message: ToExportWorker) => {
   const { id, afterId, throughId } = message;
   work = work.then(async () => {
     try {
-      const texts: string[] = [];
+      const parts: Buffer[] = [];
       let rows = 0;
       for await (const page of renderedPages(deps, format, filters, { afterId, throughId }, pseudonyms)) {
-        texts.push(page.text);
+        if (parts.length > 0) parts.push(separator);
+        parts.push(page.bytes);
         rows += page.rows;
       }
-      post({ type: 'range', id, text: texts.join(between), rows });
+      const bytes = parts.length === 1 ? parts[0]! : Buffer.concat(parts);
+      // Moved, not copied, when the bytes are the whole of their memory (not a slice of Node's pool).
+      const own = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
+      port.postMessage({ type: 'range', id, bytes, rows } satisfies FromExportWorker, own ? [bytes.buffer as ArrayBuffer] : []);
     } catch (err) {
       post(failure(err, id));
     }

@@ -95,9 +95,8 @@ async function writeExportFile(path: string, parts: DocumentParts, header: Docum
   let sizeBytes = 0;
   let rowCount = 0;
   let inFlight: Promise<unknown> = Promise.resolve();
-  const write = async (text: string) => {
-    if (text.length === 0) return;
-    const bytes = Buffer.from(text);
+  const write = async (bytes: Buffer) => {
+    if (bytes.length === 0) return;
     hash.update(bytes);
     sizeBytes += bytes.length;
     await inFlight;
@@ -106,12 +105,13 @@ async function writeExportFile(path: string, parts: DocumentParts, header: Docum
     inFlight.catch(() => undefined);
   };
   try {
-    await write(parts.head(header));
+    const between = Buffer.from(parts.between);
+    await write(Buffer.from(parts.head(header)));
     for await (const page of pages) {
-      await write(rowCount === 0 ? page.text : parts.between + page.text);
+      await write(rowCount > 0 && between.length > 0 ? Buffer.concat([between, page.bytes]) : page.bytes);
       rowCount += page.rows;
     }
-    await write(parts.tail(rowCount));
+    await write(Buffer.from(parts.tail(rowCount)));
     await inFlight;
     await file.sync();
   } catch (err) {

@@ -61,7 +61,8 @@ function startWorker(data: ExportWorkerData, onPage: (id: number, page: Rendered
           resolve(handle);
           return;
         case 'range':
-          onPage(message.id, { text: message.text, rows: message.rows });
+          // A transferred Uint8Array arrives as one: viewed as a Buffer, not copied.
+          onPage(message.id, { bytes: Buffer.from(message.bytes.buffer, message.bytes.byteOffset, message.bytes.byteLength), rows: message.rows });
           return;
         case 'error': {
           const err = Object.assign(new Error(message.message), { code: message.code });
