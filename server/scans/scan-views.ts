@@ -26,14 +26,28 @@ export function decisionOfAnalysis(analysis: Pick<AnalysisRow, 'thresholds' | 'm
   return { thresholds: parseThresholds(analysis.thresholds), modelVersion: analysis.model_version, operatingPoint: analysis.operating_point ?? null };
 }
 
-function parseThresholds(json: string): Record<string, number> {
+/**
+ * Thresholds by their text, parsed once: every analysis of a model at one operating point has the
+ * same, and a results page parsed them 50 times (2 % of the server's CPU at 50 connections, by
+ * CPU profile, 2026-11-26). Bounded: a text is a model's labels, so an installation has few.
+ */
+const parsedThresholds = new Map<string, Readonly<Record<string, number>>>();
+const PARSED_THRESHOLDS_MAX = 256;
+
+function parseThresholds(json: string): Readonly<Record<string, number>> {
+  const known = parsedThresholds.get(json);
+  if (known) return known;
+  let parsed: Record<string, number> = {};
   try {
     const value: unknown = JSON.parse(json);
-    if (typeof value !== 'object' || value === null) return {};
-    return Object.fromEntries(Object.entries(value).filter((e): e is [string, number] => typeof e[1] === 'number'));
+    if (typeof value === 'object' && value !== null) parsed = Object.fromEntries(Object.entries(value).filter((e): e is [string, number] => typeof e[1] === 'number'));
   } catch {
-    return {};
+    // Not JSON: no thresholds to show.
   }
+  if (parsedThresholds.size >= PARSED_THRESHOLDS_MAX) parsedThresholds.clear();
+  const frozen = Object.freeze(parsed);
+  parsedThresholds.set(json, frozen);
+  return frozen;
 }
 
 export type FindingFilter = { label?: string | undefined; minConfidence?: number | undefined };
