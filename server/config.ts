@@ -93,6 +93,11 @@ export type ServerConfig = {
   analysisBatchSize: number;
   /** Queue an analysis for every scan an import job touched, when the job completes. */
   analyzeAfterImport: boolean;
+  /**
+   * Worker threads that render a large export (server/exports/parallel-export.ts); 0 renders it
+   * in the event loop. Each adds ~75 MB of memory while it runs (BENCHMARKS.md, exports).
+   */
+  exportWorkers: number;
   /** Days an audit event stays in the database before it moves to <data>/audit-archive/,
    * where GET /v1/audit still reads it; nothing deletes audit events (issue 10). */
   auditRetentionDays: number;
@@ -158,6 +163,7 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     interOpThreads: z.number().int().min(1).max(64).parse(input.interOpThreads ?? 1),
     analysisBatchSize: z.number().int().min(1).max(256).parse(input.analysisBatchSize ?? 8),
     analyzeAfterImport: input.analyzeAfterImport ?? false,
+    exportWorkers: z.number().int().min(0).max(16).parse(input.exportWorkers ?? Math.min(4, availableParallelism())),
     auditRetentionDays: z.number().int().min(1).max(36_500).parse(input.auditRetentionDays ?? DEFAULT_AUDIT_RETENTION_DAYS),
     syncIntervalMs: z.number().int().min(0).max(24 * 3_600_000).parse(input.syncIntervalMs ?? DEFAULT_SYNC_INTERVAL_MS),
     routingPollMs: z.number().int().min(0).max(3_600_000).parse(input.routingPollMs ?? 1_000),

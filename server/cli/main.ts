@@ -34,7 +34,7 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
         [--trusted-proxy ADDRESS]
         [--watch DIR [--watch-stable SECONDS]] [--analyze-after-import]
         [--audit-retention-days N] [--rate-limit N] [--log-dir DIR]
-        [--sync-interval SECONDS]
+        [--sync-interval SECONDS] [--export-workers N]
         [--dicom-port N [--ae-title AE] [--dicom-host ADDRESS]
          [--dicom-allow AE@HOST,...]]
                                run the API and the browser UI (renderer/dist, or
@@ -177,6 +177,7 @@ const OPTIONS = {
   all: { type: 'boolean' },
   'analyze-after-import': { type: 'boolean' },
   'audit-retention-days': { type: 'string' },
+  'export-workers': { type: 'string' },
   'rate-limit': { type: 'string' },
   'log-dir': { type: 'string' },
   'key-file': { type: 'string' },
@@ -303,9 +304,10 @@ async function serve(values: Record<string, unknown>, { dataDir, databaseUrl }: 
   const rateLimit = { ...DEFAULT_RATE_LIMIT, requests };
   const logDir = typeof values['log-dir'] === 'string' ? resolvePath(values['log-dir']) : null;
   const syncIntervalMs = numberOption(values, 'sync-interval', String(DEFAULT_SYNC_INTERVAL_MS / 1000), z.number().min(0).max(86_400)) * 1000;
+  const exportWorkers = values['export-workers'] === undefined ? undefined : numberOption(values, 'export-workers', '0', z.number().int().min(0).max(16));
   const dicom = dicomServeOptions(values);
   const { createServer } = await import('#server/create-server.ts');
-  const server = await createServer({ dataDir, databaseUrl, rateLimit, logDir, hubMode, allowedHosts, trustedProxies, logToStderr: false, uiDir, watchDir, watchStableMs, analyzeAfterImport, auditRetentionDays, syncIntervalMs, dicom });
+  const server = await createServer({ dataDir, databaseUrl, rateLimit, logDir, hubMode, allowedHosts, trustedProxies, logToStderr: false, uiDir, watchDir, watchStableMs, analyzeAfterImport, auditRetentionDays, syncIntervalMs, exportWorkers, dicom });
   let url: string;
   try {
     url = await server.listen(port, host);

@@ -7,7 +7,6 @@
  */
 import { createHash } from 'node:crypto';
 import { mkdir, open, rename, rm, type FileHandle } from 'node:fs/promises';
-import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import type { ExportFormat } from '#common/vocabulary.ts';
 import type { ExportFilters, ExportRecord } from '#server/api/schemas.ts';
@@ -28,17 +27,18 @@ import type { Page, PageRequest } from '#server/store/page.ts';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 
-export type ExportDeps = { db: Database; clock: Clock; dataDir: string };
+export type ExportDeps = { db: Database; clock: Clock; dataDir: string; config: { exportWorkers: number } };
 
 export const EXPORT_EXTENSION: Record<ExportFormat, string> = { csv: 'csv', xml: 'xml', json: 'json' };
 /**
- * A store of at least this many scans (on SQLite, with two cores or more) has its exports
- * rendered by worker threads: starting them costs ~0.2 s, what one thread renders of 7,000 scans.
+ * A store of at least this many scans (on SQLite, with config.exportWorkers of 2 or more) has its
+ * exports rendered by worker threads: starting them costs ~0.2 s, what one thread renders of
+ * 7,000 scans. One worker alone is no faster than the event loop and costs its memory, so it is
+ * not used.
  */
 const PARALLEL_MIN_SCANS = 7000;
-const MAX_WORKERS = 4;
 
-/** How an export is made: the defaults, or a test's choice of threads. */
+/** A test's choice of threads over the configured ones. */
 export type ExportTuning = { workers?: number; parallelMinScans?: number };
 
 export function exportsDir(dataDir: string): string {
@@ -153,7 +153,7 @@ export async function createExport(
   const secret = input.deidentify ? await pseudonymSecret(deps.db) : null;
   const fileName = `${publicId}.${EXPORT_EXTENSION[input.format]}`;
   await mkdir(exportsDir(deps.dataDir), { recursive: true, mode: PRIVATE_DIR_MODE });
-  const workers = tuning.workers ?? Math.min(MAX_WORKERS, availableParallelism());
+  const workers = tuning.workers ?? deps.config.exportWorkers;
   const ranges = await parallelRanges(deps, input.format, workers, tuning.parallelMinScans ?? PARALLEL_MIN_SCANS);
   const pages = ranges
     ? renderInWorkers({ dataDir: deps.dataDir, format: input.format, filters: input.filters, pseudonymSecret: secret, ranges, workers })

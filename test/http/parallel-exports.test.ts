@@ -22,7 +22,7 @@ beforeAll(async () => {
   t = await startTestServer();
   const key = await seedAnalysedScans(t.server.services.db, SCANS);
   const { db, clock } = t.server.services;
-  deps = { db, clock, dataDir: t.dataDir };
+  deps = { db, clock, dataDir: t.dataDir, config: t.server.services.config };
   const outcome = await authenticate(db, clock, `Bearer ${key}`);
   if (!outcome.ok) throw new Error(outcome.reason);
   caller = outcome.auth;
