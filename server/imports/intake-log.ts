@@ -217,10 +217,15 @@ export function openIntakeLog(dataDir: string, onError: (what: string, err: unkn
     });
   };
 
+  /** Nothing waits to be indexed in the current segment, nor to be written: a spare now would keep patient data idle. */
+  const idle = (): boolean => queue.length === 0 && (current?.outstanding ?? 0) === 0;
+
   /** A retired segment whose records are all indexed: kept to be written again, or removed. */
+  let recycling = 0;
   const recycle = (segment: Segment): void => {
-    if (closed || segment.closed || segment.grows || spares.length >= SPARES) return remove(segment);
+    if (closed || segment.closed || segment.grows || spares.length + recycling >= SPARES || idle()) return remove(segment);
     segments.delete(segment);
+    recycling += 1;
     // Renamed at once, not synced: should a cut undo the rename, the segment is read back under its
     // old name and its records, all indexed already, count as duplicates, as with a removal undone.
     const path = join(dataDir, INTAKE_DIR, spareName(instance, (seq += 1)));
@@ -230,8 +235,10 @@ export function openIntakeLog(dataDir: string, onError: (what: string, err: unkn
       } catch (err) {
         await removeFile(segment.handle, segment.path);
         throw err;
+      } finally {
+        recycling -= 1;
       }
-      if (closed) return removeFile(segment.handle, path);
+      if (closed || idle()) return removeFile(segment.handle, path);
       spares.push({ path, handle: segment.handle });
     });
   };
@@ -256,9 +263,9 @@ export function openIntakeLog(dataDir: string, onError: (what: string, err: unkn
   const emptyIfDone = async (): Promise<void> => {
     const segment = current;
     if (!segment || segment.outstanding > 0) return;
-    const idle = spares;
+    const unused = spares;
     spares = [];
-    for (const spare of idle) inBackground('intake.segment_remove_failed', () => removeFile(spare.handle, spare.path));
+    for (const spare of unused) inBackground('intake.segment_remove_failed', () => removeFile(spare.handle, spare.path));
     if (segment.size === 0) return;
     try {
       if (segment.grows) await segment.handle.truncate(SEGMENT_HEADER_BYTES);

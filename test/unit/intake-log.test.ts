@@ -181,6 +181,20 @@ describe('intake log', () => {
     expect(errors).toEqual([]);
   }, 30_000);
 
+  it('keeps no spare once nothing waits to be indexed: its patient data would stay idle', async () => {
+    log = openIntakeLog(dataDir, (what) => errors.push(what));
+    const mib = (n: number): Buffer => Buffer.alloc(1024 * 1024, n % 251);
+    const appended = [];
+    for (let i = 0; i < 32; i++) appended.push(await log.append(meta, mib(i), digest(mib(i))));
+    expect(segmentsIn()).toHaveLength(2);
+    for (const r of appended) r.release();
+    // The full one removed rather than kept as a spare; the current one zeroed.
+    await expect.poll(() => segmentsIn().length).toBe(1);
+    expect(segmentsIn().some((n) => n.endsWith('.spare'))).toBe(false);
+    await expect.poll(async () => (await readAll(join(dataDir, INTAKE_DIR, segmentsIn()[0] ?? ''))).records.length).toBe(0);
+    expect(errors).toEqual([]);
+  }, 30_000);
+
   it('gives a record larger than a segment a segment of its own, and goes on in a zero-filled one', async () => {
     log = openIntakeLog(dataDir, (what) => errors.push(what));
     const big = Buffer.alloc(33 * 1024 * 1024, 9);
