@@ -132,8 +132,11 @@ async function writeExportFile(path: string, parts: DocumentParts, header: Docum
  * them all before the workers start (333,334 scans: 0.37 s); a filter leaves some ranges with few
  * or none, which cost a statement each. Scans added after this are not in the export.
  */
-async function parallelRanges(deps: ExportDeps, format: ExportFormat, workers: number, minScans: number): Promise<Required<PageRange>[] | null> {
+async function parallelRanges(deps: ExportDeps, input: { format: ExportFormat; filters: ExportFilters }, workers: number, minScans: number): Promise<Required<PageRange>[] | null> {
   if (!isSqlite(deps.db) || workers < 2) return null;
+  // One scan or one patient's: a few pages at most, which one thread reads before workers start.
+  if (input.filters.scan_id !== undefined || input.filters.patient_id !== undefined) return null;
+  const { format } = input;
   const span = await scanIdSpan(deps.db);
   if (!span || span.last - span.first + 1 < minScans) return null;
   const size = PAGE_SCANS[format];
@@ -154,7 +157,7 @@ export async function createExport(
   const fileName = `${publicId}.${EXPORT_EXTENSION[input.format]}`;
   await mkdir(exportsDir(deps.dataDir), { recursive: true, mode: PRIVATE_DIR_MODE });
   const workers = tuning.workers ?? deps.config.exportWorkers;
-  const ranges = await parallelRanges(deps, input.format, workers, tuning.parallelMinScans ?? PARALLEL_MIN_SCANS);
+  const ranges = await parallelRanges(deps, input, workers, tuning.parallelMinScans ?? PARALLEL_MIN_SCANS);
   const pages = ranges
     ? renderInWorkers({ dataDir: deps.dataDir, format: input.format, filters: input.filters, pseudonymSecret: secret, ranges, workers })
     : renderedPages(deps, input.format, input.filters, { afterId: 0 }, secret === null ? undefined : pseudonymizerOf(secret));
