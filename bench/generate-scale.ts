@@ -13,6 +13,7 @@
  */
 import { newPublicId } from '#server/store/public-id.ts';
 import { openDatabase } from '#server/store/sqlite.ts';
+import { seededRandom } from '../test/helpers/random.ts';
 
 export type ScaleOptions = { scans: number; findings: number; seed: number; chunk?: number };
 export type ScaleCounts = { patients: number; studies: number; scans: number; analyses: number; findings: number; reports: number; ms: number };
@@ -49,17 +50,6 @@ const STATUSES = [
 ] as const;
 const ANALYSED = new Set(['analyzed', 'in_review', 'reviewed', 'reported', 'archived']);
 
-/** mulberry32: small, seeded, good enough to spread rows. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function weighted<T extends string>(next: () => number, table: readonly (readonly [T, number])[]): T {
   const total = table.reduce((sum, [, w]) => sum + w, 0);
@@ -84,7 +74,7 @@ export async function generateScale(dir: string, options: ScaleOptions): Promise
   const started = performance.now();
   const store = openDatabase(dir);
   const db = store.connection;
-  const next = random(options.seed);
+  const next = seededRandom(options.seed);
   const salt = Math.floor(next() * 0xffffffff);
   const chunk = options.chunk ?? 5000;
   const now = new Date().toISOString();

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { INTAKE_DIR, openIntakeLog, readIntakeSegment } from '#server/imports/intake-log.ts';
+import { seededRandom } from '../helpers/random.ts';
 
 const meta = { callingAeTitle: 'CT01', host: '10.0.0.5', receivedAt: '2026-11-26T10:00:00.000Z' };
 const digest = (bytes: Buffer): string => createHash('sha256').update(bytes).digest('hex');
@@ -21,18 +22,6 @@ const META_BYTES = Buffer.byteLength(JSON.stringify(meta));
 let dir: string;
 /** The bytes of the segment up to a little past its last record (the rest is zero fill). */
 let segment: Buffer;
-
-/** mulberry32: a small seeded generator, so a failing case names its seed. */
-function generator(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'mia-intake-hostile-'));
@@ -91,7 +80,7 @@ describe('intake segments, damaged', () => {
     const path = join(dir, INTAKE_DIR, 'damaged.log');
     const originals = payloads.map((p) => p.toString('base64'));
     for (let seed = 1; seed <= 600; seed += 1) {
-      const random = generator(seed);
+      const random = seededRandom(seed);
       let damaged = segment;
       for (let n = 1 + Math.floor(random() * 3); n > 0; n -= 1) damaged = mutate(damaged, random);
       writeFileSync(path, damaged);
