@@ -11,8 +11,10 @@ preprocess.py that server/analysis/preprocess.ts reproduces.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
+import time
 
 import numpy as np
 
@@ -68,6 +70,41 @@ def input_spec() -> dict:
         },
         'order': 'normalise_then_resize',
     }
+
+
+def file_entry(model_path: str) -> dict:
+    return {'path': 'model.onnx', 'sha256': sha256_file(model_path), 'bytes': os.path.getsize(model_path), 'format': 'onnx', 'opset': 17}
+
+
+def lesion_label(label: str, display_name: str = 'Lesion (example model)',
+                 definition: str = 'Any phantom lesion (tumour, haemorrhage or infarct). Example model, not for clinical use.') -> dict:
+    """The one label of the example models: a phantom lesion."""
+    return {
+        'label': label,
+        'display_name': display_name,
+        'definition': definition,
+        'code': {'system': 'SNOMED CT', 'value': '52988006', 'meaning': 'Lesion', 'provisional': True},
+        'threshold': 0.5,
+        'urgency': 'routine',
+    }
+
+
+def training_data(series: int, slices: int, script: str, epochs: int) -> dict:
+    return {
+        'description': f'{series} synthetic phantom series (phantom_data.py, models/mia-phantom-detector/phantoms.py), {slices} slices. No patient data.',
+        'command': f'/usr/bin/python3 {script}',
+        'epochs': epochs,
+    }
+
+
+UNEVALUATED = {'source': 'none: an example model, not evaluated', 'per_label': {}, 'false_positives_per_series': 0}
+
+
+def write_manifest(out: str, manifest: dict, model_path: str, started: float) -> None:
+    with open(os.path.join(out, 'manifest.json'), 'w') as f:
+        json.dump(manifest, f, indent=2)
+        f.write('\n')
+    print(f'wrote {model_path} ({os.path.getsize(model_path)} bytes) in {time.time() - started:.0f}s')
 
 
 def applies_to() -> dict:

@@ -13,7 +13,6 @@ and nothing else.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -119,7 +118,7 @@ def main() -> int:
         'id': 'mia-example-yolo',
         'name': 'mia example YOLO-style detector (NOT FOR CLINICAL USE)',
         'version': '0.1.0',
-        'file': {'path': 'model.onnx', 'sha256': pd.sha256_file(model_path), 'bytes': os.path.getsize(model_path), 'format': 'onnx', 'opset': 17},
+        'file': pd.file_entry(model_path),
         'intended_use': 'Example of a bring-your-own YOLO-style detector for testing mia on synthetic phantoms only. NOT FOR CLINICAL USE: it has never seen a patient image.',
         'not_for_clinical_use': True,
         'applies_to': pd.applies_to(),
@@ -138,29 +137,15 @@ def main() -> int:
             'class_agnostic_nms': False,
             'aggregation': {'link_iou': 0.2, 'max_slice_gap': 1},
         },
-        'labels': [{
-            'label': LABEL,
-            'display_name': 'Lesion (example model)',
-            'definition': 'Any phantom lesion (tumour, haemorrhage or infarct). Example model, not for clinical use.',
-            'code': {'system': 'SNOMED CT', 'value': '52988006', 'meaning': 'Lesion', 'provisional': True},
-            'threshold': 0.5,
-            'urgency': 'routine',
-        }],
+        'labels': [pd.lesion_label(LABEL)],
         'recommendations': {
             'rules': [{'label': LABEL, 'min_confidence': 0.5, 'text': 'Example model flagged a possible lesion: not for clinical use.'}],
             'none_found': 'Example model found nothing. Not for clinical use.',
         },
-        'training_data': {
-            'description': f'{args.series} synthetic phantom series (phantom_data.py, models/mia-phantom-detector/phantoms.py), {len(x)} slices. No patient data.',
-            'command': '/usr/bin/python3 example-models/mia-example-yolo/build.py',
-            'epochs': args.epochs,
-        },
-        'metrics': {'source': 'none: an example model, not evaluated', 'per_label': {}, 'false_positives_per_series': 0},
+        'training_data': pd.training_data(args.series, len(x), 'example-models/mia-example-yolo/build.py', args.epochs),
+        'metrics': pd.UNEVALUATED,
     }
-    with open(os.path.join(args.out, 'manifest.json'), 'w') as f:
-        json.dump(manifest, f, indent=2)
-        f.write('\n')
-    print(f'wrote {model_path} ({os.path.getsize(model_path)} bytes) in {time.time() - t0:.0f}s')
+    pd.write_manifest(args.out, manifest, model_path, t0)
     return 0
 
 
