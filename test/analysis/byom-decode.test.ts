@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { aggregateForOutput, localizationOf } from '#server/analysis/aggregate.ts';
 import { decodeOutputs, type Tensor } from '#server/analysis/decode.ts';
-import { ManifestError, loadManifest, parseManifest, verifyModelFile, type Manifest } from '#server/analysis/manifest.ts';
-import { REPO_ROOT } from './helpers.ts';
+import { loadManifest, verifyModelFile, type Manifest } from '#server/analysis/manifest.ts';
+import { manifestIssues, REPO_ROOT } from './helpers.ts';
 
 const EXAMPLES = join(REPO_ROOT, 'example-models');
 const input: Manifest['input'] = {
@@ -163,15 +163,6 @@ describe('example model manifests and the schema of the new decodings', () => {
   async function example(id: string): Promise<Record<string, unknown>> {
     return JSON.parse(await readFile(join(EXAMPLES, id, 'manifest.json'), 'utf8')) as Record<string, unknown>;
   }
-  function issuesOf(json: unknown): string[] {
-    try {
-      parseManifest(json);
-    } catch (err) {
-      if (err instanceof ManifestError) return err.issues.map((i) => `${i.path}: ${i.message}`);
-      throw err;
-    }
-    return [];
-  }
 
   it('both example models validate, match their files, stay under 1 MB and say NOT FOR CLINICAL USE', async () => {
     for (const id of ['mia-example-yolo', 'mia-example-classifier']) {
@@ -188,19 +179,19 @@ describe('example model manifests and the schema of the new decodings', () => {
   it('refuses bad yolo fields by name', async () => {
     const base = await example('mia-example-yolo');
     const output = base.output as Record<string, unknown>;
-    expect(issuesOf({ ...base, output: { ...output, layout: 'anchors_first' } })).toEqual([expect.stringMatching(/^output\.layout: /)]);
-    expect(issuesOf({ ...base, output: { ...output, box_format: 'xywh' } })).toEqual([expect.stringMatching(/^output\.box_format: /)]);
-    expect(issuesOf({ ...base, output: { ...output, box_units: 'cells' } })).toEqual([expect.stringMatching(/^output\.box_units: /)]);
-    expect(issuesOf({ ...base, output: { ...output, tensor: undefined } })).toEqual([expect.stringMatching(/^output\.tensor: /)]);
-    expect(issuesOf({ ...base, output: { ...output, channels: ['no_such_label'] } })).toContain('output.channels[0]: no_such_label is not in labels');
+    expect(manifestIssues({ ...base, output: { ...output, layout: 'anchors_first' } })).toEqual([expect.stringMatching(/^output\.layout: /)]);
+    expect(manifestIssues({ ...base, output: { ...output, box_format: 'xywh' } })).toEqual([expect.stringMatching(/^output\.box_format: /)]);
+    expect(manifestIssues({ ...base, output: { ...output, box_units: 'cells' } })).toEqual([expect.stringMatching(/^output\.box_units: /)]);
+    expect(manifestIssues({ ...base, output: { ...output, tensor: undefined } })).toEqual([expect.stringMatching(/^output\.tensor: /)]);
+    expect(manifestIssues({ ...base, output: { ...output, channels: ['no_such_label'] } })).toContain('output.channels[0]: no_such_label is not in labels');
   });
 
   it('refuses a classifier background column that cannot exist or has no softmax', async () => {
     const base = await example('mia-example-classifier');
     const output = base.output as Record<string, unknown>;
-    expect(issuesOf({ ...base, output: { ...output, background_index: 2 } })).toEqual([expect.stringMatching(/^output\.background_index: expected at most 1/)]);
-    expect(issuesOf({ ...base, output: { ...output, score_activation: 'sigmoid_applied' } })).toEqual(['output.background_index: a background class needs softmax scores']);
-    expect(issuesOf({ ...base, output: { ...output, decoding: 'heatmaps' } })).toEqual([expect.stringMatching(/^output\.decoding: /)]);
+    expect(manifestIssues({ ...base, output: { ...output, background_index: 2 } })).toEqual([expect.stringMatching(/^output\.background_index: expected at most 1/)]);
+    expect(manifestIssues({ ...base, output: { ...output, score_activation: 'sigmoid_applied' } })).toEqual(['output.background_index: a background class needs softmax scores']);
+    expect(manifestIssues({ ...base, output: { ...output, decoding: 'heatmaps' } })).toEqual([expect.stringMatching(/^output\.decoding: /)]);
   });
 });
 

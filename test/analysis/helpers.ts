@@ -1,13 +1,15 @@
 /**
  * Shared helpers for the analysis tests: the bundled model's folder, running the Debian
  * /usr/bin/python3 (the interpreter with python3-numpy, -pydicom and -torch; a bare `python3`
- * on PATH may be another one) and reading phantoms.py's float32 sidecars.
+ * on PATH may be another one), reading phantoms.py's float32 sidecars, and what a manifest
+ * is refused for.
  */
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { ManifestError, parseManifest } from '#server/analysis/manifest.ts';
 
 const run = promisify(execFile);
 
@@ -96,4 +98,15 @@ export async function generatePhantoms(
 export function sliceOf(series: PhantomSeries, k: number): Float32Array {
   const plane = series.rows * series.columns;
   return series.values.subarray(k * plane, (k + 1) * plane);
+}
+
+/** What parseManifest finds wrong with `json`, as "path: message" lines; none for a valid manifest. */
+export function manifestIssues(json: unknown): string[] {
+  try {
+    parseManifest(json);
+  } catch (err) {
+    if (err instanceof ManifestError) return err.issues.map((i) => `${i.path}: ${i.message}`);
+    throw err;
+  }
+  return [];
 }

@@ -2,9 +2,9 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { calibratorOf } from '#server/analysis/calibration.ts';
-import { ManifestError, parseManifest } from '#server/analysis/manifest.ts';
+import { parseManifest } from '#server/analysis/manifest.ts';
 import { decisionOf } from '#server/analysis/operating-points.ts';
-import { MODEL_DIR } from './helpers.ts';
+import { manifestIssues, MODEL_DIR } from './helpers.ts';
 
 type Json = Record<string, unknown> & { labels: { label: string; threshold: number }[] };
 
@@ -23,16 +23,6 @@ const point = (name: string, t: number, only: readonly string[] = LABELS) => ({
   description: `${name} point`,
   thresholds: Object.fromEntries(only.map((l) => [l, t])),
 });
-
-function issuesOf(json: unknown): string[] {
-  try {
-    parseManifest(json);
-  } catch (err) {
-    if (err instanceof ManifestError) return err.issues.map((i) => `${i.path}: ${i.message}`);
-    throw err;
-  }
-  return [];
-}
 
 describe('calibration', () => {
   const calibrator = calibratorOf({ method: 'platt', fitted_on: 'test', per_label: { tumor_detected: { a: 1.7, b: -0.4 } } });
@@ -69,7 +59,7 @@ describe('operating points in the manifest', () => {
 
   it('refuse a point without a threshold for every label, naming the point', async () => {
     const json = await bundled();
-    expect(issuesOf({ ...json, operating_points: [point('triage', 0.2, ['tumor_detected'])] })).toEqual([
+    expect(manifestIssues({ ...json, operating_points: [point('triage', 0.2, ['tumor_detected'])] })).toEqual([
       'operating_points[0].thresholds: no threshold for hemorrhage_detected',
       'operating_points[0].thresholds: no threshold for infarct_detected',
     ]);
@@ -78,18 +68,18 @@ describe('operating points in the manifest', () => {
   it('refuse unknown labels, duplicate names, a default that is not offered and thresholds off the unit interval', async () => {
     const json = await bundled();
     const extra = { ...point('triage', 0.2), thresholds: { ...point('triage', 0.2).thresholds, edema_detected: 0.3 } };
-    expect(issuesOf({ ...json, operating_points: [extra] })).toEqual(['operating_points[0].thresholds.edema_detected: edema_detected is not in labels']);
-    expect(issuesOf({ ...json, operating_points: [point('a', 0.2), point('a', 0.3)] })).toEqual(['operating_points[1].name: duplicate operating point a']);
-    expect(issuesOf({ ...json, operating_points: [point('a', 0.2)], default_operating_point: 'b' })).toEqual(['default_operating_point: b is not in operating_points']);
-    expect(issuesOf({ ...json, operating_points: [point('a', 1.2)] })[0]).toMatch(/^operating_points\[0\]\.thresholds\.tumor_detected: expected number between 0 and 1/);
-    expect(issuesOf({ ...json, default_operating_point: 'a' })).toEqual(['default_operating_point: a is not in operating_points']);
+    expect(manifestIssues({ ...json, operating_points: [extra] })).toEqual(['operating_points[0].thresholds.edema_detected: edema_detected is not in labels']);
+    expect(manifestIssues({ ...json, operating_points: [point('a', 0.2), point('a', 0.3)] })).toEqual(['operating_points[1].name: duplicate operating point a']);
+    expect(manifestIssues({ ...json, operating_points: [point('a', 0.2)], default_operating_point: 'b' })).toEqual(['default_operating_point: b is not in operating_points']);
+    expect(manifestIssues({ ...json, operating_points: [point('a', 1.2)] })[0]).toMatch(/^operating_points\[0\]\.thresholds\.tumor_detected: expected number between 0 and 1/);
+    expect(manifestIssues({ ...json, default_operating_point: 'a' })).toEqual(['default_operating_point: a is not in operating_points']);
   });
 
   it('refuse a calibration for a label the model does not have, or one that reverses scores', async () => {
     const json = await bundled();
-    expect(issuesOf({ ...json, calibration: { method: 'platt', fitted_on: 'x', per_label: { edema_detected: { a: 1, b: 0 } } } })).toEqual([
+    expect(manifestIssues({ ...json, calibration: { method: 'platt', fitted_on: 'x', per_label: { edema_detected: { a: 1, b: 0 } } } })).toEqual([
       'calibration.per_label.edema_detected: edema_detected is not in labels',
     ]);
-    expect(issuesOf({ ...json, calibration: { method: 'platt', fitted_on: 'x', per_label: { tumor_detected: { a: -1, b: 0 } } } })[0]).toMatch(/^calibration\.per_label\.tumor_detected\.a: /);
+    expect(manifestIssues({ ...json, calibration: { method: 'platt', fitted_on: 'x', per_label: { tumor_detected: { a: -1, b: 0 } } } })[0]).toMatch(/^calibration\.per_label\.tumor_detected\.a: /);
   });
 });

@@ -5,23 +5,13 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ManifestError, loadManifest, parseManifest, verifyModelFile } from '#server/analysis/manifest.ts';
-import { REPO_ROOT } from './helpers.ts';
+import { loadManifest, verifyModelFile } from '#server/analysis/manifest.ts';
+import { manifestIssues, REPO_ROOT } from './helpers.ts';
 
 const SEGMENTER_DIR = join(REPO_ROOT, 'example-models', 'mia-example-segmenter');
 
 async function segmenterJson(): Promise<Record<string, unknown> & { output: Record<string, unknown> }> {
   return JSON.parse(await readFile(join(SEGMENTER_DIR, 'manifest.json'), 'utf8')) as Record<string, unknown> & { output: Record<string, unknown> };
-}
-
-function issues(json: unknown): string[] {
-  try {
-    parseManifest(json);
-  } catch (err) {
-    if (err instanceof ManifestError) return err.issues.map((i) => `${i.path}: ${i.message}`);
-    throw err;
-  }
-  throw new Error('expected a ManifestError');
 }
 
 describe('segmentation manifests', () => {
@@ -37,19 +27,19 @@ describe('segmentation manifests', () => {
   it('an unknown activation', async () => {
     const json = await segmenterJson();
     json.output.activation = 'relu';
-    expect(issues(json)).toEqual([expect.stringMatching(/^output\.activation: /)]);
+    expect(manifestIssues(json)).toEqual([expect.stringMatching(/^output\.activation: /)]);
   });
 
   it('a stride that does not divide the input size', async () => {
     const json = await segmenterJson();
     json.output.stride = 3;
-    expect(issues(json)).toEqual(['output.stride: expected a divisor of the input size 128 x 128']);
+    expect(manifestIssues(json)).toEqual(['output.stride: expected a divisor of the input size 128 x 128']);
   });
 
   it('a background channel beyond the tensor', async () => {
     const json = await segmenterJson();
     json.output.background_channel = 4;
-    expect(issues(json)).toEqual(['output.background_channel: expected a channel index below 4 (channels plus background)']);
+    expect(manifestIssues(json)).toEqual(['output.background_channel: expected a channel index below 4 (channels plus background)']);
   });
 
   it('softmax over one channel', async () => {
@@ -58,7 +48,7 @@ describe('segmentation manifests', () => {
     json.output.channels = ['tumor_detected'];
     json.labels = (json.labels as { label: string }[]).filter((l) => l.label === 'tumor_detected');
     (json.recommendations as { rules: unknown[] }).rules = [];
-    expect(issues(json)).toEqual(['output.activation: softmax needs at least two channels (add a background_channel)']);
+    expect(manifestIssues(json)).toEqual(['output.activation: softmax needs at least two channels (add a background_channel)']);
   });
 
   it('a missing or negative minimum region, an unbounded region count, an unknown confidence', async () => {
@@ -67,13 +57,13 @@ describe('segmentation manifests', () => {
     json.output.min_region_mm2 = -1;
     json.output.max_regions = 100_000;
     json.output.confidence = 'median';
-    const paths = issues(json).map((i) => i.split(':')[0]);
+    const paths = manifestIssues(json).map((i) => i.split(':')[0]);
     expect(paths.sort()).toEqual(['output.confidence', 'output.max_regions', 'output.min_region_mm2', 'output.min_region_px']);
   });
 
   it('a channel without a label entry', async () => {
     const json = await segmenterJson();
     (json.output.channels as string[])[2] = 'fracture_detected';
-    expect(issues(json)).toContain('output.channels[2]: fracture_detected is not in labels');
+    expect(manifestIssues(json)).toContain('output.channels[2]: fracture_detected is not in labels');
   });
 });
