@@ -92,23 +92,19 @@ function startWorker(data: ExportWorkerData, onPage: (id: number, page: Rendered
  * one cannot start or a range cannot be read; the export then fails as a one-thread one would.
  */
 export async function* renderInWorkers(job: ParallelExport): AsyncGenerator<RenderedPage> {
-  const done = new Map<number, RenderedPage>();
-  const waiting = new Map<number, Waiter>();
+  // One settlement per range asked, by id; a failure of any range fails the export, so it
+  // rejects every range still outstanding.
+  const asked = new Map<number, Waiter>();
+  const results: Promise<RenderedPage>[] = [];
   let failure: Error | undefined;
-  // Any range that fails fails the export: whoever waits hears of it.
   const fail = (err: Error): void => {
     failure ??= err;
-    for (const waiter of waiting.values()) waiter.reject(failure);
-    waiting.clear();
+    for (const waiter of asked.values()) waiter.reject(failure);
+    asked.clear();
   };
   const onPage = (id: number, page: RenderedPage): void => {
-    const waiter = waiting.get(id);
-    if (waiter) {
-      waiting.delete(id);
-      waiter.resolve(page);
-    } else {
-      done.set(id, page);
-    }
+    asked.get(id)?.resolve(page);
+    asked.delete(id);
   };
   const data: ExportWorkerData = {
     dataDir: job.dataDir,
@@ -122,21 +118,18 @@ export async function* renderInWorkers(job: ParallelExport): AsyncGenerator<Rend
   try {
     const notStarted = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (notStarted) throw asError(notStarted.reason);
-    let asked = 0;
     for (let next = 0; next < job.ranges.length; next += 1) {
-      for (; asked < job.ranges.length && asked < next + AHEAD_PER_WORKER * workers.length; asked += 1) {
-        const range = job.ranges[asked]!;
-        workers[asked % workers.length]!.send({ type: 'range', id: asked, afterId: range.afterId, throughId: range.throughId });
+      for (let id = results.length; id < job.ranges.length && id < next + AHEAD_PER_WORKER * workers.length; id += 1) {
+        if (failure) throw failure;
+        const result = new Promise<RenderedPage>((resolve, reject) => asked.set(id, { resolve, reject }));
+        // Awaited in turn below; one rejected before its turn must not count as unhandled.
+        result.catch(() => undefined);
+        results.push(result);
+        const range = job.ranges[id]!;
+        workers[id % workers.length]!.send({ type: 'range', id, afterId: range.afterId, throughId: range.throughId });
       }
-      if (failure) throw failure;
-      const ready = done.get(next);
-      let page: RenderedPage;
-      if (ready) {
-        done.delete(next);
-        page = ready;
-      } else {
-        page = await new Promise<RenderedPage>((resolve, reject) => waiting.set(next, { resolve, reject }));
-      }
+      const page = await results[next]!;
+      delete results[next];
       if (page.rows > 0) yield page;
     }
   } finally {
