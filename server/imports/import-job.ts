@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { ServerConfig } from '#server/config.ts';
 import { MiaError } from '#server/errors.ts';
 import { createArchiveWriter } from '#server/imports/archive.ts';
-import { commitBatch, prepareFile, type FileOutcome, type ImportFile, type Prepared } from '#server/imports/ingest.ts';
+import { commitBatch, prepareFile, prepareStagedFile, type FileOutcome, type ImportFile, type Prepared } from '#server/imports/ingest.ts';
 import { listSourceFiles } from '#server/imports/sources.ts';
 import { codeOf, failureReason } from '#server/storage-errors.ts';
 import type { Clock } from '#server/clock.ts';
@@ -106,7 +106,7 @@ async function runFiles(deps: ImportDeps, job: ImportJobRow, files: readonly Imp
       const slice = files.slice(i, i + batchSize);
       const prepared: Prepared[] = [];
       for (const file of slice) {
-        prepared.push(await prepareFile(deps.db, archive, file));
+        prepared.push(file.synced ? await prepareStagedFile(deps.db, archive, file, file.synced) : await prepareFile(deps.db, archive, file));
         await archive.room(MAX_WRITING_BYTES);
         if (prepared.length % YIELD_EVERY === 0) await new Promise<void>((resolve) => setImmediate(resolve));
       }

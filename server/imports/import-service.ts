@@ -12,7 +12,7 @@ import {
   type ImportDeps,
 } from '#server/imports/import-job.ts';
 import type { FileOutcome, ImportFile } from '#server/imports/ingest.ts';
-import { discardUpload, type ReceivedUpload } from '#server/imports/upload.ts';
+import type { ReceivedUpload } from '#server/imports/upload.ts';
 import { watchFolder, type Watcher } from '#server/imports/watch-folder.ts';
 import type { Services } from '#server/services.ts';
 import type { ImportJobRow } from '#server/store/import-jobs.ts';
@@ -72,7 +72,7 @@ export function createImportService(s: Services): ImportService {
           if (mediaType !== 'application/dicom') {
             wrongType.set(part.index, { part: part.index, outcome: 'rejected', path: `upload part ${part.index}`, reason: `part is ${mediaType ?? 'untyped'}, not application/dicom`, bytes: part.bytes });
           } else {
-            files.push({ path: `upload part ${part.index}`, file: part.file });
+            files.push({ path: `upload part ${part.index}`, file: part.file, synced: part.synced });
           }
         }
         const job = await createImportJob(deps, 'upload', ['upload'], createdBy, files.length);
@@ -86,7 +86,7 @@ export function createImportService(s: Services): ImportService {
         }
         return { job: finished, outcomes };
       } finally {
-        await discardUpload(upload);
+        await upload.discard();
       }
     },
     async stop() {

@@ -30,7 +30,11 @@ export type Prepared =
   | { kind: 'store'; path: string; instance: DicomInstance; sha256: string; archivePath: string; bytes: number };
 
 /** A file to import: `path` is what the job record shows, `file` where the bytes are. */
-export type ImportFile = { path: string; file: string };
+/**
+ * `synced`: the file is a spooled copy (an upload) on the data folder's file system, owned by the
+ * caller, whose fsync is under way: a stored one is renamed into the archive, not copied.
+ */
+export type ImportFile = { path: string; file: string; synced?: Promise<void> | undefined };
 
 const rejected = (path: string, reason: string, bytes = 0): Prepared => ({ kind: 'done', result: { outcome: 'rejected', path, reason, bytes } });
 
@@ -56,8 +60,9 @@ export async function prepareFile(db: Database, archive: ArchiveWriter, source: 
 }
 
 /**
- * `prepareFile` for a file already written in the archive's staging folder (`stagingTempPath`):
- * the same checks, then the file itself is staged (renamed into place at the flush), never copied.
+ * `prepareFile` for a file already written on the data folder's file system (an upload spooled to
+ * `stagingTempPath` or its own folder): the same checks, then the file itself is staged (renamed
+ * into place at the flush), never copied.
  * Whatever the outcome, the caller still owns `source.file` until the archive is flushed.
  * `synced`: the writer's fsync of the file, when it started one as the file ended.
  */

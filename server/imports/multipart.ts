@@ -7,7 +7,26 @@ import { join } from 'node:path';
 import { MiaError } from '#server/errors.ts';
 import { PRIVATE_FILE_MODE } from '#server/private-files.ts';
 
-export type ReceivedPart = { index: number; file: string; contentType: string; bytes: number };
+/** `synced`: the part's file fsynced and closed, started as the part ended (see `syncAndClose`). */
+export type ReceivedPart = { index: number; file: string; contentType: string; bytes: number; synced?: Promise<void> };
+
+/**
+ * Makes a spooled file durable and closes it, without holding up the next part: an upload's file
+ * is renamed into the archive rather than copied (ingest.ts prepareStagedFile), and the import's
+ * checks run while this fsync does. Never an unhandled rejection: the import awaits it, and a
+ * part it does not store is removed whatever the fsync did.
+ */
+export function syncAndClose(handle: FileHandle): Promise<void> {
+  const synced = handle.sync().then(
+    async () => await handle.close(),
+    async (err: unknown) => {
+      await handle.close().catch(() => undefined);
+      throw err;
+    },
+  );
+  void synced.catch(() => undefined);
+  return synced;
+}
 
 const CRLF = Buffer.from('\r\n');
 const HEADER_END = Buffer.from('\r\n\r\n');
@@ -51,8 +70,8 @@ export async function receiveMultipart(
   let handle: FileHandle | undefined;
   let current: ReceivedPart | undefined;
 
-  const closePart = async (): Promise<void> => {
-    if (handle) await handle.close();
+  const closePart = (): void => {
+    if (handle && current) current.synced = syncAndClose(handle);
     handle = undefined;
     if (current) parts.push(current);
     current = undefined;
@@ -116,7 +135,7 @@ export async function receiveMultipart(
             break;
           }
           buffer = buffer.subarray(at + delimiter.length);
-          await closePart();
+          closePart();
           state = 'after-delimiter';
         } else {
           break;

@@ -1,6 +1,7 @@
 /** Uploads over HTTP (application/dicom and multipart/related), hub mode, the watch folder. */
 import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CORPUS } from '../dicom/helpers/reference.ts';
@@ -10,6 +11,18 @@ import { encodeFileMeta } from '#server/dimse/part10.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
 const MR_SMALL = join(CORPUS, 'MR_small.dcm');
+
+/** What uploads spooled and left: multipart folders, and single bodies in the archive's staging folder. */
+function spooled(dataDir: string): string[] {
+  const list = (dir: string): string[] => {
+    try {
+      return readdirSync(join(dataDir, dir)).map((name) => join(dir, name));
+    } catch {
+      return [];
+    }
+  };
+  return [...list(join('tmp', 'uploads')), ...list(join('archive', '.staging'))];
+}
 const BOUNDARY = 'mia-test-boundary-42';
 
 function multipart(parts: Array<{ type: string; body: Buffer }>): Buffer {
@@ -92,8 +105,24 @@ describe('POST /v1/instances', () => {
     expect(cut.status).toBe(422);
     expect(cut.json.error.details).toMatch(/^truncated at byte \d+/);
     expect({ instances: await instanceCount(), files: archiveFiles(t.dataDir).length }).toEqual(before);
-    // Upload temp files are gone too.
-    expect(readdirSync(join(t.dataDir, 'tmp', 'uploads'))).toEqual([]);
+    // Upload temp files are gone too (a single body is spooled in the archive's staging folder).
+    expect(spooled(t.dataDir)).toEqual([]);
+  });
+
+  it('keeps nothing of a single body whose client goes away mid-transfer, and stores the next', async () => {
+    const bytes = readFileSync(CT_SMALL);
+    const { hostname, port } = new URL(t.url);
+    await new Promise<void>((resolve) => {
+      const req = httpRequest({ hostname, port, method: 'POST', path: '/v1/instances', headers: { Authorization: `Bearer ${t.adminKey}`, 'Content-Type': 'application/dicom', 'Content-Length': String(bytes.length) } });
+      req.on('error', () => resolve());
+      req.on('close', () => resolve());
+      req.write(bytes.subarray(0, bytes.length >> 1), () => setTimeout(() => req.destroy(), 100));
+    });
+    await expect.poll(() => spooled(t.dataDir), { timeout: 10_000 }).toEqual([]);
+    const whole = await t.request('POST', '/v1/instances', { rawBody: bytes, headers: { 'Content-Type': 'application/dicom' } });
+    expect(whole.status).toBe(200);
+    expect(whole.json.data.outcomes.map((o: { outcome: string }) => o.outcome)).toEqual([expect.stringMatching(/^(imported|duplicate)$/)]);
+    expect(spooled(t.dataDir)).toEqual([]);
   });
 
   it('takes multipart/related with good and bad parts: 200 with an outcome per part', async () => {
