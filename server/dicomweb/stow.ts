@@ -85,7 +85,11 @@ export async function storeStudies(
   const stored: Stored[] = [];
   let kept = upload.parts;
   if (studyUid !== undefined) {
-    const others = await partsOfOtherStudies(upload.parts, studyUid);
+    // The import removes what was spooled; until it has the upload, a failure here must.
+    const others = await partsOfOtherStudies(upload.parts, studyUid).catch(async (err: unknown) => {
+      await upload.discard();
+      throw err;
+    });
     for (const item of others.values()) failed.push({ ...item, reason: FAILURE.studyMismatch });
     kept = upload.parts.filter((p) => !others.has(p.index));
   }
