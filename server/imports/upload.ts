@@ -12,6 +12,7 @@ import { MiaError } from '#server/errors.ts';
 import { stagingTempPath } from '#server/imports/archive.ts';
 import { boundaryOf, receiveMultipart, syncAndClose, type ReceivedPart } from '#server/imports/multipart.ts';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
+import { codeOf } from '#server/storage-errors.ts';
 
 export const UPLOAD_TYPES = ['application/dicom', 'multipart/related'] as const;
 /** 2 GiB: a large multi-frame study fits; a runaway client does not fill the disk. */
@@ -38,7 +39,7 @@ async function create(file: string): Promise<FileHandle> {
   try {
     return await open(file, 'wx', PRIVATE_FILE_MODE);
   } catch (err) {
-    if (typeof err !== 'object' || err === null || !('code' in err) || err.code !== 'ENOENT') throw err;
+    if (codeOf(err) !== 'ENOENT') throw err;
     await mkdir(dirname(file), { recursive: true, mode: PRIVATE_DIR_MODE });
     return await open(file, 'wx', PRIVATE_FILE_MODE);
   }
@@ -96,13 +97,11 @@ export async function receiveUpload(
   await mkdir(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   try {
     const parts = await receiveMultipart(body.stream, boundaryOf(body.contentType), dir, { maxBytes: body.maxBytes, maxParts });
+    if (parts.length === 0) throw new MiaError('invalid', 'Empty multipart body', 'send at least one application/dicom part');
     const discard = async (): Promise<void> => {
       await settled(parts);
       await rm(dir, { recursive: true, force: true });
     };
-    if (parts.length === 0) {
-      throw new MiaError('invalid', 'Empty multipart body', 'send at least one application/dicom part');
-    }
     return { multipart: true, parts, discard };
   } catch (err) {
     body.stream.resume();
