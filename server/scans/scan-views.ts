@@ -5,6 +5,7 @@ import type { AnalysisRow, FindingRow } from '#server/store/analyses.ts';
 import { findAnalysesWithFindings } from '#server/store/analyses.ts';
 import type { Database } from '#server/store/database.ts';
 import type { ScanRow } from '#server/store/scans.ts';
+import type { SummaryAnalysis, SummaryFinding } from '#server/store/scan-summaries.ts';
 import { groupLesions } from '#server/findings/lesions.ts';
 import { placeOf, type SliceIndex } from '#server/findings/places.ts';
 import { triageOf } from '#server/scans/triage.ts';
@@ -97,7 +98,7 @@ export async function loadLatestAnalyses(
 }
 
 /** `slices` numbers the triage reason's slice; without it the reason names no slice. */
-export function toScan(row: ScanRow, findings: readonly FindingRow[] | undefined, analysis: AnalysisRow | undefined, slices?: SliceIndex): Scan {
+export function toScan(row: ScanRow, findings: readonly SummaryFinding[] | undefined, analysis: SummaryAnalysis | undefined, slices?: SliceIndex): Scan {
   // Findings arrive ordered by confidence, so the first is the worklist's "top" finding.
   const top = findings?.[0];
   return {

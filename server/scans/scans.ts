@@ -8,6 +8,7 @@ import type { Page, PageRequest } from '#server/store/page.ts';
 import type { ResultFilter, ScanFilter, ScanRow } from '#server/store/scans.ts';
 import { findScan, listScans as listScanRows, stampArchived } from '#server/store/scans.ts';
 import { findResultFindings, listResultRows } from '#server/store/results.ts';
+import { findSummaryAnalyses } from '#server/store/scan-summaries.ts';
 import { recordChanges, type Replica } from '#server/sync/replica.ts';
 import { formatHlc } from '#server/sync/hlc.ts';
 import { loadSliceIndex, loadSliceIndexes, sliceIndexOf } from '#server/findings/places.ts';
@@ -24,7 +25,7 @@ export async function getScanRow(deps: ScanDeps, scanId: string): Promise<ScanRo
 }
 
 export async function withSummaries(deps: ScanDeps, rows: readonly ScanRow[]): Promise<Scan[]> {
-  const { analyses, findings } = await loadLatestAnalyses(deps.db, rows);
+  const { analyses, findings } = await findSummaryAnalyses(deps.db, rows.flatMap((row) => (row.latest_analysis_ref === null ? [] : [row.latest_analysis_ref])));
   const latest = (row: ScanRow) => {
     if (row.latest_analysis_ref === null) return undefined;
     return { analysis: analyses.get(row.latest_analysis_ref), own: findings.get(row.latest_analysis_ref) ?? [] };

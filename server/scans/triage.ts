@@ -7,7 +7,8 @@
  */
 import { URGENCIES, type Urgency } from '#common/vocabulary.ts';
 import type { Triage } from '#server/api/schemas.ts';
-import type { AnalysisRow, FindingRow, TriageLabels } from '#server/store/analyses.ts';
+import type { TriageLabels } from '#server/store/analyses.ts';
+import type { SummaryAnalysis, SummaryFinding } from '#server/store/scan-summaries.ts';
 import type { SliceIndex } from '#server/findings/places.ts';
 import { z } from 'zod';
 
@@ -17,13 +18,27 @@ const thresholds = z.record(z.string(), z.number());
 /** Lower is more urgent (the order of URGENCIES). */
 export const urgencyRank = (urgency: Urgency): number => URGENCIES.indexOf(urgency);
 
+/**
+ * Parsed JSON by its text, per schema. The analyses of one model carry the same few texts, and a
+ * page of 50 studies parsed them 200 times (zod's parse was 5% of a studies request, cpu-prof
+ * 2026-11-27). Bounded: texts from many manifests only cost a re-parse.
+ */
+const PARSED_KEPT = 64;
+const parsedCache = new WeakMap<z.ZodType, Map<string, unknown>>();
+
 function parsed<T>(schema: z.ZodType<T>, json: string, fallback: T): T {
+  let cache = parsedCache.get(schema);
+  if (!cache) parsedCache.set(schema, (cache = new Map()));
+  if (cache.has(json)) return (cache.get(json) as T | undefined) ?? fallback;
   const result = schema.safeParse(JSON.parse(json));
+  if (cache.size >= PARSED_KEPT) cache.clear();
+  // The parsed value is shared: its readers only read it.
+  cache.set(json, result.success ? result.data : undefined);
   return result.success ? result.data : fallback;
 }
 
 /** The findings that set the priority, most urgent first, then the most confident. */
-export function triageFindings(analysis: AnalysisRow, findings: readonly FindingRow[]): { finding: FindingRow; urgency: Urgency; name: string }[] {
+export function triageFindings<F extends SummaryFinding>(analysis: SummaryAnalysis, findings: readonly F[]): { finding: F; urgency: Urgency; name: string }[] {
   const labels: TriageLabels = parsed(triageLabels, analysis.triage_labels, {});
   const cut = parsed(thresholds, analysis.thresholds, {});
   return findings
@@ -34,12 +49,12 @@ export function triageFindings(analysis: AnalysisRow, findings: readonly Finding
 }
 
 /** Only scans whose findings set a priority need their slice index (for the reason's slice). */
-export function needsSlices(analysis: AnalysisRow, findings: readonly FindingRow[]): boolean {
+export function needsSlices(analysis: SummaryAnalysis, findings: readonly SummaryFinding[]): boolean {
   return triageFindings(analysis, findings).length > 0;
 }
 
 /** Null before any analysis; routine with no reason when nothing a reader would see was found. */
-export function triageOf(analysis: AnalysisRow | undefined, findings: readonly FindingRow[], slices: SliceIndex | undefined): Triage | null {
+export function triageOf(analysis: SummaryAnalysis | undefined, findings: readonly SummaryFinding[], slices: SliceIndex | undefined): Triage | null {
   if (!analysis) return null;
   const [top] = triageFindings(analysis, findings);
   if (!top) return { priority: 'routine', reason: null, finding_id: null };

@@ -38,6 +38,34 @@ const SCAN_SELECT = `
          s.status, s.status_reason, s.created_at, s.updated_at, s.latest_analysis_ref, s.study_ref
   FROM scans s JOIN studies st ON st.id = s.study_ref JOIN patients p ON p.id = st.patient_ref`;
 
+/**
+ * SCAN_SELECT's row, read as an array (Database.values) and made an object here in one fixed
+ * shape: better-sqlite3 building an object per row was most of a studies page's scan statement
+ * (cpu-prof, 2026-11-27), as it was for results (store/results.ts).
+ */
+function toScanRow(v: readonly unknown[]): ScanRow {
+  return {
+    id: v[0] as number,
+    scan_id: v[1] as string,
+    patient_id: v[2] as string,
+    study_uid: v[3] as string,
+    study_date: v[4] as string | null,
+    study_description: v[5] as string | null,
+    accession_number: v[6] as string | null,
+    modality: v[7] as string,
+    body_part: v[8] as string | null,
+    description: v[9] as string | null,
+    series_number: v[10] as number | null,
+    instance_count: v[11] as number,
+    status: v[12] as ScanStatus,
+    status_reason: v[13] as string | null,
+    created_at: v[14] as string,
+    updated_at: v[15] as string,
+    latest_analysis_ref: v[16] as number | null,
+    study_ref: v[17] as number,
+  };
+}
+
 function filterSql(filter: ScanFilter): string {
   return allOf([
     filter.patientId !== undefined && 'p.patient_id = @patientId',
@@ -57,7 +85,7 @@ function filterParams(filter: ScanFilter): Record<string, string | null> {
 }
 
 export async function listScans(db: Database, filter: ScanFilter, page: PageRequest): Promise<Page<ScanRow>> {
-  const rows = (await db.all(`${SCAN_SELECT} WHERE s.id > @after AND ${filterSql(filter)} ORDER BY s.id LIMIT @limit`, { ...filterParams(filter), after: page.afterId, limit: page.limit + 1 })) as ScanRow[];
+  const rows = (await db.values(`${SCAN_SELECT} WHERE s.id > @after AND ${filterSql(filter)} ORDER BY s.id LIMIT @limit`, { ...filterParams(filter), after: page.afterId, limit: page.limit + 1 })).map(toScanRow);
   return toPage(rows, page.limit);
 }
 
@@ -69,7 +97,7 @@ const SCANS_OF_STUDIES = perDialect((d) => `${SCAN_SELECT} WHERE s.study_ref ${i
 /** Every scan of the given studies, in series order: the series of a page of studies. */
 export async function listScansOfStudies(db: Database, studyRefs: readonly number[]): Promise<ScanRow[]> {
   if (studyRefs.length === 0) return [];
-  return (await db.all(SCANS_OF_STUDIES, [JSON.stringify(studyRefs)])) as ScanRow[];
+  return (await db.values(SCANS_OF_STUDIES, [JSON.stringify(studyRefs)])).map(toScanRow);
 }
 
 export async function findScan(db: Database, scanId: string): Promise<ScanRow | undefined> {
