@@ -17,6 +17,8 @@ import { firstLine } from './child-line.ts';
 
 const FIXTURE = join(import.meta.dirname, 'serve-fixture.ts');
 const CONNECTIONS = 50;
+/** Instance rows per series: a CT series as imported (a result reads its findings' slices from them). */
+const SLICES = 150;
 const DURATION_S = 10;
 /** Unrecorded load on every measured URL first: the first seconds of a fresh process run
  * unoptimized code (measured: 1.44 ms of CPU a request in the first 6 s, 1.03-1.12 after). */
@@ -99,7 +101,9 @@ function machine(): string {
 
 export async function run(): Promise<string> {
   const before = machine();
-  const miaServer = await start(['mia', '1000']);
+  // Each series with the instance rows of a CT series, as imported ones have: a result's slice and
+  // size in mm are read from them.
+  const miaServer = await start(['mia', '1000', String(SLICES)]);
   const results = `${miaServer.url}/v1/scan/results`;
   let bareServer: Started | undefined;
   const rows: Row[] = [];
@@ -112,11 +116,13 @@ export async function run(): Promise<string> {
     const bareUrl = `${bareServer.url}/v1/scan/results`;
     await cannon(bareUrl, '', CONNECTIONS, WARM_UP_S);
     for (const query of ['', '?format=csv', '?format=xml', '?limit=500']) await cannon(`${results}${query}`, miaServer.key, CONNECTIONS, WARM_UP_S);
+    await cannon(`${miaServer.url}/v1/studies`, miaServer.key, CONNECTIONS, WARM_UP_S);
     bareFirst = await load(`bare Express handler (${payload} B body), first`, bareServer, bareUrl);
     rows.push(await load('mia GET /v1/scan/results (limit 50)', miaServer, results));
     rows.push(await load('mia GET /v1/scan/results?format=csv', miaServer, `${results}?format=csv`));
     rows.push(await load('mia GET /v1/scan/results?format=xml', miaServer, `${results}?format=xml`));
     rows.push(await load('mia GET /v1/scan/results?limit=500', miaServer, `${results}?limit=500`));
+    rows.push(await load('mia GET /v1/studies (limit 50, the worklist)', miaServer, `${miaServer.url}/v1/studies`));
     rows.push(...(await beside(miaServer, results, `${results}?limit=500`)));
     bareLast = await load(`bare Express handler (${payload} B body), last`, bareServer, bareUrl);
   } finally {
@@ -135,7 +141,7 @@ export async function run(): Promise<string> {
     .join(', ');
   return `## HTTP API
 
-GET /v1/scan/results with 1,000 analysed scans stored (0-2 findings each), ${CONNECTIONS} concurrent
+GET /v1/scan/results with 1,000 analysed scans stored (0-2 findings each; each series with ${SLICES} instance rows), ${CONNECTIONS} concurrent
 connections on loopback for ${DURATION_S} s each (autocannon) after ${WARM_UP_S} s unrecorded on each URL, servers in their own processes,
 Node ${process.version}, ${new Date().toISOString().slice(0, 10)}. Machine: ${before} at the start, ${after.replace(/.*load average/, 'load average')} at the end.
 Every mia request is authenticated, rate-limit checked, audited (SQLite, one commit per event-loop turn)

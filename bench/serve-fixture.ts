@@ -1,6 +1,6 @@
 /**
- * A benchmark server process: either mia on a data folder seeded with N analysed scans, or a
- * bare Express handler returning a payload of the same size. Prints its URL (and for mia a
+ * A benchmark server process: either mia on a data folder seeded with N analysed scans (with S
+ * instance rows per series: `mia N S`), or a bare Express handler returning a payload of the same size. Prints its URL (and for mia a
  * key) as one JSON line on stdout, then serves until killed. Asked over IPC, it answers with its
  * CPU time so far (process.cpuUsage): CPU per request holds up on a busy machine where req/s
  * does not, and with the garbage collector's pauses since it was last asked.
@@ -13,13 +13,13 @@ import express from 'express';
 import { createServer } from '#server/create-server.ts';
 import { seedAnalysedScans } from './seed-results.ts';
 
-const [mode = 'mia', countArg = '1000'] = process.argv.slice(2);
+const [mode = 'mia', countArg = '1000', slicesArg = '0'] = process.argv.slice(2);
 
-async function mia(scans: number): Promise<void> {
+async function mia(scans: number, slices: number): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'mia-bench-'));
   // The per-key limit would cap the load generator; the check itself still runs on every request.
   const server = await createServer({ dataDir, rateLimit: { requests: 10_000_000, windowMs: 60_000, authFailures: 1000 } });
-  const key = await seedAnalysedScans(server.services.db, scans);
+  const key = await seedAnalysedScans(server.services.db, scans, { slices });
   const url = await server.listen(0, '127.0.0.1');
   process.stdout.write(JSON.stringify({ url, key }) + '\n');
 }
@@ -58,4 +58,4 @@ process.on('message', () => {
 // The IPC channel must not keep a fixture alive once the bench is gone.
 process.channel?.unref();
 if (mode === 'bare') await bare(Number(countArg));
-else await mia(Number(countArg));
+else await mia(Number(countArg), Number(slicesArg));

@@ -9,7 +9,7 @@ import type { FindingPlace } from '#server/api/schemas.ts';
 import { frameValue } from '#server/api/import-schemas.ts';
 import { z } from 'zod';
 import type { Database } from '#server/store/database.ts';
-import { decodeSpacing, listInstancesOfScans, type InstanceRow } from '#server/store/instances.ts';
+import { decodeSpacing, findPlacedInstances, type InstanceRow } from '#server/store/instances.ts';
 
 type SliceEntry = { slice: number; spacing: readonly [number, number] | null; source: PixelSpacingSource | null; position: number | null };
 
@@ -19,45 +19,55 @@ export type SliceIndex = { entries: ReadonlyMap<string, SliceEntry>; slices: num
 const frameValues = z.array(frameValue);
 const spacing = z.tuple([z.number().positive(), z.number().positive()]);
 
+/** No places: a series whose findings' instances are not stored. */
+export const NO_SLICES: SliceIndex = { entries: new Map(), slices: 0 };
+
 /**
- * Numbers slices as the viewer's stack does (renderer/src/imaging/stack.ts): instances in the
- * server's slice order, and within an Enhanced image its frames by their own positions when
- * every frame has one, so "slice 3" on the report is slice 3 on screen.
+ * Enters an instance's frames as the slices after `before`, numbered as the viewer's stack does
+ * (renderer/src/imaging/stack.ts): instances in the server's slice order, and within an Enhanced
+ * image its frames by their own positions when every frame has one, so "slice 3" on the report
+ * is slice 3 on screen. Returns the last one's number.
  */
-export function sliceIndexOf(rows: readonly InstanceRow[]): SliceIndex {
-  const entries = new Map<string, SliceEntry>();
-  let slice = 0;
-  for (const row of rows) {
-    const parsedValues = row.frame_values ? frameValues.safeParse(JSON.parse(row.frame_values)) : null;
-    const values = parsedValues?.success ? parsedValues.data : null;
-    const { spacing: stored, source } = decodeSpacing(row.pixel_spacing);
-    const shared = stored && spacing.safeParse(stored).success ? stored : null;
-    const frames = Array.from({ length: Math.max(1, row.frames) }, (_, frame) => frame);
-    const ordered = values && values.length === frames.length && values.every((v) => v.position !== null);
-    if (ordered) frames.sort((a, b) => (values[a]?.position ?? 0) - (values[b]?.position ?? 0));
-    for (const frame of frames) {
-      slice += 1;
-      const own = values?.[frame];
-      entries.set(`${row.sop_instance_uid}#${frame}`, {
-        slice,
-        spacing: own?.pixel_spacing ?? shared,
-        source,
-        position: own?.position ?? row.position,
-      });
-    }
+function addEntries(entries: Map<string, SliceEntry>, row: Pick<InstanceRow, 'sop_instance_uid' | 'frames' | 'position' | 'pixel_spacing' | 'frame_values'>, before: number): number {
+  const parsedValues = row.frame_values ? frameValues.safeParse(JSON.parse(row.frame_values)) : null;
+  const values = parsedValues?.success ? parsedValues.data : null;
+  const { spacing: stored, source } = decodeSpacing(row.pixel_spacing);
+  const shared = stored && spacing.safeParse(stored).success ? stored : null;
+  const frames = Array.from({ length: Math.max(1, row.frames) }, (_, frame) => frame);
+  const ordered = values && values.length === frames.length && values.every((v) => v.position !== null);
+  if (ordered) frames.sort((a, b) => (values[a]?.position ?? 0) - (values[b]?.position ?? 0));
+  let slice = before;
+  for (const frame of frames) {
+    slice += 1;
+    const own = values?.[frame];
+    entries.set(`${row.sop_instance_uid}#${frame}`, {
+      slice,
+      spacing: own?.pixel_spacing ?? shared,
+      source,
+      position: own?.position ?? row.position,
+    });
   }
-  return { entries, slices: slice };
+  return slice;
 }
 
-export async function loadSliceIndex(db: Database, scanRef: number): Promise<SliceIndex> {
-  return sliceIndexOf((await listInstancesOfScans(db, [scanRef])).get(scanRef) ?? []);
+/**
+ * The places of the given instances in their series, as slice indexes holding only their
+ * entries (each numbered as in the whole series' index, sliceIndexOf): what a page of findings
+ * needs, without reading every instance of every series on it.
+ */
+export async function loadSlicePlaces(db: Database, scanRefs: readonly number[], instanceUids: readonly string[]): Promise<Map<number, SliceIndex>> {
+  const byScan = new Map<number, { entries: Map<string, SliceEntry>; slices: number }>();
+  for (const row of await findPlacedInstances(db, scanRefs, [...new Set(instanceUids)])) {
+    let index = byScan.get(row.scan_ref);
+    if (!index) byScan.set(row.scan_ref, (index = { entries: new Map(), slices: row.slices }));
+    addEntries(index.entries, row, row.before);
+  }
+  return byScan;
 }
 
-/** The slice indexes of many series with one query: a page of results on a hub would otherwise
- * wait for a database round trip per series. */
-export async function loadSliceIndexes(db: Database, scanRefs: readonly number[]): Promise<Map<number, SliceIndex>> {
-  const instances = await listInstancesOfScans(db, scanRefs);
-  return new Map([...instances].map(([ref, rows]) => [ref, sliceIndexOf(rows)]));
+/** The places in one series of the given instances (loadSlicePlaces). */
+export async function loadSliceIndex(db: Database, scanRef: number, instanceUids: readonly string[]): Promise<SliceIndex> {
+  return (await loadSlicePlaces(db, [scanRef], instanceUids)).get(scanRef) ?? NO_SLICES;
 }
 
 const round1 = (mm: number): number => Math.round(mm * 10) / 10;

@@ -43,6 +43,6 @@ export async function addReaderFinding(
     await reviewChanged(tx, { ref: scan.id, status: scan.status }, at);
     const row = ((await findFindingsByAnalyses(tx, [scan.latest_analysis_ref])).get(scan.latest_analysis_ref) ?? []).find((f) => f.public_id === publicId);
     if (!row) throw conflict('The finding was not stored', 'try again');
-    return { finding: toFinding(row, await loadSliceIndex(tx, scan.id)), patientId: scan.patient_id };
+    return { finding: toFinding(row, await loadSliceIndex(tx, scan.id, [row.instance_uid])), patientId: scan.patient_id };
   });
 }

@@ -112,7 +112,7 @@ async function currentBasis(deps: ReportDeps, vocabularies: ModelVocabularies, r
     modelSuggestion: row.analysis_recommendation ?? '',
   });
   // The snapshot keeps each finding's place (slice, size in mm), so a signed report keeps its sizes.
-  const slices = await loadSliceIndex(deps.db, row.scan_ref);
+  const slices = await loadSliceIndex(deps.db, row.scan_ref, findings.map((f) => f.instance_uid));
   const decision = row.model_version === null ? undefined : decisionOfAnalysis({ thresholds: row.analysis_thresholds ?? '{}', model_version: row.model_version, operating_point: row.analysis_operating_point });
   return { findings: JSON.stringify(findings.map((f) => toFinding(f, slices, decision))), recommendation };
 }
@@ -176,7 +176,7 @@ export async function draftReport(
     const analysis = analyses.get(scan.latest_analysis_ref);
     if (!analysis) throw new MiaError('internal', 'latest analysis missing');
     const rows = findings.get(analysis.id) ?? [];
-    const slices = await loadSliceIndex(tx, scan.id);
+    const slices = await loadSliceIndex(tx, scan.id, rows.map((f) => f.instance_uid));
     const recommendation = reportRecommendation(vocabularies, {
       modelId: analysis.model_id,
       modality: scan.modality,

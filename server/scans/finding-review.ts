@@ -41,7 +41,7 @@ export async function reviewFinding(
     // Verdicts on an older analysis's findings do not move the scan: its result is another.
     if (row.is_latest) await reviewChanged(tx, { ref: row.scan_ref, status: row.scan_status }, deps.clock.now().toISOString());
     return {
-      finding: toFinding({ ...row, review, review_reason: kept, review_disputed: 0 }, await loadSliceIndex(tx, row.scan_ref)),
+      finding: toFinding({ ...row, review, review_reason: kept, review_disputed: 0 }, await loadSliceIndex(tx, row.scan_ref, [row.instance_uid])),
       scanId: row.scan_id,
       patientId: row.patient_id,
     };

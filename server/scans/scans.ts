@@ -11,10 +11,10 @@ import { findResultFindings, listResultRows } from '#server/store/results.ts';
 import { findSummaryAnalyses } from '#server/store/scan-summaries.ts';
 import { recordChanges, type Replica } from '#server/sync/replica.ts';
 import { formatHlc } from '#server/sync/hlc.ts';
-import { loadSliceIndex, loadSliceIndexes, sliceIndexOf } from '#server/findings/places.ts';
+import { loadSlicePlaces, NO_SLICES } from '#server/findings/places.ts';
 import { clientRequested } from '#server/scans/lifecycle.ts';
 import { loadLatestAnalyses, toScan, toScanResult } from '#server/scans/scan-views.ts';
-import { needsSlices } from '#server/scans/triage.ts';
+import { triageFindings } from '#server/scans/triage.ts';
 
 export type ScanDeps = { db: Database; clock: Clock };
 
@@ -30,12 +30,13 @@ export async function withSummaries(deps: ScanDeps, rows: readonly ScanRow[]): P
     if (row.latest_analysis_ref === null) return undefined;
     return { analysis: analyses.get(row.latest_analysis_ref), own: findings.get(row.latest_analysis_ref) ?? [] };
   };
-  // Slice indexes read every instance of a series: only scans whose findings set a priority need one.
-  const needing = rows.filter((row) => {
+  // The slice a triage reason names: that of the finding setting each scan's priority.
+  const reasons = rows.flatMap((row) => {
     const result = latest(row);
-    return result?.analysis !== undefined && needsSlices(result.analysis, result.own);
+    const top = result?.analysis === undefined ? undefined : triageFindings(result.analysis, result.own)[0];
+    return top ? [{ scanRef: row.id, instanceUid: top.finding.instance_uid }] : [];
   });
-  const slices = await loadSliceIndexes(deps.db, needing.map((row) => row.id));
+  const slices = await loadSlicePlaces(deps.db, reasons.map((r) => r.scanRef), reasons.map((r) => r.instanceUid));
   return rows.map((row) => {
     const result = latest(row);
     if (!result) return toScan(row, undefined, undefined);
@@ -74,10 +75,10 @@ export async function requestScanStatus(deps: ScanDeps & { replica: Replica }, s
 export async function listResults(deps: ScanDeps, filter: ResultFilter, page: PageRequest): Promise<Page<ScanResultV11>> {
   const rows = await listResultRows(deps.db, filter, page);
   const findings = await findResultFindings(deps.db, rows.items.map((row) => row.analysis_ref));
-  // One query for the slices of every series with findings; a series without has no place to give.
-  const slices = await loadSliceIndexes(deps.db, rows.items.filter((row) => findings.has(row.analysis_ref)).map((row) => row.id));
-  const none = sliceIndexOf([]);
-  const items = rows.items.map((row) => toScanResult(row, row.analysis, findings.get(row.analysis_ref) ?? [], filter, slices.get(row.id) ?? none));
+  // One query for the places of every finding on the page; a series without findings has none to give.
+  const withFindings = rows.items.filter((row) => findings.has(row.analysis_ref));
+  const slices = await loadSlicePlaces(deps.db, withFindings.map((row) => row.id), withFindings.flatMap((row) => (findings.get(row.analysis_ref) ?? []).map((f) => f.instance_uid)));
+  const items = rows.items.map((row) => toScanResult(row, row.analysis, findings.get(row.analysis_ref) ?? [], filter, slices.get(row.id) ?? NO_SLICES));
   return { items, nextAfterId: rows.nextAfterId };
 }
 
@@ -88,5 +89,7 @@ export async function getLatestResult(deps: ScanDeps, scanId: string): Promise<S
   if (!analysis) {
     throw new MiaError('not_found', 'This scan has no analysis result yet', `scan status is ${row.status}; request analysis by setting status queued`);
   }
-  return toScanResult(row, analysis, findings.get(analysis.id) ?? [], {}, await loadSliceIndex(deps.db, row.id));
+  const own = findings.get(analysis.id) ?? [];
+  const slices = await loadSlicePlaces(deps.db, [row.id], own.map((f) => f.instance_uid));
+  return toScanResult(row, analysis, own, {}, slices.get(row.id) ?? NO_SLICES);
 }

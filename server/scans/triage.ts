@@ -48,11 +48,6 @@ export function triageFindings<F extends SummaryFinding>(analysis: SummaryAnalys
     .sort((a, b) => urgencyRank(a.urgency) - urgencyRank(b.urgency) || b.finding.confidence - a.finding.confidence || a.finding.id - b.finding.id);
 }
 
-/** Only scans whose findings set a priority need their slice index (for the reason's slice). */
-export function needsSlices(analysis: SummaryAnalysis, findings: readonly SummaryFinding[]): boolean {
-  return triageFindings(analysis, findings).length > 0;
-}
-
 /** Null before any analysis; routine with no reason when nothing a reader would see was found. */
 export function triageOf(analysis: SummaryAnalysis | undefined, findings: readonly SummaryFinding[], slices: SliceIndex | undefined): Triage | null {
   if (!analysis) return null;

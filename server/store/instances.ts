@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { PIXEL_SPACING_SOURCES, type PixelSpacingSource } from '#common/pixel-spacing.ts';
-import { inJsonIds, perDialect, type Database } from '#server/store/database.ts';
+import { inJsonIds, jsonElements, perDialect, type Database } from '#server/store/database.ts';
 
 export type StoredSpacing = { spacing: [number, number] | null; source: PixelSpacingSource | null };
 
@@ -117,15 +117,51 @@ export async function listScanSliceSources(db: Database, scanRef: number): Promi
      WHERE i.scan_ref = ? ORDER BY ${SLICE_ORDER}`, [scanRef]);
 }
 
-/** Every instance of each series, in slice order (listScanInstances'), with one query. */
-export async function listInstancesOfScans(db: Database, scanRefs: readonly number[]): Promise<Map<number, InstanceRow[]>> {
-  const byScan = new Map<number, InstanceRow[]>(scanRefs.map((ref) => [ref, []]));
-  if (scanRefs.length === 0) return byScan;
-  for (const row of await db.all<InstanceRow>(INSTANCES_OF_SCANS, [JSON.stringify(scanRefs)])) byScan.get(row.scan_ref)?.push(row);
-  return byScan;
-}
+/**
+ * An instance a finding is on, with its place in its series: `before`, the slices (frames) of the
+ * instances ahead of it in slice order, and `slices`, the series' count.
+ */
+export type PlacedInstanceRow = Pick<InstanceRow, 'scan_ref' | 'sop_instance_uid' | 'frames' | 'position' | 'pixel_spacing' | 'frame_values'> & {
+  before: number;
+  slices: number;
+};
 
-const INSTANCES_OF_SCANS = perDialect((d) => `${INSTANCE_SELECT} WHERE i.scan_ref ${inJsonIds(d)} ORDER BY i.scan_ref, ${SLICE_ORDER}`);
+// Counted by the database, so only the instances asked for come back: a page of results read
+// every instance of every series with a finding, as objects (50 CT results of 150 slices each:
+// 107 ms, 2026-11-27). SLICE_ORDER, spelt as ranges the (scan_ref, position, instance_number)
+// index can seek: the instances at lower positions, then those at the same position before it by
+// instance number and id (coalesce keeps NULLs out of that row-value comparison); one without a
+// position comes after every positioned one. For 34 findings mid-series in 150-slice series this
+// took 0.79 ms, the same sort key compared against every instance of the series 1.33 ms, and a
+// window over each series 8-9 ms (it sorts them all).
+const PLACED_INSTANCES = perDialect((d) => {
+  const frames = d === 'sqlite' ? 'max(j.frames, 1)' : 'greatest(j.frames, 1)';
+  const count = (where: string): string => `(SELECT coalesce(sum(${frames}), 0) FROM instances j WHERE j.scan_ref = w.scan_ref AND ${where})`;
+  const tie = (t: string): string => `(${t}.instance_number IS NULL, coalesce(${t}.instance_number, 0), ${t}.id)`;
+  return `SELECT w.scan_ref, w.sop_instance_uid, w.frames, w.position, w.pixel_spacing, w.frame_values,
+         CASE WHEN w.position IS NULL
+              THEN ${count('j.position IS NOT NULL')} + ${count(`j.position IS NULL AND ${tie('j')} < ${tie('w')}`)}
+              ELSE ${count('j.position < w.position')} + ${count(`j.position = w.position AND ${tie('j')} < ${tie('w')}`)}
+         END AS before,
+         ${count('TRUE')} AS slices
+    FROM instances w
+   WHERE w.sop_instance_uid IN (SELECT value FROM ${jsonElements(d, '?')}) AND w.scan_ref ${inJsonIds(d, '?')}`;
+});
+
+/** The given instances of the given series, each with its place in its series (PlacedInstanceRow). */
+export async function findPlacedInstances(db: Database, scanRefs: readonly number[], instanceUids: readonly string[]): Promise<PlacedInstanceRow[]> {
+  if (scanRefs.length === 0 || instanceUids.length === 0) return [];
+  return (await db.values(PLACED_INSTANCES, [JSON.stringify(instanceUids), JSON.stringify(scanRefs)])).map((v) => ({
+    scan_ref: v[0] as number,
+    sop_instance_uid: v[1] as string,
+    frames: v[2] as number,
+    position: v[3] as number | null,
+    pixel_spacing: v[4] as string | null,
+    frame_values: v[5] as string | null,
+    before: Number(v[6]),
+    slices: Number(v[7]),
+  }));
+}
 
 export async function countScanInstances(db: Database, scanRef: number): Promise<number> {
   return ((await db.get('SELECT COUNT(*) AS n FROM instances WHERE scan_ref = ?', [scanRef])) as { n: number }).n;

@@ -974,6 +974,19 @@ const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE findings ADD COLUMN mask TEXT;
     `,
   },
+  {
+    version: 33,
+    name: 'the slice-order index carries each instance\'s frame count',
+    sql: `
+      -- A finding's slice number counts the frames of the instances before it in its series, and
+      -- its "of N" all of them (store/instances.ts, PLACED_INSTANCES): with frames in the index
+      -- those sums read the index alone, not a table row per instance (50 results on 150-slice
+      -- series: the statement 1.2 ms -> see the commit). Same leading columns: the slice order's
+      -- other readers use it as before.
+      CREATE INDEX instances_slice_order ON instances (scan_ref, position, instance_number, frames);
+      DROP INDEX instances_scan_order;
+    `,
+  },
 ];
 
 /** The newest step's number (steps are assigned numbers per branch, so the list may skip one). */

@@ -100,6 +100,30 @@ describe('findings in millimetres with their slice', () => {
     expect(finding?.place).toEqual({ slice: 2, slices: 3, position_mm: 20, width_mm: 10, height_mm: 10 });
   });
 
+  it('numbers slices as the viewer lists the instances when positions are missing or shared and an image has frames', async () => {
+    const scan = await seedScan(t.server.services.db, { modality: 'CT' });
+    const [a, b, c, d] = await addSlices(scan, 4);
+    const db = t.server.services.db;
+    // a: three frames at 10 mm; d: also at 10 mm, after a by instance number; b: no position, so last.
+    await db.run('UPDATE instances SET frames = 3 WHERE sop_instance_uid = ?', [a]);
+    await db.run('UPDATE instances SET position = NULL WHERE sop_instance_uid = ?', [b]);
+    await db.run('UPDATE instances SET position = 10 WHERE sop_instance_uid = ?', [d]);
+    await seedAnalysis(db, scan, [
+      { instanceUid: b!, confidence: 0.9 },
+      { instanceUid: c!, confidence: 0.8 },
+      { instanceUid: d!, confidence: 0.7 },
+      { instanceUid: a!, confidence: 0.6, frame: 2 },
+    ]);
+    const places = new Map((await result(scan.scanId)).findings.map((f) => [f.instance_uid, f.place?.slice]));
+    expect(places).toEqual(new Map([[a, 3], [d, 4], [c, 5], [b, 6]]));
+    // The viewer's stack: the instances in the order the server lists them, each frame a slice.
+    const listed = (await t.request('GET', `/v1/scans/${scan.scanId}/instances`)).json.data as { items: { instance_uid: string; frames: number }[] };
+    const stack = listed.items.flatMap((i) => Array.from({ length: i.frames }, () => i.instance_uid));
+    expect(stack.lastIndexOf(a!) + 1).toBe(3);
+    expect([d, c, b].map((u) => stack.indexOf(u!) + 1)).toEqual([4, 5, 6]);
+    expect((await result(scan.scanId)).findings[0]?.place?.slices).toBe(6);
+  });
+
   it('says the size is unknown (null) without pixel spacing rather than giving pixels as mm', async () => {
     const scan = await seedScan(t.server.services.db, { modality: 'CT' });
     const slices = await addSlices(scan, 2, null);

@@ -39,6 +39,7 @@ it('backfills the bundled model\'s label urgencies into analyses made before mig
   db.connection.exec('ALTER TABLE findings DROP COLUMN localization');
   db.connection.exec('ALTER TABLE scans DROP COLUMN archived_hlc');
   db.connection.exec('ALTER TABLE findings DROP COLUMN mask');
+  db.connection.exec('DROP INDEX instances_slice_order; CREATE INDEX instances_scan_order ON instances (scan_ref, position, instance_number)');
   db.connection.exec('DROP TABLE study_assignments; DROP TABLE report_writes; DROP TABLE audit_gaps; DROP INDEX audit_events_device_seq; ALTER TABLE audit_events DROP COLUMN device_id; ALTER TABLE audit_events DROP COLUMN device_seq');
   db.connection.exec('DROP TABLE sync_receipts; DROP TABLE devices; DROP TABLE sync_changes');
   db.connection.pragma('user_version = 12');
