@@ -162,6 +162,22 @@ above p99 beside a pause of the same length is the collector, not the request qu
 The two "beside" rows ran at the same time, half the connections each: the first is the small
 pages' latency while large pages are being served.
 
+Instance rows (2026-11-26): until this run the fixture's series had none, and a result's slice
+number and size in mm come from them. With ${SLICES} per series, as an imported CT series has, the
+server read every instance of every series on a page to number its findings' slices:
+GET /v1/scan/results?limit=50 took 107 ms alone, limit=500 1.13 s, /v1/studies 143 ms, and at 50
+connections /v1/studies answered 2 req/s and results none within autocannon's 10 s. The database now
+counts, for each finding's instance only, the frames ahead of it in slice order (an index range
+sum, the index carrying frames: migration 33): 0 -> 546 req/s for results and 2 -> 537 for studies
+in the same fixture. That still cost ~15-20 us a finding at ${SLICES} slices (the sums walk the index
+entries ahead of it, and all of the series for "of N"), half of a 50-result page's CPU, so the
+places found are kept per series while its instance count is unchanged (instance rows are only
+ever added, with the count in the same transaction: server/findings/known-places.ts): results
+546 -> 1,216 req/s, studies 537 -> 764, limit=500 54 -> 98 (p99 609 ms), same minutes, the
+fixture's pages asked again as a worklist's are. With no instance rows before these changes,
+results answered 1,140-1,212 req/s and /v1/studies 350 (740-836 once its scan summaries read only
+the columns they show, 2026-11-26).
+
 Reproduce: \`npm run bench -- api\`.
 `;
 }

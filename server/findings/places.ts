@@ -4,14 +4,13 @@
  * of its own frame (Enhanced images keep spacing per frame in functional groups, PS3.3 C.7.6.16).
  * Reports state sizes in mm with a slice; a box in pixels means nothing to a referrer.
  */
-import type { PixelSpacingSource } from '#common/pixel-spacing.ts';
 import type { FindingPlace } from '#server/api/schemas.ts';
 import { frameValue } from '#server/api/import-schemas.ts';
 import { z } from 'zod';
 import type { Database } from '#server/store/database.ts';
 import { decodeSpacing, findPlacedInstances, type InstanceRow } from '#server/store/instances.ts';
+import { knownSeries, rememberSeries, type SliceEntry } from '#server/findings/known-places.ts';
 
-type SliceEntry = { slice: number; spacing: readonly [number, number] | null; source: PixelSpacingSource | null; position: number | null };
 
 /** The slices of a series by `${instance_uid}#${frame}`, numbered from 1, and how many there are. */
 export type SliceIndex = { entries: ReadonlyMap<string, SliceEntry>; slices: number };
@@ -50,24 +49,49 @@ function addEntries(entries: Map<string, SliceEntry>, row: Pick<InstanceRow, 'so
   return slice;
 }
 
+/** A finding's image whose place is wanted; with its series' instance count when the caller read it. */
+export type PlaceWanted = { scanRef: number; instanceUid: string; instanceCount?: number | undefined };
+
 /**
  * The places of the given instances in their series, as slice indexes holding only their
- * entries (each numbered as in the whole series' index, sliceIndexOf): what a page of findings
- * needs, without reading every instance of every series on it.
+ * entries (each numbered as in the whole series' index): what a page of findings needs, without
+ * reading every instance of every series on it. Places of series whose instance count is given
+ * are remembered while it holds (known-places.ts).
  */
-export async function loadSlicePlaces(db: Database, scanRefs: readonly number[], instanceUids: readonly string[]): Promise<Map<number, SliceIndex>> {
-  const byScan = new Map<number, { entries: Map<string, SliceEntry>; slices: number }>();
-  for (const row of await findPlacedInstances(db, scanRefs, [...new Set(instanceUids)])) {
-    let index = byScan.get(row.scan_ref);
-    if (!index) byScan.set(row.scan_ref, (index = { entries: new Map(), slices: row.slices }));
+export async function loadSlicePlaces(db: Database, wanted: readonly PlaceWanted[]): Promise<Map<number, SliceIndex>> {
+  const bySeries = new Map<number, { uids: Set<string>; count: number | undefined }>();
+  for (const w of wanted) {
+    const series = bySeries.get(w.scanRef);
+    if (series) series.uids.add(w.instanceUid);
+    else bySeries.set(w.scanRef, { uids: new Set([w.instanceUid]), count: w.instanceCount });
+  }
+  const indexes = new Map<number, SliceIndex>();
+  const missing: number[] = [];
+  for (const [ref, { uids, count }] of bySeries) {
+    const known = count === undefined ? undefined : knownSeries(db, ref, count, [...uids]);
+    if (known) indexes.set(ref, known);
+    else missing.push(ref);
+  }
+  if (missing.length === 0) return indexes;
+  const read = new Map<number, { entries: Map<string, SliceEntry>; slices: number }>();
+  const uids = missing.flatMap((ref) => [...(bySeries.get(ref)?.uids ?? [])]);
+  for (const row of await findPlacedInstances(db, missing, uids)) {
+    let index = read.get(row.scan_ref);
+    if (!index) read.set(row.scan_ref, (index = { entries: new Map(), slices: row.slices }));
     addEntries(index.entries, row, row.before);
   }
-  return byScan;
+  for (const ref of missing) {
+    const index = read.get(ref);
+    if (index) indexes.set(ref, index);
+    const { uids: asked, count } = bySeries.get(ref) ?? { uids: new Set<string>(), count: undefined };
+    if (count !== undefined) rememberSeries(db, ref, count, index?.slices, [...asked], index?.entries ?? new Map());
+  }
+  return indexes;
 }
 
-/** The places in one series of the given instances (loadSlicePlaces). */
+/** The places in one series of the given instances (loadSlicePlaces), read now. */
 export async function loadSliceIndex(db: Database, scanRef: number, instanceUids: readonly string[]): Promise<SliceIndex> {
-  return (await loadSlicePlaces(db, [scanRef], instanceUids)).get(scanRef) ?? NO_SLICES;
+  return (await loadSlicePlaces(db, instanceUids.map((instanceUid) => ({ scanRef, instanceUid })))).get(scanRef) ?? NO_SLICES;
 }
 
 const round1 = (mm: number): number => Math.round(mm * 10) / 10;

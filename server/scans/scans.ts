@@ -34,9 +34,9 @@ export async function withSummaries(deps: ScanDeps, rows: readonly ScanRow[]): P
   const reasons = rows.flatMap((row) => {
     const result = latest(row);
     const top = result?.analysis === undefined ? undefined : triageFindings(result.analysis, result.own)[0];
-    return top ? [{ scanRef: row.id, instanceUid: top.finding.instance_uid }] : [];
+    return top ? [{ scanRef: row.id, instanceUid: top.finding.instance_uid, instanceCount: row.instance_count }] : [];
   });
-  const slices = await loadSlicePlaces(deps.db, reasons.map((r) => r.scanRef), reasons.map((r) => r.instanceUid));
+  const slices = await loadSlicePlaces(deps.db, reasons);
   return rows.map((row) => {
     const result = latest(row);
     if (!result) return toScan(row, undefined, undefined);
@@ -76,8 +76,8 @@ export async function listResults(deps: ScanDeps, filter: ResultFilter, page: Pa
   const rows = await listResultRows(deps.db, filter, page);
   const findings = await findResultFindings(deps.db, rows.items.map((row) => row.analysis_ref));
   // One query for the places of every finding on the page; a series without findings has none to give.
-  const withFindings = rows.items.filter((row) => findings.has(row.analysis_ref));
-  const slices = await loadSlicePlaces(deps.db, withFindings.map((row) => row.id), withFindings.flatMap((row) => (findings.get(row.analysis_ref) ?? []).map((f) => f.instance_uid)));
+  const wanted = rows.items.flatMap((row) => (findings.get(row.analysis_ref) ?? []).map((f) => ({ scanRef: row.id, instanceUid: f.instance_uid, instanceCount: row.instance_count })));
+  const slices = await loadSlicePlaces(deps.db, wanted);
   const items = rows.items.map((row) => toScanResult(row, row.analysis, findings.get(row.analysis_ref) ?? [], filter, slices.get(row.id) ?? NO_SLICES));
   return { items, nextAfterId: rows.nextAfterId };
 }
@@ -90,6 +90,6 @@ export async function getLatestResult(deps: ScanDeps, scanId: string): Promise<S
     throw new MiaError('not_found', 'This scan has no analysis result yet', `scan status is ${row.status}; request analysis by setting status queued`);
   }
   const own = findings.get(analysis.id) ?? [];
-  const slices = await loadSlicePlaces(deps.db, [row.id], own.map((f) => f.instance_uid));
+  const slices = await loadSlicePlaces(deps.db, own.map((f) => ({ scanRef: row.id, instanceUid: f.instance_uid, instanceCount: row.instance_count })));
   return toScanResult(row, analysis, own, {}, slices.get(row.id) ?? NO_SLICES);
 }

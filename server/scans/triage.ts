@@ -21,7 +21,7 @@ export const urgencyRank = (urgency: Urgency): number => URGENCIES.indexOf(urgen
 /**
  * Parsed JSON by its text, per schema. The analyses of one model carry the same few texts, and a
  * page of 50 studies parsed them 200 times (zod's parse was 5% of a studies request, cpu-prof
- * 2026-11-27). Bounded: texts from many manifests only cost a re-parse.
+ * 2026-11-26). Bounded: texts from many manifests only cost a re-parse.
  */
 const PARSED_KEPT = 64;
 const parsedCache = new WeakMap<z.ZodType, Map<string, unknown>>();

@@ -128,7 +128,7 @@ export type PlacedInstanceRow = Pick<InstanceRow, 'scan_ref' | 'sop_instance_uid
 
 // Counted by the database, so only the instances asked for come back: a page of results read
 // every instance of every series with a finding, as objects (50 CT results of 150 slices each:
-// 107 ms, 2026-11-27). SLICE_ORDER, spelt as ranges the (scan_ref, position, instance_number)
+// 107 ms, 2026-11-26). SLICE_ORDER, spelt as ranges the (scan_ref, position, instance_number)
 // index can seek: the instances at lower positions, then those at the same position before it by
 // instance number and id (coalesce keeps NULLs out of that row-value comparison); one without a
 // position comes after every positioned one. For 34 findings mid-series in 150-slice series this

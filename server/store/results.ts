@@ -23,6 +23,8 @@ export type ResultAnalysis = Pick<
 export type ResultRow = {
   /** The scan's row id (the page's keyset). */
   id: number;
+  /** Its instance rows: findings' places are kept while this holds (findings/known-places.ts). */
+  instance_count: number;
   scan_id: string;
   patient_id: string;
   modality: string;
@@ -81,7 +83,7 @@ export async function listResultRows(db: Database, filter: ResultFilter, page: P
   const rows = (await db.values(
     `SELECT s.id, s.scan_id, p.patient_id, s.modality, a.id AS analysis_ref, a.public_id,
             a.model_id, a.model_name, a.model_version, a.model_sha256, a.recommendation, a.started_at, a.finished_at,
-            a.thresholds, a.operating_point
+            a.thresholds, a.operating_point, s.instance_count
        ${RESULT_FROM}
       WHERE s.id > @after AND ${where}
       ORDER BY s.id LIMIT @limit`,
@@ -93,6 +95,7 @@ export async function listResultRows(db: Database, filter: ResultFilter, page: P
       patient_id: v[2] as string,
       modality: v[3] as string,
       analysis_ref: v[4] as number,
+      instance_count: v[15] as number,
       analysis: {
         public_id: v[5] as string,
         model_id: v[6] as string,

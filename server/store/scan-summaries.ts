@@ -1,7 +1,7 @@
 /**
  * SQL for the worklist's view of each scan's latest analysis (GET /v1/studies, /v1/scans): the
  * few columns its AI summary and triage read, as arrays (Database.values). Reading whole analysis
- * and finding rows as objects was the largest part of a studies page (cpu-prof, 2026-11-27:
+ * and finding rows as objects was the largest part of a studies page (cpu-prof, 2026-11-26:
  * findAnalysesWithFindings 0.93 ms of a 50-study request at 50 connections), as it was for
  * results pages (store/results.ts).
  */

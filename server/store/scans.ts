@@ -41,7 +41,7 @@ const SCAN_SELECT = `
 /**
  * SCAN_SELECT's row, read as an array (Database.values) and made an object here in one fixed
  * shape: better-sqlite3 building an object per row was most of a studies page's scan statement
- * (cpu-prof, 2026-11-27), as it was for results (store/results.ts).
+ * (cpu-prof, 2026-11-26), as it was for results (store/results.ts).
  */
 function toScanRow(v: readonly unknown[]): ScanRow {
   return {

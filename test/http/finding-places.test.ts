@@ -124,6 +124,20 @@ describe('findings in millimetres with their slice', () => {
     expect((await result(scan.scanId)).findings[0]?.place?.slices).toBe(6);
   });
 
+  it('renumbers a finding when more of its series arrives after its place was shown', async () => {
+    const scan = await seedScan(t.server.services.db, { modality: 'CT' });
+    const slices = await addSlices(scan, 4);
+    await seedAnalysis(t.server.services.db, scan, [{ label: 'tumor_detected', instanceUid: slices[2]! }]);
+    const list = async () => ((await t.request('GET', `/v1/scan/results?scan_id=${scan.scanId}`, { headers: { 'API-Version': '1.1' } })).json.data as { items: { findings: ResultFinding[] }[] }).items[0]?.findings[0]?.place;
+    expect((await list())?.slice).toBe(3);
+    expect((await list())?.slices).toBe(4);
+    // Two more images of the series, both below it (positions 0 and 5 mm), imported meanwhile.
+    const earlier = await addSlices(scan, 2);
+    await t.server.services.db.run('UPDATE instances SET position = position - 10 WHERE sop_instance_uid IN (?, ?)', [earlier[0], earlier[1]]);
+    expect(await list()).toMatchObject({ slice: 5, slices: 6 });
+    expect((await result(scan.scanId)).findings[0]?.place).toMatchObject({ slice: 5, slices: 6 });
+  });
+
   it('says the size is unknown (null) without pixel spacing rather than giving pixels as mm', async () => {
     const scan = await seedScan(t.server.services.db, { modality: 'CT' });
     const slices = await addSlices(scan, 2, null);
