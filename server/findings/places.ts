@@ -11,7 +11,6 @@ import type { Database } from '#server/store/database.ts';
 import { decodeSpacing, findPlacedInstances, type InstanceRow } from '#server/store/instances.ts';
 import { knownSeries, rememberSeries, type SliceEntry } from '#server/findings/known-places.ts';
 
-
 /** The slices of a series by `${instance_uid}#${frame}`, numbered from 1, and how many there are. */
 export type SliceIndex = { entries: ReadonlyMap<string, SliceEntry>; slices: number };
 
