@@ -5,9 +5,13 @@
  * commit that makes the instance visible (`flush` is called before each commit), so a crash at
  * any moment leaves at worst an unreferenced file, never an indexed file missing or half written.
  *
- * Temporary files live in one folder, archive/.staging, named with their writer's pid: what a
- * killed writer leaves there is whole DICOM files with patient data, and one folder is what
- * lets every mia start find and remove them (leftovers.ts) without listing the whole archive.
+ * Temporary files live in archive/.staging, named with their writer's pid: what a killed writer
+ * leaves there is whole DICOM files with patient data, and one known place is what lets every mia
+ * start find and remove them (leftovers.ts) without listing the whole archive. Staged files are
+ * spread over 16 folders in it by their digest's first hex digit: creating and fsyncing many files
+ * at once in one folder made the file system serialize on it (2,000 files of 33 KiB, 32 in flight
+ * on the pool: 1,123-1,254 files/s and 2.4-2.8 s of system CPU in one folder against 1,487-1,755
+ * and 1.6-1.9 s in 16, interleaved runs, 2026-11-27; 8 to 64 folders measured alike).
  * The rename into place is durable once the destination directory is fsynced; should the
  * staging folder's own entry survive a power cut too, it is a second name the cleanup removes.
  *
@@ -41,6 +45,16 @@ const unlinkAsync = promisify(unlink);
 /** Path of a stored file relative to the data folder (what the instances table keeps). */
 export function archivePathFor(sha256: string): string {
   return join(ARCHIVE_DIR, sha256.slice(0, 2), `${sha256}.dcm`);
+}
+
+/** The folder of archive/.staging a file with this digest is staged in (see the top of this file). */
+export function stagingShardOf(sha256: string): string {
+  return sha256.slice(0, 1);
+}
+
+/** Whether a name in archive/.staging is one of its folders of staged files. */
+export function isStagingShard(name: string): boolean {
+  return /^[0-9a-f]$/.test(name);
 }
 
 /** Temporary files start with a dot and end in .tmp: never a name the index refers to. */
@@ -186,8 +200,9 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
       // import of the same file is writing; renaming identical bytes over it is safe either way.
       // pid + a counter: unique among concurrent importers without asking for random bytes, and
       // the pid tells a later start whether the writer is still alive (leftovers.ts).
-      const temp = join(staging, `.${sha256.slice(0, 16)}.${process.pid}.${(tempCounter += 1)}.tmp`);
-      const written = Promise.all([ensureDir(dirname(final)), ensureDir(staging)]).then(() => writeDurably(temp, bytes));
+      const shard = join(staging, stagingShardOf(sha256));
+      const temp = join(shard, `.${sha256.slice(0, 16)}.${process.pid}.${(tempCounter += 1)}.tmp`);
+      const written = Promise.all([ensureDir(dirname(final)), ensureDir(shard)]).then(() => writeDurably(temp, bytes));
       const size = bytes.byteLength;
       writingBytes += size;
       const settled = written.then(

@@ -16,7 +16,7 @@
 import { lstatSync, mkdirSync, readdirSync, rmSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { exportPartialWriterPid, exportsDir, isExportPartialName } from '#server/exports/exports.ts';
-import { ARCHIVE_DIR, STAGING_DIR, isArchiveTempName, tempWriterPid } from '#server/imports/archive.ts';
+import { ARCHIVE_DIR, STAGING_DIR, isArchiveTempName, isStagingShard, tempWriterPid } from '#server/imports/archive.ts';
 import { interruptAbandonedJobs, type ImportJobDeps } from '#server/imports/import-job.ts';
 import { pidAlive } from '#server/jobs/jobs.ts';
 import { UPLOADS_DIR, uploadReceiverPid } from '#server/imports/upload.ts';
@@ -75,10 +75,16 @@ function remove(found: Found, bytes: number, tally: Leftovers): void {
 
 function clearStaging(dataDir: string, tally: Leftovers, writer: WriterOf): void {
   const staging = join(dataDir, STAGING_DIR);
-  for (const name of entries(staging)) {
-    const found = statOf(join(staging, name));
-    if (found && isStale(writer(tempWriterPid(name)), found.stat.mtimeMs)) remove(found, found.stat.size, tally);
-  }
+  const clear = (dir: string): void => {
+    for (const name of entries(dir)) {
+      const found = statOf(join(dir, name));
+      if (!found) continue;
+      // Staged files are spread over folders of their own (archive.ts); the folders stay.
+      if (dir === staging && isStagingShard(name) && found.stat.isDirectory()) clear(found.path);
+      else if (isStale(writer(tempWriterPid(name)), found.stat.mtimeMs)) remove(found, found.stat.size, tally);
+    }
+  };
+  clear(staging);
 }
 
 /**

@@ -67,11 +67,14 @@ describe('what a killed import leaves behind', () => {
     // Beside them: a live writer's file (must stay), and one of the same live pid untouched for
     // seven hours (a pid reused by another program: must go). And an upload spooled by the dead
     // process next to one a live receiver is still writing.
+    // (Staged files sit in folders of the staging folder by digest, spooled ones at its top.)
     const staging = join(dataDir, 'archive', '.staging');
-    writeFileSync(join(staging, tempName(livePid, 1)), 'DICM from a live writer');
+    mkdirSync(join(staging, 'a'), { recursive: true });
+    writeFileSync(join(staging, 'a', tempName(livePid, 1)), 'DICM from a live writer');
     writeFileSync(join(staging, tempName(livePid, 2)), 'DICM from a pid since reused');
+    writeFileSync(join(staging, 'a', tempName(livePid, 3)), 'DICM from a pid since reused');
     const sevenHoursAgo = new Date(Date.now() - 7 * 3600_000);
-    utimesSync(join(staging, tempName(livePid, 2)), sevenHoursAgo, sevenHoursAgo);
+    for (const n of [2, 3]) utimesSync(join(staging, n === 2 ? '' : 'a', tempName(livePid, n)), sevenHoursAgo, sevenHoursAgo);
     const uploads = join(dataDir, 'tmp', 'uploads');
     for (const pid of [run.pid, livePid]) {
       mkdirSync(join(uploads, `${pid}-00ff00ff00ff00ff`), { recursive: true });

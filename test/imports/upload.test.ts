@@ -12,16 +12,18 @@ import { startTestServer, type TestServer } from '../helpers/server.ts';
 
 const MR_SMALL = join(CORPUS, 'MR_small.dcm');
 
-/** What uploads spooled and left: multipart folders, and single bodies in the archive's staging folder. */
+/** What uploads spooled and left: multipart folders, and single bodies in the archive's staging folder (files at any depth: staged files have folders of their own there). */
 function spooled(dataDir: string): string[] {
-  const list = (dir: string): string[] => {
+  const list = (dir: string, depth: number): string[] => {
     try {
-      return readdirSync(join(dataDir, dir)).map((name) => join(dir, name));
+      return readdirSync(join(dataDir, dir), { withFileTypes: true }).flatMap((entry) =>
+        entry.isDirectory() && depth > 0 ? list(join(dir, entry.name), depth - 1) : [join(dir, entry.name)],
+      );
     } catch {
       return [];
     }
   };
-  return [...list(join('tmp', 'uploads')), ...list(join('archive', '.staging'))];
+  return [...list(join('tmp', 'uploads'), 0), ...list(join('archive', '.staging'), 1)];
 }
 const BOUNDARY = 'mia-test-boundary-42';
 
