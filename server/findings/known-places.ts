@@ -25,15 +25,20 @@ type KnownSeries = {
   asked: Set<string>;
 };
 
-/** At most this many instances remembered per database; the series used longest ago go first. */
-const KEPT_INSTANCES = 50_000;
+/**
+ * At most this many instances and slices remembered per database (an Enhanced image's frames are
+ * a slice each); the series used longest ago go first.
+ */
+const KEPT = 100_000;
 
-type Memo = { series: Map<number, KnownSeries>; instances: number };
+type Memo = { series: Map<number, KnownSeries>; size: number };
 const memos = new WeakMap<Database, Memo>();
+
+const sizeOf = (series: KnownSeries): number => series.asked.size + series.entries.size;
 
 function memoOf(db: Database): Memo {
   let memo = memos.get(db);
-  if (!memo) memos.set(db, (memo = { series: new Map(), instances: 0 }));
+  if (!memo) memos.set(db, (memo = { series: new Map(), size: 0 }));
   return memo;
 }
 
@@ -56,7 +61,7 @@ export function rememberSeries(db: Database, scanRef: number, instances: number,
   const memo = memoOf(db);
   let known = memo.series.get(scanRef);
   if (known && known.instances !== instances) {
-    memo.instances -= known.asked.size;
+    memo.size -= sizeOf(known);
     memo.series.delete(scanRef);
     known = undefined;
   }
@@ -65,15 +70,13 @@ export function rememberSeries(db: Database, scanRef: number, instances: number,
   // Used now: at the back of the eviction order.
   memo.series.delete(scanRef);
   memo.series.set(scanRef, known);
-  for (const uid of uids) {
-    if (known.asked.has(uid)) continue;
-    known.asked.add(uid);
-    memo.instances += 1;
-  }
+  memo.size -= sizeOf(known);
+  for (const uid of uids) known.asked.add(uid);
   for (const [key, entry] of entries) known.entries.set(key, entry);
+  memo.size += sizeOf(known);
   for (const [ref, series] of memo.series) {
-    if (memo.instances <= KEPT_INSTANCES) break;
-    memo.instances -= series.asked.size;
+    if (memo.size <= KEPT) break;
+    memo.size -= sizeOf(series);
     memo.series.delete(ref);
   }
 }
