@@ -71,8 +71,8 @@ export async function startTestServer(config: Partial<ServerConfigInput> = {}): 
       headers['Content-Type'] ??= 'application/json';
     }
     // node:http rather than fetch: fetch refuses to send a custom Host header.
-    const { status, responseHeaders, text } = await new Promise<{ status: number; responseHeaders: Headers; text: string }>(
-      (resolve, reject) => {
+    const send = (retried: boolean): Promise<{ status: number; responseHeaders: Headers; text: string }> =>
+      new Promise((resolve, reject) => {
         const req = httpRequest(url + path, { method, headers }, (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -85,11 +85,17 @@ export async function startTestServer(config: Partial<ServerConfigInput> = {}): 
           });
           res.on('error', reject);
         });
-        req.on('error', reject);
+        req.on('error', (err: NodeJS.ErrnoException) => {
+          // A kept-alive connection the server closed for idling (its 5 s keep-alive timeout) as this
+          // request went out on it: the server never read the request, so it is sent again once, on
+          // a new connection (Node's documented remedy: request.reusedSocket).
+          if (!retried && req.reusedSocket && err.code === 'ECONNRESET') send(true).then(resolve, reject);
+          else reject(err);
+        });
         if (body !== undefined) req.write(body);
         req.end();
-      },
-    );
+      });
+    const { status, responseHeaders, text } = await send(false);
     let json: unknown;
     try {
       json = JSON.parse(text);
