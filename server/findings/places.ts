@@ -65,25 +65,24 @@ export async function loadSlicePlaces(db: Database, wanted: readonly PlaceWanted
     else bySeries.set(w.scanRef, { uids: new Set([w.instanceUid]), count: w.instanceCount });
   }
   const indexes = new Map<number, SliceIndex>();
-  const missing: number[] = [];
-  for (const [ref, { uids, count }] of bySeries) {
-    const known = count === undefined ? undefined : knownSeries(db, ref, count, [...uids]);
+  const missing: [number, { uids: Set<string>; count: number | undefined }][] = [];
+  for (const [ref, series] of bySeries) {
+    const known = series.count === undefined ? undefined : knownSeries(db, ref, series.count, [...series.uids]);
     if (known) indexes.set(ref, known);
-    else missing.push(ref);
+    else missing.push([ref, series]);
   }
   if (missing.length === 0) return indexes;
   const read = new Map<number, { entries: Map<string, SliceEntry>; slices: number }>();
-  const uids = missing.flatMap((ref) => [...(bySeries.get(ref)?.uids ?? [])]);
-  for (const row of await findPlacedInstances(db, missing, uids)) {
+  const rows = await findPlacedInstances(db, missing.map(([ref]) => ref), missing.flatMap(([, series]) => [...series.uids]));
+  for (const row of rows) {
     let index = read.get(row.scan_ref);
     if (!index) read.set(row.scan_ref, (index = { entries: new Map(), slices: row.slices }));
     addEntries(index.entries, row, row.before);
   }
-  for (const ref of missing) {
+  for (const [ref, { uids, count }] of missing) {
     const index = read.get(ref);
     if (index) indexes.set(ref, index);
-    const { uids: asked, count } = bySeries.get(ref) ?? { uids: new Set<string>(), count: undefined };
-    if (count !== undefined) rememberSeries(db, ref, count, index?.slices, [...asked], index?.entries ?? new Map());
+    if (count !== undefined) rememberSeries(db, ref, count, index?.slices, [...uids], index?.entries ?? new Map());
   }
   return indexes;
 }
