@@ -7,7 +7,7 @@
  * batches while the inference worker runs the current one.
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
-import { aggregateForOutput, localizationOf } from '#server/analysis/aggregate.ts';
+import { aggregateForOutput, decodeThresholdsFor, localizationOf } from '#server/analysis/aggregate.ts';
 import { calibratorOf } from '#server/analysis/calibration.ts';
 import { imageTypeReason, notApplicableReason, type ScanFacts } from '#server/analysis/applicability.ts';
 import { clampBox, decodeOutputs, type ImageSize } from '#server/analysis/decode.ts';
@@ -259,6 +259,7 @@ export async function runAnalysis(
   const calibrator = calibratorOf(manifest.calibration);
   // The decoder compares raw peaks: each calibrated threshold goes back to the raw scale once.
   const rawThresholds = Object.fromEntries(Object.entries(thresholds).map(([label, t]) => [label, calibrator.rawThreshold(label, t)]));
+  const decodeAt = decodeThresholdsFor(spec, rawThresholds);
 
   /** Waits for a batch's outputs and decodes them; false: stop (cancel, shutdown, job taken). */
   const settle = async (flight: InFlight): Promise<boolean> => {
@@ -269,9 +270,9 @@ export async function runAnalysis(
     t = performance.now();
     if (spec.decoding === 'segmentation') {
       // Regions' boxes are their masks' bounds, inside the image already.
-      perSlice.push(...decodeSegmentation(outputs, { ...manifest, output: spec }, flight.sizes, { spacings: flight.spacings, thresholds: rawThresholds }, planes));
+      perSlice.push(...decodeSegmentation(outputs, { ...manifest, output: spec }, flight.sizes, { spacings: flight.spacings, thresholds: decodeAt }, planes));
     } else {
-      decodeOutputs(outputs, manifest, flight.sizes, { thresholds: rawThresholds }).forEach((list, i) => {
+      decodeOutputs(outputs, manifest, flight.sizes, { thresholds: decodeAt }).forEach((list, i) => {
         const size = flight.sizes[i] as ImageSize;
         perSlice.push(list.map((d) => ({ ...d, box: clampBox(d.box, size) })));
       });
@@ -318,7 +319,7 @@ export async function runAnalysis(
   }
 
   const t = performance.now();
-  const aggregated = aggregateForOutput(perSlice, manifest.output);
+  const aggregated = aggregateForOutput(perSlice, manifest.output, rawThresholds);
   const localization = localizationOf(manifest.output);
   const findings: FindingInput[] = aggregated
     .filter((f) => f.box.width > 0 && f.box.height > 0)

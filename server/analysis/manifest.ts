@@ -64,7 +64,24 @@ const input = z
   });
 export type InputSpec = z.infer<typeof input>;
 
-const aggregation = () => z.object({ link_iou: unitInterval(), max_slice_gap: z.number().int().min(0) });
+/**
+ * How a detector's boxes on adjacent slices become one finding and what it scores
+ * (server/analysis/aggregate.ts). `top2_mean` with a `support_threshold`: slices are decoded down
+ * to it and a finding scores the mean of its two most confident slices.
+ */
+const aggregation = () =>
+  z
+    .object({
+      link_iou: unitInterval(),
+      max_slice_gap: z.number().int().min(0),
+      score: z.enum(['max', 'top2_mean']).optional(),
+      support_threshold: unitInterval().optional(),
+    })
+    .superRefine((v, ctx) => {
+      if (v.score === 'top2_mean' && v.support_threshold === undefined) {
+        ctx.addIssue({ code: 'custom', path: ['support_threshold'], message: 'expected a number: top2_mean decodes slices down to it' });
+      }
+    });
 
 const centernetOutput = z.object({
   decoding: z.literal('centernet'),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { aggregateFindings } from '#server/analysis/aggregate.ts';
+import { aggregateFindings, aggregateForOutput, decodeThresholdsFor } from '#server/analysis/aggregate.ts';
 import { clampBox, decodeOutputs, type Tensor } from '#server/analysis/decode.ts';
 import type { Manifest } from '#server/analysis/manifest.ts';
 import { iou, nmsPerLabel, type Detection } from '#server/analysis/nms.ts';
@@ -189,6 +189,32 @@ describe('aggregateFindings', () => {
 
   it('returns nothing for no detections', () => {
     expect(aggregateFindings([[], []], spec)).toEqual([]);
+  });
+
+  describe('scored by the mean of the two most confident slices', () => {
+    const top2 = { ...spec, score: 'top2_mean' as const, support_threshold: 0.05 };
+    const output = { ...manifest.output, aggregation: top2 };
+    const round = (x: number): number => Math.round(x * 1000) / 1000;
+
+    it('scores a lesion on three slices by its best two, and one seen on one slice alone by half', () => {
+      const findings = aggregateFindings([[det('t', 0.4, 10, 10), det('t', 0.9, 60, 60)], [det('t', 0.8, 11, 10)], [det('t', 0.6, 12, 11)]], top2);
+      expect(findings.map((f) => [round(f.confidence), f.slice_index, f.slice_count])).toEqual([
+        [0.7, 1, 3],
+        [0.45, 0, 1],
+      ]);
+      // The key slice and its box stay the most confident slice's.
+      expect(findings[0]?.box).toEqual({ x: 11, y: 10, width: 10, height: 10 });
+    });
+
+    it('decodes slices down to the support threshold and keeps findings that score their label\'s threshold', () => {
+      expect(decodeThresholdsFor(output, { t: 0.5, h: 0.03 })).toEqual({ t: 0.05, h: 0.03 });
+      // A detector scored by its best slice decodes at the thresholds themselves.
+      expect(decodeThresholdsFor(manifest.output, { t: 0.5 })).toEqual({ t: 0.5 });
+      const perSlice = [[det('t', 0.9, 10, 10), det('h', 0.7, 50, 50)], [det('t', 0.2, 10, 10)], [det('h', 0.1, 50, 50)]];
+      // t: (0.9 + 0.2) / 2 = 0.55 kept at 0.5; h: (0.7 + 0.1) / 2 = 0.4 dropped at 0.5, though its best slice passes it.
+      expect(aggregateForOutput(perSlice, output, { t: 0.5, h: 0.5 }).map((f) => [f.label, round(f.confidence)])).toEqual([['t', 0.55]]);
+      expect(aggregateForOutput(perSlice, output).map((f) => f.label)).toEqual(['t', 'h']);
+    });
   });
 });
 

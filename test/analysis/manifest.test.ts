@@ -116,6 +116,15 @@ describe('parseManifest errors name the field', () => {
     expect(errorOf(() => parseManifest(json)).message).toContain('output.channels[1]: other_detected is not in labels');
   });
 
+  it('a score over slices without the threshold to collect them down to, or a score it does not know', async () => {
+    const json = await committedJson();
+    const aggregation = (json.output as { aggregation: Record<string, unknown> }).aggregation;
+    delete aggregation.support_threshold;
+    expect(errorOf(() => parseManifest(json)).message).toContain('output.aggregation.support_threshold: expected a number');
+    aggregation.score = 'mean';
+    expect(errorOf(() => parseManifest(json)).issues.map((i) => i.path)).toContain('output.aggregation.score');
+  });
+
   it('a code system outside SNOMED CT / RadLex', async () => {
     const json = await committedJson();
     (json.labels as { code: { system: string } }[])[1]!.code.system = 'ICD-10';

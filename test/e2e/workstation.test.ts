@@ -41,10 +41,9 @@ const displayNameOf = async (label: string) => ((await t.request('GET', '/v1/lab
 beforeAll(async () => {
   ensureRendererBuilt();
   t = await startTestServer({ uiDir: UI_DIR });
-  // The site reads at high sensitivity (a triage setting): the viewer and review tests need the
-  // target's two lesions found, which the default balanced point does not always do.
-  const point = await t.request('POST', '/v1/models/mia-phantom-detector/operating-point', { body: { name: 'high_sensitivity' } });
-  if (point.status !== 200) throw new Error(`operating point: ${point.status} ${point.text}`);
+  // The site reads at the default (balanced) point: it finds the target's two lesions, which the
+  // viewer and review tests need, and nothing else on it; the triage point also boxes the tumour
+  // as a haemorrhage and an infarct at low confidence (label confusions the model makes).
   phantoms = await importPhantoms(t);
   radiologistKey = (await t.keyFor('radiologist', { scopes: ['write:reports', 'write:scans'] })).key;
   browser = await launchBrowser();
