@@ -9,6 +9,7 @@
  * small ones' tail says whether a large page holds the event loop against them.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -26,11 +27,14 @@ const WARM_UP_S = 2;
 
 type Started = { url: string; key: string; child: ChildProcess };
 type Gc = { count: number; totalMs: number; maxMs: number };
-type Row = { name: string; rps: number; p50: number; p99: number; max: number; overSecond: number; bytes: number; failed: number; timeouts: number; cpuMs: number | null; gc: Gc | null };
+type Row = {
+  name: string; rps: number; p50: number; p99: number; max: number; overSecond: number; bytes: number; failed: number; timeouts: number;
+  cpuMs: number | null; gc: Gc | null; loopMaxMs: number | null; stealMs: number | null;
+};
 /** Issue 15's goal: no answer slower than this. */
 const SLOW_MS = 1000;
 type Measured = { result: autocannon.Result; overSecond: number };
-type Usage = { cpuMs: number; gc: Gc };
+type Usage = { cpuMs: number; gc: Gc; loopMaxMs: number };
 
 async function start(args: string[]): Promise<Started> {
   const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE, ...args], { stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
@@ -42,16 +46,36 @@ async function start(args: string[]): Promise<Started> {
 /** The server's CPU time so far, in ms (user + system), and its GC pauses since the last call. */
 function usageOf(server: Started): Promise<Usage> {
   return new Promise((resolve) => {
-    server.child.once('message', (usage: { cpu: NodeJS.CpuUsage; gc: Gc }) => resolve({ cpuMs: (usage.cpu.user + usage.cpu.system) / 1000, gc: usage.gc }));
+    server.child.once('message', (usage: { cpu: NodeJS.CpuUsage; gc: Gc; loopMaxMs: number }) =>
+      resolve({ cpuMs: (usage.cpu.user + usage.cpu.system) / 1000, gc: usage.gc, loopMaxMs: usage.loopMaxMs }),
+    );
     server.child.send('cpu');
   });
 }
 
-function toRow(name: string, { result, overSecond }: Measured, cpuMs: number | null = null, gc: Gc | null = null): Row {
+/**
+ * CPU time the hypervisor gave other guests while this machine's cores wanted to run (the steal
+ * column of /proc/stat, all cores, ms): a latency tail beside a large figure is the machine.
+ */
+function stealMsNow(): number | null {
+  try {
+    const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').trim().split(/\s+/);
+    const ticks = Number(fields[8]);
+    return Number.isFinite(ticks) ? ticks * 10 : null;
+  } catch {
+    return null;
+  }
+}
+
+type Extra = { cpuMs?: number | null; gc?: Gc | null; loopMaxMs?: number | null; stealMs?: number | null };
+
+function toRow(name: string, { result, overSecond }: Measured, extra: Extra = {}): Row {
   return {
     overSecond,
-    cpuMs,
-    gc,
+    cpuMs: extra.cpuMs ?? null,
+    gc: extra.gc ?? null,
+    loopMaxMs: extra.loopMaxMs ?? null,
+    stealMs: extra.stealMs ?? null,
     name,
     rps: Math.round(result.requests.average),
     p50: result.latency.p50,
@@ -78,20 +102,32 @@ function cannon(url: string, key: string, connections: number, duration = DURATI
   });
 }
 
+const stealSince = (before: number | null): number | null => {
+  const now = stealMsNow();
+  return now === null || before === null ? null : now - before;
+};
+
 async function load(name: string, server: Started, url: string): Promise<Row> {
   const before = await usageOf(server);
+  const steal = stealMsNow();
   const measured = await cannon(url, server.key, CONNECTIONS);
+  const stealMs = stealSince(steal);
   const after = await usageOf(server);
-  return toRow(name, measured, (after.cpuMs - before.cpuMs) / Math.max(1, measured.result.requests.total), after.gc);
+  return toRow(name, measured, { cpuMs: (after.cpuMs - before.cpuMs) / Math.max(1, measured.result.requests.total), gc: after.gc, loopMaxMs: after.loopMaxMs, stealMs });
 }
 
 /** Both loads at once, half the connections each. */
 async function beside(server: Started, small: string, large: string): Promise<[Row, Row]> {
   const half = CONNECTIONS / 2;
   await usageOf(server);
+  const steal = stealMsNow();
   const [s, l] = await Promise.all([cannon(small, server.key, half), cannon(large, server.key, half)]);
-  const { gc } = await usageOf(server);
-  return [toRow(`limit 50 (${half} conns) beside limit=500 (${half} conns)`, s, null, gc), toRow(`limit=500 (${half} conns) beside limit 50 (${half} conns)`, l, null, gc)];
+  const stealMs = stealSince(steal);
+  const { gc, loopMaxMs } = await usageOf(server);
+  return [
+    toRow(`limit 50 (${half} conns) beside limit=500 (${half} conns)`, s, { gc, loopMaxMs, stealMs }),
+    toRow(`limit=500 (${half} conns) beside limit 50 (${half} conns)`, l, { gc, loopMaxMs, stealMs }),
+  ];
 }
 
 function machine(): string {
@@ -133,7 +169,7 @@ export async function run(): Promise<string> {
   const baseline = Math.round(((bareFirst?.rps ?? 0) + (bareLast?.rps ?? 0)) / 2) || 1;
   const json = rows[0]?.rps ?? 0;
   const line = (r: Row): string =>
-    `| ${r.name} | ${r.rps} | ${(r.rps / baseline).toFixed(2)}x | ${r.p50} | ${r.p99} | ${r.max} | ${r.overSecond} | ${r.cpuMs === null ? '' : r.cpuMs.toFixed(2)} | ${r.gc ? `${r.gc.maxMs.toFixed(0)} (${r.gc.totalMs.toFixed(0)} in ${r.gc.count})` : ''} | ${r.bytes} | ${r.failed} | ${r.timeouts} |`;
+    `| ${r.name} | ${r.rps} | ${(r.rps / baseline).toFixed(2)}x | ${r.p50} | ${r.p99} | ${r.max} | ${r.overSecond} | ${r.cpuMs === null ? '' : r.cpuMs.toFixed(2)} | ${r.gc ? `${r.gc.maxMs.toFixed(0)} (${r.gc.totalMs.toFixed(0)} in ${r.gc.count})` : ''} | ${r.loopMaxMs === null ? '' : r.loopMaxMs.toFixed(0)} | ${r.stealMs ?? ''} | ${r.bytes} | ${r.failed} | ${r.timeouts} |`;
   const table = [bareFirst, ...rows, bareLast].flatMap((r) => (r ? [line(r)] : [])).join('\n');
   const formats = rows
     .filter((r) => r.name.includes('format='))
@@ -147,8 +183,8 @@ Node ${process.version}, ${new Date().toISOString().slice(0, 10)}. Machine: ${be
 Every mia request is authenticated, rate-limit checked, audited (SQLite, one commit per event-loop turn)
 and logged. The bare handler ran first and last; "vs bare" is against the mean of the two (${baseline} req/s).
 
-| endpoint | req/s | vs bare | p50 ms | p99 ms | max ms | over 1 s | server CPU ms/req | longest GC pause ms (total in pauses) | bytes/resp | failed | over 10 s |
-|---|---|---|---|---|---|---|---|---|---|---|---|
+| endpoint | req/s | vs bare | p50 ms | p99 ms | max ms | over 1 s | server CPU ms/req | longest GC pause ms (total in pauses) | longest event-loop delay ms | CPU steal ms | bytes/resp | failed | over 10 s |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
 ${table}
 
 JSON req/s over each other format's (goal: at most 1.3x): ${formats}.
@@ -158,6 +194,10 @@ requests it answered: on a machine shared with other work it moves less than req
 from perf_hooks 'gc' entries), with the sum of all its pauses and their count: a latency max far
 above p99 beside a pause of the same length is the collector, not the request queue (the two
 "beside" rows share one process and so one figure).
+"longest event-loop delay" is the server's (perf_hooks monitorEventLoopDelay, 10 ms resolution): the
+longest any callback waited to run, so one synchronous stall holding every request shows here.
+"CPU steal" is the time, summed over the machine's cores, that the hypervisor ran other guests while
+this one had work (/proc/stat): a tail beside a large figure is the machine, not mia.
 "over 1 s" counts answers slower than 1 s (issue 15's goal at limit=500: none). "failed" counts non-2xx answers and connection errors; "over 10 s" requests autocannon gave up on.
 The two "beside" rows ran at the same time, half the connections each: the first is the small
 pages' latency while large pages are being served.

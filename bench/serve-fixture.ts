@@ -3,12 +3,13 @@
  * instance rows per series: `mia N S`), or a bare Express handler returning a payload of the same size. Prints its URL (and for mia a
  * key) as one JSON line on stdout, then serves until killed. Asked over IPC, it answers with its
  * CPU time so far (process.cpuUsage): CPU per request holds up on a busy machine where req/s
- * does not, and with the garbage collector's pauses since it was last asked.
+ * does not, and with the garbage collector's pauses and the longest event-loop delay since it was
+ * last asked.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PerformanceObserver } from 'node:perf_hooks';
+import { PerformanceObserver, monitorEventLoopDelay } from 'node:perf_hooks';
 import express from 'express';
 import { createServer } from '#server/create-server.ts';
 import { seedAnalysedScans } from './seed-results.ts';
@@ -51,9 +52,14 @@ new PerformanceObserver((list) => {
     gc.maxMs = Math.max(gc.maxMs, entry.duration);
   }
 }).observe({ entryTypes: ['gc'] });
+// The longest the event loop was held since the last question: a stall of every request at once
+// that is not the collector's is the server's own synchronous work (or the machine's).
+const loop = monitorEventLoopDelay({ resolution: 10 });
+loop.enable();
 process.on('message', () => {
-  process.send?.({ cpu: process.cpuUsage(), gc });
+  process.send?.({ cpu: process.cpuUsage(), gc, loopMaxMs: loop.max / 1e6 });
   gc = { count: 0, totalMs: 0, maxMs: 0 };
+  loop.reset();
 });
 // The IPC channel must not keep a fixture alive once the bench is gone.
 process.channel?.unref();
