@@ -43,3 +43,8 @@ export function calibratorOf(calibration: Calibration | undefined): Calibrator {
     },
   };
 }
+
+/** Each label's calibrated threshold as the raw score the decoder compares its peaks with. */
+export function rawThresholdsOf(calibrator: Calibrator, thresholds: Readonly<Record<string, number>>): Record<string, number> {
+  return Object.fromEntries(Object.entries(thresholds).map(([label, t]) => [label, calibrator.rawThreshold(label, t)]));
+}

@@ -8,7 +8,7 @@
  */
 import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { aggregateForOutput, decodeThresholdsFor, localizationOf } from '#server/analysis/aggregate.ts';
-import { calibratorOf } from '#server/analysis/calibration.ts';
+import { calibratorOf, rawThresholdsOf } from '#server/analysis/calibration.ts';
 import { imageTypeReason, notApplicableReason, type ScanFacts } from '#server/analysis/applicability.ts';
 import { clampBox, decodeOutputs, type ImageSize } from '#server/analysis/decode.ts';
 import type { Manifest } from '#server/analysis/manifest.ts';
@@ -258,7 +258,7 @@ export async function runAnalysis(
   const thresholds = { ...(options.thresholds ?? decisionOf(manifest, null).thresholds) };
   const calibrator = calibratorOf(manifest.calibration);
   // The decoder compares raw peaks: each calibrated threshold goes back to the raw scale once.
-  const rawThresholds = Object.fromEntries(Object.entries(thresholds).map(([label, t]) => [label, calibrator.rawThreshold(label, t)]));
+  const rawThresholds = rawThresholdsOf(calibrator, thresholds);
   const decodeAt = decodeThresholdsFor(spec, rawThresholds);
 
   /** Waits for a batch's outputs and decodes them; false: stop (cancel, shutdown, job taken). */

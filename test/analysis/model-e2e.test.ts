@@ -7,7 +7,7 @@
 import * as ort from 'onnxruntime-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aggregateForOutput, decodeThresholdsFor, type Finding } from '#server/analysis/aggregate.ts';
-import { calibratorOf } from '#server/analysis/calibration.ts';
+import { calibratorOf, rawThresholdsOf } from '#server/analysis/calibration.ts';
 import { decodeOutputs, type Tensor } from '#server/analysis/decode.ts';
 import { loadManifest, verifyModelFile, type Manifest } from '#server/analysis/manifest.ts';
 import { decisionOf } from '#server/analysis/operating-points.ts';
@@ -49,7 +49,7 @@ async function analyse(series: PhantomSeries, point: string | null = null): Prom
   // decoded down to the aggregation's support, findings kept at their label's threshold and
   // their scores calibrated.
   const calibrator = calibratorOf(manifest.calibration);
-  const raw = Object.fromEntries(Object.entries(decisionOf(manifest, point).thresholds).map(([label, t]) => [label, calibrator.rawThreshold(label, t)]));
+  const raw = rawThresholdsOf(calibrator, decisionOf(manifest, point).thresholds);
   const perSlice = decodeOutputs(outputs, manifest, images, { thresholds: decodeThresholdsFor(manifest.output, raw) });
   return aggregateForOutput(perSlice, manifest.output, raw).map((f) => ({ ...f, confidence: calibrator.confidence(f.label, f.confidence) }));
 }
