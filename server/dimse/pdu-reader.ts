@@ -2,7 +2,9 @@
  * Framing of PDUs on a byte stream (PS3.8 9.3.1: type, reserved byte, 4-byte big-endian length).
  * The length a peer announces is checked against a bound for its type before a single byte is
  * allocated for it (dcmjs-dimse took it as is, up to 4 GiB: docs/dicom-network.md), and the body
- * is copied once into a buffer of exactly that size, never re-concatenated per chunk.
+ * is copied once into a buffer of exactly that size, never re-concatenated per chunk. Each body
+ * is a buffer of its own that this reader never writes again once handed out, so a receiver may
+ * keep views of it (scp.ts keeps a C-STORE's fragments until the instance is whole).
  */
 import { ABORT, MAX_ASSOCIATE_PDU_LENGTH, PDU, PduError } from '#server/dimse/pdu.ts';
 

@@ -159,10 +159,14 @@ class InstanceSink implements DataSink {
     this.pendingBytes = header.length;
   }
 
-  /** Copied: a fragment may be a view of a PDU buffer that is read into again. */
+  /**
+   * Kept, not copied: a fragment is a view of its PDU's own buffer, which PduReader allocates per
+   * PDU and never writes again. Copying each one cost a second copy of every instance (end()
+   * concatenates them once) and its garbage.
+   */
   private gather(chunk: Buffer): void {
     if (this.failure) return;
-    this.pending.push(Buffer.from(chunk));
+    this.pending.push(chunk);
     this.pendingBytes += chunk.length;
   }
 

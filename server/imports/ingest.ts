@@ -118,8 +118,11 @@ function sameDataSet(dataDir: string, storedSha: string, bytes: Buffer): boolean
 /** A file checked and not yet placed in the archive: an outcome already, or one to store. */
 export type Inspected = Extract<Prepared, { kind: 'done' }> | Omit<Extract<Prepared, { kind: 'store' }>, 'archivePath'>;
 
-/** Parse, reject rules, digest and the duplicate check: everything but placing the file. */
-export async function inspect(db: Database, dataDir: string, path: string, bytes: Buffer): Promise<Inspected> {
+/**
+ * Parse, reject rules, digest and the duplicate check: everything but placing the file.
+ * `sha256`: the digest of `bytes` when the caller already has it (a C-STORE's intake record).
+ */
+export async function inspect(db: Database, dataDir: string, path: string, bytes: Buffer, sha256?: string): Promise<Inspected> {
   const size = bytes.byteLength;
   if (size === 0) return rejected(path, 'empty file', 0);
   const parsed = await readDicom(new Uint8Array(bytes.buffer, bytes.byteOffset, size));
@@ -131,10 +134,10 @@ export async function inspect(db: Database, dataDir: string, path: string, bytes
   if (!syntax || syntax.encoding === 'unsupported') {
     return rejected(path, `unsupported transfer syntax ${describeTransferSyntax(instance.transferSyntaxUid)}`, size);
   }
-  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  const digest = sha256 ?? createHash('sha256').update(bytes).digest('hex');
   const sop = instance.sopInstanceUid;
   const stored = await findStoredDigest(db, sop);
-  if (stored === sha256) {
+  if (stored === digest) {
     return { kind: 'done', result: { outcome: 'duplicate', path, sop_instance_uid: sop, scan_id: instance.seriesInstanceUid, bytes: size } };
   }
   if (stored !== undefined) {
@@ -145,7 +148,7 @@ export async function inspect(db: Database, dataDir: string, path: string, bytes
     }
     return { kind: 'done', result: { outcome: 'conflict', path, sop_instance_uid: sop, reason: conflictReason(sop), bytes: size } };
   }
-  return { kind: 'store', path, instance, sha256, bytes: size };
+  return { kind: 'store', path, instance, sha256: digest, bytes: size };
 }
 
 const orNull = (text: string): string | null => (text.trim() === '' ? null : text.trim());
