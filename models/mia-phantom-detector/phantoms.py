@@ -553,10 +553,135 @@ def _gaussian_blur(img: np.ndarray, sigma: float) -> np.ndarray:
     return sum(k[i] * tmp[i:i + img.shape[0], :] for i in range(len(k))).astype(np.float32)
 
 
+# Normal anatomy that is not a lesion (train.py --normal-anatomy). A detector that has seen only
+# lesions and a few smooth structures may learn that any compact blob is a lesion; on another
+# generator's heads most false positives were on normal structures away from every lesion. These
+# draw what a real head CT or MR holds besides lesions: physiological calcifications (pineal,
+# choroid plexus, basal ganglia), dural sinuses and vessels, orbits, air sinuses and petrous bone
+# in low slices, perivascular spaces, and symmetric periventricular signal. Most come in mirrored
+# pairs, as normal anatomy does and lesions seldom do. They come from their own random stream
+# ([seed, DISTRACTOR_STREAM]), which leaves every other draw of a series, and so every lesion's
+# place and truth box, as it was. Measured on the held-out family's tune split: README.md.
+
+DISTRACTOR_STREAM = 0xD15C
+
+
+@dataclasses.dataclass
+class _Blob:
+    """An ellipsoid painted with one value: in the brain only, or anywhere inside the skull."""
+    center: tuple[float, float, float]  # head frame, mm
+    semi: tuple[float, ...]
+    phi: float
+    value: float
+    inside_skull: bool = False
+
+
+def _draw_distractors(rng: np.random.Generator, head: _Head, tissue: dict[str, float], modality: str,
+                      vents: list[tuple[float, float, float]], vent_scale: float, vy: float, vz: float,
+                      deep_params: list[tuple[float, float, float]]) -> list[_Blob]:
+    ct = modality == 'CT'
+    gm, wm, off = tissue['gm'], tissue['wm'], tissue['off']
+    calc = (lambda: gm + float(rng.uniform(120.0, 600.0))) if ct else (lambda: gm * float(rng.uniform(0.08, 0.45)))
+    blobs: list[_Blob] = []
+
+    def pair(u: float, v: float, z: float, semi: tuple[float, float, float], value: float, jitter: float = 1.5,
+             inside: bool = False, phi: float = 0.0) -> None:
+        for side in (-1.0, 1.0):
+            j = rng.normal(0.0, jitter, size=3)
+            blobs.append(_Blob((side * u + j[0], v + j[1], z + j[2]), tuple(float(a * rng.uniform(0.85, 1.15)) for a in semi),
+                               side * phi, value, inside))
+
+    if rng.random() < 0.5:  # pineal: one small midline calcification behind the third ventricle
+        r = float(rng.uniform(1.5, 4.0))
+        blobs.append(_Blob((float(rng.normal(0.0, 0.8)), vy + float(rng.uniform(14.0, 24.0)), vz + float(rng.uniform(-6.0, 2.0))),
+                           (r, r * float(rng.uniform(0.8, 1.3)), r), 0.0, calc()))
+    if rng.random() < 0.4:  # choroid plexus in both atria
+        r = float(rng.uniform(2.0, 5.0))
+        pair(abs(vents[1][0]) + float(rng.uniform(2.0, 8.0)), vy + float(rng.uniform(12.0, 20.0)), vz + float(rng.uniform(-3.0, 5.0)),
+             (r, r * 1.3, r), calc())
+    if rng.random() < 0.25:  # basal ganglia calcification, mirrored
+        dx, dy, _ = deep_params[1]
+        r = float(rng.uniform(1.5, 3.5))
+        pair(abs(dx), dy, 5.0 + float(rng.uniform(-4.0, 4.0)), (r, r * 1.4, r * 1.2), calc())
+    if rng.random() < 0.6:  # superior sagittal sinus, seen front and back at the midline by the skull
+        value = gm + float(rng.uniform(10.0, 35.0)) if ct else gm * float(rng.choice([rng.uniform(0.05, 0.3), rng.uniform(1.3, 1.9)]))
+        for v_end in (-head.semi[2], head.semi[3]):
+            r = float(rng.uniform(2.5, 5.0))
+            for z in np.arange(-10.0, head.semi[4], 3.0):
+                shrink = math.sqrt(max(0.0, 1.0 - (z / head.semi[4]) ** 2))
+                vv = v_end * head.r_skull_in * shrink * 0.97
+                blobs.append(_Blob((0.0, float(vv), float(z)), (r, r * 0.8, 2.5), 0.0, value, True))
+    n_vessels = int(rng.choice([0, 1, 2, 3, 4], p=[0.45, 0.2, 0.15, 0.1, 0.1]))
+    for _ in range(n_vessels):  # curved vessels: dense on CT, flow voids (or bright) on MR
+        value = gm + float(rng.uniform(12.0, 45.0)) if ct else gm * (float(rng.uniform(0.05, 0.35)) if rng.random() < 0.7 else float(rng.uniform(1.4, 2.0)))
+        r = float(rng.uniform(0.7, 2.0))
+        p = np.array([rng.uniform(-40, 40), rng.uniform(-50, 50), rng.uniform(-30, 40)])
+        d = rng.normal(size=3)
+        d[2] *= 0.5
+        d /= np.linalg.norm(d) + 1e-9
+        for _ in range(int(rng.integers(8, 30))):
+            blobs.append(_Blob((float(p[0]), float(p[1]), float(p[2])), (r, r, r), 0.0, value))
+            d = d + rng.normal(0.0, 0.25, size=3)
+            d /= np.linalg.norm(d) + 1e-9
+            p = p + d * max(r, 1.0) * 1.2
+    if rng.random() < 0.5:  # skull base: orbits with fat behind them, air sinuses, petrous bone
+        z_base = -head.semi[4] * float(rng.uniform(0.35, 0.55))
+        globe = float(rng.uniform(9.0, 12.5))
+        fat = -float(rng.uniform(70.0, 120.0)) if ct else gm * float(rng.uniform(1.4, 2.2))
+        water = float(rng.uniform(0.0, 20.0)) + off if ct else tissue['csf'] * float(rng.uniform(0.8, 1.5))
+        u_orb, v_orb = float(rng.uniform(24.0, 34.0)), -head.semi[2] * float(rng.uniform(0.62, 0.78))
+        pair(u_orb, v_orb + globe * 0.9, z_base, (globe * 1.2, globe * 1.6, globe * 0.9), fat, inside=True)
+        pair(u_orb, v_orb, z_base, (globe, globe, globe), water, inside=True)
+        air = tissue['air']
+        for _ in range(int(rng.integers(1, 4))):
+            blobs.append(_Blob((float(rng.normal(0.0, 8.0)), v_orb + float(rng.uniform(5.0, 25.0)), z_base - float(rng.uniform(0.0, 15.0))),
+                               (float(rng.uniform(5.0, 14.0)), float(rng.uniform(5.0, 12.0)), float(rng.uniform(6.0, 14.0))),
+                               float(rng.uniform(0, math.pi)), air, True))
+        pair(float(rng.uniform(25.0, 40.0)), head.semi[3] * float(rng.uniform(0.15, 0.4)), z_base + float(rng.uniform(-8.0, 4.0)),
+             (float(rng.uniform(5.0, 9.0)), float(rng.uniform(18.0, 28.0)), float(rng.uniform(5.0, 9.0))), tissue['bone'],
+             inside=True, phi=math.radians(float(rng.uniform(30.0, 55.0))))
+    if rng.random() < 0.4:  # perivascular spaces: CSF dots in the deep white matter, both sides
+        for _ in range(int(rng.integers(4, 20))):
+            r = float(rng.uniform(0.7, 1.8))
+            pair(float(rng.uniform(8.0, 35.0)), float(rng.uniform(-25.0, 25.0)), float(rng.uniform(-5.0, 25.0)),
+                 (r, r, r * float(rng.uniform(1.0, 3.0))), tissue['csf'], jitter=6.0)
+    if rng.random() < 0.3:  # periventricular caps and bands, symmetric
+        value = wm - float(rng.uniform(3.0, 10.0)) if ct else gm * float(rng.uniform(1.1, 1.45))
+        for v_end in (-1.0, 1.0):
+            w = float(rng.uniform(3.0, 7.0)) * vent_scale
+            pair(abs(vents[1][0]) + float(rng.uniform(0.0, 6.0)), vy + v_end * float(rng.uniform(18.0, 26.0)), vz,
+                 (w, float(rng.uniform(4.0, 9.0)), float(rng.uniform(6.0, 14.0))), value, jitter=1.0)
+    return blobs
+
+
+def _paint_blobs(img: np.ndarray, blobs: list[_Blob], u: np.ndarray, v: np.ndarray, z: float, brain: np.ndarray,
+                 inside: np.ndarray, to_pixel: Any, spacing: float) -> None:
+    """Paints the blobs this plane cuts, each over its own window of the image only."""
+    rows, cols = img.shape
+    for b in blobs:
+        dz = (z - b.center[2]) / b.semi[2]
+        if abs(dz) >= 1.0:
+            continue
+        cr, cc = to_pixel(b.center[0], b.center[1])
+        reach = max(b.semi[0], b.semi[1]) / spacing + 2
+        r0, r1 = max(0, int(cr - reach)), min(rows, int(cr + reach) + 1)
+        c0, c1 = max(0, int(cc - reach)), min(cols, int(cc + reach) + 1)
+        if r0 >= r1 or c0 >= c1:
+            continue
+        du, dv = u[r0:r1, c0:c1] - b.center[0], v[r0:r1, c0:c1] - b.center[1]
+        c, s = math.cos(b.phi), math.sin(b.phi)
+        ru, rv = du * c + dv * s, -du * s + dv * c
+        m = (ru / b.semi[0]) ** 2 + (rv / b.semi[1]) ** 2 + dz * dz < 1.0
+        m &= (inside if b.inside_skull else brain)[r0:r1, c0:c1]
+        img[r0:r1, c0:c1][m] = b.value
+
+
 def generate_randomized_series(seed: int, modality: str, rows: int = 256, cols: int | None = None,
-                               kinds: list[str] | None = None, n_slices: int | None = None) -> Series:
+                               kinds: list[str] | None = None, n_slices: int | None = None,
+                               normal_anatomy: bool = False) -> Series:
     """One domain-randomized phantom series (see the section comment). Same Series contract as
-    generate_series; truth boxes are on the partial-volume core (fraction >= 0.5)."""
+    generate_series; truth boxes are on the partial-volume core (fraction >= 0.5).
+    `normal_anatomy`: also structures that are not lesions (_draw_distractors)."""
     if modality not in ('CT', 'MR'):
         raise ValueError(f'modality must be CT or MR, got {modality!r}')
     cols = rows if cols is None else cols
@@ -598,6 +723,9 @@ def generate_randomized_series(seed: int, modality: str, rows: int = 256, cols: 
     deep = rng.random() < 0.7
     deep_params = [(side * rng.uniform(14.0, 24.0), rng.uniform(-5.0, 12.0), rng.uniform(6.0, 10.0)) for side in (-1.0, 1.0)]
 
+    blobs = _draw_distractors(np.random.default_rng([seed, DISTRACTOR_STREAM]), head, tissue, modality, vents, vent_scale,
+                              vy, vz, deep_params) if normal_anatomy else []
+
     if kinds is None:
         n_les = int(rng.choice([0, 1, 2, 3], p=[0.2, 0.4, 0.3, 0.1]))
         kinds = [str(rng.choice(['tumor', 'hemorrhage', 'infarct'])) for _ in range(n_les)]
@@ -632,6 +760,10 @@ def generate_randomized_series(seed: int, modality: str, rows: int = 256, cols: 
     v = -(x - off_x) * st_ + (y - off_y) * ct_
     out = np.zeros((n_slices, rows, cols), dtype=np.float32)
     cores = [np.zeros((n_slices, rows, cols), dtype=np.float32) for _ in rand_lesions]
+
+    def to_pixel(bu: float, bv: float) -> tuple[float, float]:
+        px, py = off_x + bu * ct_ - bv * st_, off_y + bu * st_ + bv * ct_
+        return py / spacing + (rows - 1) / 2.0, px / spacing + (cols - 1) / 2.0
     for k in range(n_slices):
         acc = np.zeros((rows, cols), dtype=np.float32)
         for j in range(sub):
@@ -669,6 +801,8 @@ def generate_randomized_series(seed: int, modality: str, rows: int = 256, cols: 
                 vent |= (ru / (wid * vent_scale)) ** 2 + (rv / 22.0) ** 2 + ((z - vz) / (11.0 * vent_scale)) ** 2 < 1.0
             vent &= brain
             img[vent] = tissue['csf']
+            if blobs:
+                _paint_blobs(img, blobs, u, v, z, brain, r < head.r_skull_in, to_pixel, spacing)
             tissue_ok = brain & ~vent
             for li, les in enumerate(rand_lesions):
                 q, qs = les.q(u, v, z)
