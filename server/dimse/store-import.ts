@@ -240,8 +240,9 @@ export function createStoreReceiver(s: Services, options: { lingerMs: number }):
     } catch (err) {
       throw Object.assign(new Error('the spooled instance could not be read'), { code: codeOf(err) ?? 'EIO' });
     }
-    // An instance received in memory is written to the intake log while it is checked: the disk's
-    // wait and the parse overlap (a refused one's record is released at once).
+    // An instance received in memory is appended to the intake log as it is checked (a refused
+    // one's record is released at once). Small appends are written in the event loop, so the disk's
+    // wait does not overlap the parse; only a group over 1 MiB goes to the pool (intake-log.ts).
     // One digest for the record and the checks: hashing an instance twice was 3% of this thread.
     const sha256 = input.kind === 'bytes' ? createHash('sha256').update(bytes).digest('hex') : undefined;
     const appending = sha256 !== undefined ? appendRecord(bytes, sha256, sender, receivedAt) : undefined;
