@@ -107,7 +107,7 @@ export async function* renderedPages(
   const filter = { ...resultFilterOf(filters), throughId: range.throughId };
   let afterId = range.afterId;
   for (;;) {
-    const page = await listResults(deps, filter, { afterId, limit: PAGE_SCANS[format] });
+    const page = await listResults(deps, filter, { afterId, limit: PAGE_SCANS[format] }, { once: true });
     const items = pseudonyms ? page.items.map((result) => deidentify(result, pseudonyms)) : page.items;
     if (items.length > 0) yield { bytes: Buffer.from(parts.page(items)), rows: items.length };
     if (page.nextAfterId === null) return;

@@ -72,11 +72,17 @@ export async function requestScanStatus(deps: ScanDeps & { replica: Replica }, s
   });
 }
 
-export async function listResults(deps: ScanDeps, filter: ResultFilter, page: PageRequest): Promise<Page<ScanResultV11>> {
+/**
+ * once: the caller reads each result once (an export walking the whole store), so its findings'
+ * places are not remembered: they would only push out those of the pages readers keep asking for.
+ */
+export async function listResults(deps: ScanDeps, filter: ResultFilter, page: PageRequest, options: { once?: boolean } = {}): Promise<Page<ScanResultV11>> {
   const rows = await listResultRows(deps.db, filter, page);
   const findings = await findResultFindings(deps.db, rows.items.map((row) => row.analysis_ref));
   // One query for the places of every finding on the page; a series without findings has none to give.
-  const wanted = rows.items.flatMap((row) => (findings.get(row.analysis_ref) ?? []).map((f) => ({ scanRef: row.id, instanceUid: f.instance_uid, instanceCount: row.instance_count })));
+  const wanted = rows.items.flatMap((row) =>
+    (findings.get(row.analysis_ref) ?? []).map((f) => ({ scanRef: row.id, instanceUid: f.instance_uid, instanceCount: options.once ? undefined : row.instance_count })),
+  );
   const slices = await loadSlicePlaces(deps.db, wanted);
   const items = rows.items.map((row) => toScanResult(row, row.analysis, findings.get(row.analysis_ref) ?? [], filter, slices.get(row.id) ?? NO_SLICES));
   return { items, nextAfterId: rows.nextAfterId };

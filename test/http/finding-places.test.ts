@@ -203,5 +203,10 @@ describe('one lesion, one finding', () => {
     const h = rows[0]!;
     const row = rows.find((r) => r[h.indexOf('finding_id')] === on(5))!;
     expect([row[h.indexOf('slice')], row[h.indexOf('width_mm')], row[h.indexOf('height_mm')], row[h.indexOf('lesion_id')]]).toEqual(['5', '16', '10', on(3)]);
+    // An export file works the places out on its own (it does not keep them): the same lines.
+    const created = await t.request('POST', '/v1/exports', { body: { format: 'csv', filters: { scan_id: scan.scanId } } });
+    expect(created.status).toBe(201);
+    const exported = parseCsv((await t.request('GET', created.json.data.download_url)).text);
+    expect(exported).toEqual(rows);
   });
 });
