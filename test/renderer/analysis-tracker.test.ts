@@ -2,7 +2,8 @@
  * The renderer's analysis tracker against a fake API: forty analyses started at once (the
  * worklist's "Analyse N not analysed") are sent one request at a time and followed by one
  * poller, so the browser never spends more than two of its six connections per origin on them
- * (the viewer's frames and thumbnails keep the rest); a 409 keeps the server's words.
+ * (the viewer's frames and thumbnails keep the rest); twenty thousand at once are told to the
+ * window once, not per start; a 409 keeps the server's words.
  */
 import { describe, expect, it } from 'vitest';
 import { ApiError, type Client } from '../../renderer/src/api/client.ts';
@@ -90,8 +91,8 @@ describe('analysis tracker', () => {
   it('forty analyses: one request at a time each way, every run followed to its end', async () => {
     const api = fakeApi();
     const tracker = createAnalysisTracker(api.client, { pollMs: 2 });
-    let notified = 0;
-    tracker.subscribe(() => (notified += 1));
+    const told: number[] = [];
+    tracker.subscribe(() => told.push(tracker.snapshot().finished));
     const scans = Array.from({ length: 40 }, (_, i) => `1.2.3.${i}`);
     for (const scan of scans) tracker.start(scan);
     await untilIdle(tracker);
@@ -104,8 +105,33 @@ describe('analysis tracker', () => {
     expect(api.stats.maxInFlight).toBeLessThanOrEqual(2);
     // The server ran them first in, first out; each run saw its own job.
     expect(scans.map((s) => runs.get(s)?.jobId)).toEqual(api.jobs.map((j) => j.id));
-    expect(notified).toBeGreaterThan(40);
+    // Listeners were told along the way, and last of the final state (no change goes untold).
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    expect(told.length).toBeGreaterThan(1);
+    expect(told.at(-1)).toBe(40);
     tracker.dispose();
+  });
+
+  it('twenty thousand started at once (after a large import): told once for the lot, each sent once', async () => {
+    const api = fakeApi();
+    const tracker = createAnalysisTracker(api.client, { pollMs: 2 });
+    const told: number[] = [];
+    tracker.subscribe(() => told.push(tracker.snapshot().runs.size));
+    const scans = Array.from({ length: 20_000 }, (_, i) => `1.2.5.${i}`);
+    for (const scan of scans) tracker.start(scan);
+    expect(tracker.snapshot().runs.size).toBe(20_000);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    // One notification after the loop, not one (and one copy of every run) per start.
+    expect(told[0]).toBe(20_000);
+    // A remount (dispose, resume) sends the rest without sending any twice.
+    tracker.dispose();
+    tracker.resume();
+    while (api.stats.posts < 60) await new Promise((resolve) => setTimeout(resolve, 2));
+    tracker.dispose();
+    const sent = api.jobs.map((j) => j.scanId);
+    expect(new Set(sent).size).toBe(sent.length);
+    expect(sent).toEqual(scans.slice(0, sent.length));
+    expect(api.stats.maxPostsInFlight).toBe(1);
   });
 
   it('asks about a few jobs a round, not every queued one', async () => {
