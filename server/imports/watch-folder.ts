@@ -17,6 +17,26 @@ export type Watcher = { stop(): Promise<void> };
 
 type Seen = { signature: string; since: number };
 
+/**
+ * Files stat'ed at once. Imported files stay in the folder, so every look stats all of them:
+ * one at a time that was 1.0 s per 20,000 files here (a look every 2 s), 64 at a time 0.13 s.
+ */
+const STATS_IN_FLIGHT = 64;
+
+async function signatures(files: readonly string[]): Promise<(string | null)[]> {
+  const out: (string | null)[] = [];
+  for (let i = 0; i < files.length; i += STATS_IN_FLIGHT) {
+    const batch = files.slice(i, i + STATS_IN_FLIGHT).map((file) =>
+      stat(file).then(
+        (info) => `${info.size}:${info.mtimeMs}`,
+        () => null,
+      ),
+    );
+    out.push(...(await Promise.all(batch)));
+  }
+  return out;
+}
+
 export function watchFolder(options: WatchOptions): Watcher {
   const seen = new Map<string, Seen>();
   /** Signature of each file as last imported, so an unchanged file is not imported again. */
@@ -31,14 +51,11 @@ export function watchFolder(options: WatchOptions): Watcher {
     const now = Date.now();
     const ready: string[] = [];
     const present = new Set(files);
-    for (const file of files) {
-      let signature: string;
-      try {
-        const info = await stat(file);
-        signature = `${info.size}:${info.mtimeMs}`;
-      } catch {
-        continue;
-      }
+    const signed = await signatures(files);
+    for (const [i, file] of files.entries()) {
+      const signature = signed[i];
+      // Gone between the listing and its stat.
+      if (!signature) continue;
       if (imported.get(file) === signature) continue;
       const before = seen.get(file);
       if (!before || before.signature !== signature) {
@@ -47,7 +64,9 @@ export function watchFolder(options: WatchOptions): Watcher {
       }
       if (now - before.since >= options.stableMs) ready.push(file);
     }
+    // A file removed is forgotten: one copied in again under its name is imported again.
     for (const file of seen.keys()) if (!present.has(file)) seen.delete(file);
+    for (const file of imported.keys()) if (!present.has(file)) imported.delete(file);
     if (ready.length === 0) return;
     await options.importFiles(ready);
     for (const file of ready) {

@@ -1,5 +1,5 @@
 /** Uploads over HTTP (application/dicom and multipart/related), hub mode, the watch folder. */
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
@@ -192,11 +192,15 @@ describe('hub mode', () => {
 });
 
 describe('watch folder', () => {
-  it('imports a file once it has been stable, once', async () => {
+  it('imports a file once it has been stable, once, and again when dropped in again', async () => {
     const watchDir = mkdtempSync(join(tmpdir(), 'mia-watch-'));
     const w = await startTestServer({ watchDir, watchStableMs: 300 });
     try {
-      copyFileSync(CT_SMALL, join(watchDir, 'ct.dcm'));
+      const file = join(watchDir, 'ct.dcm');
+      // A whole second, so a copy can be given the very same time again below.
+      const time = new Date('2026-01-02T03:04:05Z');
+      copyFileSync(CT_SMALL, file);
+      utimesSync(file, time, time);
       let jobs: any[] = [];
       for (let i = 0; i < 100 && !jobs.some((j) => j.status === 'completed'); i++) {
         await new Promise((r) => setTimeout(r, 100));
@@ -206,6 +210,18 @@ describe('watch folder', () => {
       expect(jobs[0]).toMatchObject({ kind: 'watch', status: 'completed', counts: { imported: 1 } });
       await new Promise((r) => setTimeout(r, 800));
       expect((await w.request('GET', '/v1/imports')).json.data.items).toHaveLength(1);
+
+      // Taken out and dropped in again, even with its old size and time: imported again (the
+      // archive knows it already), as a technologist sending it twice would expect.
+      rmSync(file);
+      await new Promise((r) => setTimeout(r, 500));
+      copyFileSync(CT_SMALL, file);
+      utimesSync(file, time, time);
+      for (let i = 0; i < 100 && jobs.length < 2; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        jobs = (await w.request('GET', '/v1/imports')).json.data.items;
+      }
+      expect(jobs).toHaveLength(2);
     } finally {
       await w.close();
       rmSync(watchDir, { recursive: true, force: true });
