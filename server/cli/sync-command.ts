@@ -116,6 +116,7 @@ export async function syncCommand(sub: string | undefined, args: readonly string
         });
         if (io.stderrIsTty) io.writeErr('\n');
         io.out(`pushed ${report.pushed} change(s) and ${report.files} file(s) (${(report.fileBytes / 1e6).toFixed(1)} MB); refused ${report.refused}; waiting ${report.deferred}; pulled ${report.pulled}, applied ${report.applied}`);
+        if (report.inbox > 0 || report.retried > 0) io.out(`${report.inbox} pulled change(s) waiting for files or records not here yet (studies not assigned here wait for good); ${report.retried} tried again this round`);
         if (report.auditEvents > 0) io.out(`sent ${report.auditEvents} audit event(s)`);
         if (report.filesFetched > 0) io.out(`fetched ${report.filesFetched} file(s) of assigned studies`);
         if (report.warning) io.err(`warning: ${report.warning}`);

@@ -15,7 +15,8 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { accepted, findingPlace, isoTime, payloadProblem, publicId, refused, uid, type ApplyOutcome } from '#server/sync/change-fields.ts';
+import { accepted, findingPlace, isoTime, payloadProblem, publicId, refused, uid, waiting, type ApplyOutcome } from '#server/sync/change-fields.ts';
+import { waitKey } from '#server/sync/wait-keys.ts';
 import { reportFinalized, reviewChanged } from '#server/scans/lifecycle.ts';
 import type { Database } from '#server/store/database.ts';
 import { findScan } from '#server/store/scans.ts';
@@ -148,16 +149,16 @@ export async function applyReportChange(tx: Database, change: IncomingChange, at
   // leaves no part of itself behind.
   if (p.final) {
     if (change.user_id === null) return refused('a finalization names its signer');
-    if (!(await findUserByPublicId(tx, change.user_id))) return refused(`the signer ${change.user_id} is not known here yet`, true);
+    if (!(await findUserByPublicId(tx, change.user_id))) return waiting(`the signer ${change.user_id} is not known here yet`, null);
   }
   let row = await findReportForSync(tx, change.key);
   if (!row) {
     const scan = await findScan(tx, p.scan_id);
-    if (!scan) return refused(`series ${p.scan_id} is not here yet: its instances come first`, true);
+    if (!scan) return waiting(`series ${p.scan_id} is not here yet: its instances come first`, waitKey.series(p.scan_id));
     const analysisRef = p.analysis_id === null ? null : await findAnalysisRef(tx, p.analysis_id);
-    if (analysisRef === undefined) return refused(`analysis ${p.analysis_id ?? ''} is not here yet`, true);
+    if (analysisRef === undefined) return waiting(`analysis ${p.analysis_id ?? ''} is not here yet`, p.analysis_id === null ? null : waitKey.analysis(p.analysis_id));
     const author = await findUserByPublicId(tx, p.author_id);
-    if (!author) return refused(`the report's author ${p.author_id} is not known here yet`, true);
+    if (!author) return waiting(`the report's author ${p.author_id} is not known here yet`, null);
     await insertSyncedReport(tx, { public_id: change.key, scan_ref: scan.id, analysis_ref: analysisRef, author_ref: author.id, created_at: p.created_at });
     row = await findReportForSync(tx, change.key);
     if (!row) throw new Error('inserted report vanished');
@@ -218,7 +219,7 @@ const signedText = (b: { impression: string; recommendation: string; finalized_a
 async function applyFinal(tx: Database, row: ReportSyncRow, change: IncomingChange, body: SignedBody, at: string): Promise<ApplyOutcome> {
   if (change.user_id === null) return refused('a finalization names its signer');
   const signer = await findUserByPublicId(tx, change.user_id);
-  if (!signer) return refused(`the signer ${change.user_id} is not known here yet`, true);
+  if (!signer) return waiting(`the signer ${change.user_id} is not known here yet`, null);
   if (row.final_change_id === change.change_id) return accepted;
   const incoming = {
     impression: body.impression,
@@ -267,10 +268,10 @@ export async function applyAddendumChange(tx: Database, change: IncomingChange):
   if (await addendumExists(tx, change.key)) return accepted;
   const p = parsed.data;
   const report = await findReportForSync(tx, p.report_id);
-  if (!report) return refused(`report ${p.report_id} is not here yet`, true);
+  if (!report) return waiting(`report ${p.report_id} is not here yet`, waitKey.report(p.report_id));
   if (change.user_id === null) return refused('an addendum names its author');
   const author = await findUserByPublicId(tx, change.user_id);
-  if (!author) return refused(`the addendum's author ${change.user_id} is not known here yet`, true);
+  if (!author) return waiting(`the addendum's author ${change.user_id} is not known here yet`, null);
   await insertAddendum(tx, { reportRef: report.id, authorRef: author.id, text: p.text, findingChanges: JSON.stringify(p.finding_changes), at: p.created_at, publicId: change.key });
   return accepted;
 }
@@ -282,10 +283,10 @@ export async function applyReaderFindingChange(tx: Database, change: IncomingCha
   if (await findingExists(tx, change.key)) return accepted;
   const p = parsed.data;
   const analysisRef = await findAnalysisRef(tx, p.analysis_id);
-  if (analysisRef === undefined) return refused(`analysis ${p.analysis_id} is not here yet`, true);
+  if (analysisRef === undefined) return waiting(`analysis ${p.analysis_id} is not here yet`, waitKey.analysis(p.analysis_id));
   if (change.user_id === null) return refused('a reader-drawn finding names its reader');
   const reader = await findUserByPublicId(tx, change.user_id);
-  if (!reader) return refused(`the finding's reader ${change.user_id} is not known here yet`, true);
+  if (!reader) return waiting(`the finding's reader ${change.user_id} is not known here yet`, null);
   await insertReaderFinding(tx, analysisRef, { label: p.label, x: p.x, y: p.y, width: p.width, height: p.height, instanceUid: p.instance_uid, frame: p.frame }, reader.id, p.created_at, change.key);
   const scan = await findAnalysisScan(tx, analysisRef);
   if (scan?.latest) await reviewChanged(tx, { ref: scan.id, status: scan.status }, at);

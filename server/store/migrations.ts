@@ -987,6 +987,21 @@ const MIGRATIONS: readonly Migration[] = [
       DROP INDEX instances_scan_order;
     `,
   },
+  {
+    version: 34,
+    name: 'a pulled change waiting in the inbox names what it waits for',
+    sql: `
+      -- Every sync round tried the whole inbox again (migration 20). A workstation pulls all of
+      -- the hub's changes but fetches files only for its assigned studies, so the changes of every
+      -- other study wait for good: at a hospital's scale millions of rows, each parsed, checked
+      -- and written again every round. Each now says what it waits for ('file:<sha256>',
+      -- 'series:<uid>', 'analysis:<id>', 'finding:<id>', 'report:<id>'; server/sync/wait-keys.ts)
+      -- and is tried again when that arrives; NULL (a user not known yet, rows kept before this):
+      -- tried every round, and every row once an hour.
+      ALTER TABLE sync_inbox ADD COLUMN waits_for TEXT;
+      CREATE INDEX sync_inbox_waits_for ON sync_inbox (waits_for);
+    `,
+  },
 ];
 
 /** The newest step's number (steps are assigned numbers per branch, so the list may skip one). */

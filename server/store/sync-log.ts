@@ -7,7 +7,7 @@
  * appends therefore first takes one transaction-scoped advisory lock on PostgreSQL and keeps it
  * until it commits, so numbers are taken in commit order. SQLite has one writer at a time already.
  */
-import { perDialect, type Database } from '#server/store/database.ts';
+import { jsonElements, perDialect, type Database } from '#server/store/database.ts';
 
 export type ChangeInput = {
   changeId: string;
@@ -136,15 +136,39 @@ export async function relabelPendingUser(db: Database, deviceId: string, from: s
 
 export type InboxRow = { change_id: string; device_id: string; entity: string; entity_key: string; op: string; hlc: string; user_id: string | null; payload: string; reason: string };
 
-/** A pulled change that names what is not here yet: kept to be tried again (migration 20). */
-export async function keepInInbox(db: Database, c: Omit<InboxRow, 'reason'>, reason: string, at: string): Promise<void> {
-  await db.run(`INSERT INTO sync_inbox (change_id, device_id, entity, entity_key, op, hlc, user_id, payload, reason, received_at)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (change_id) DO UPDATE SET reason = excluded.reason`, [c.change_id, c.device_id, c.entity, c.entity_key, c.op, c.hlc, c.user_id, c.payload, reason.slice(0, 500), at]);
+/**
+ * A pulled change that names what is not here yet: kept to be tried again (migration 20), when
+ * `waitsFor` arrives (migration 34; null: every round). A row still waiting for the same is not
+ * written again.
+ */
+export async function keepInInbox(db: Database, c: Omit<InboxRow, 'reason'>, reason: string, waitsFor: string | null, at: string): Promise<void> {
+  await db.run(
+    `INSERT INTO sync_inbox (change_id, device_id, entity, entity_key, op, hlc, user_id, payload, reason, waits_for, received_at)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (change_id) DO UPDATE SET reason = excluded.reason, waits_for = excluded.waits_for
+      WHERE sync_inbox.reason IS DISTINCT FROM excluded.reason OR sync_inbox.waits_for IS DISTINCT FROM excluded.waits_for`,
+    [c.change_id, c.device_id, c.entity, c.entity_key, c.op, c.hlc, c.user_id, c.payload, reason.slice(0, 500), waitsFor, at],
+  );
 }
+
+const INBOX_COLUMNS = 'id, change_id, device_id, entity, entity_key, op, hlc, user_id, payload, reason';
 
 /** The inbox in the order its changes arrived (which is the hub's order). */
 export async function readInbox(db: Database, afterId: number, limit: number): Promise<(InboxRow & { id: number })[]> {
-  return (await db.all('SELECT id, change_id, device_id, entity, entity_key, op, hlc, user_id, payload, reason FROM sync_inbox WHERE id > ? ORDER BY id LIMIT ?', [afterId, limit])) as (InboxRow & { id: number })[];
+  return (await db.all(`SELECT ${INBOX_COLUMNS} FROM sync_inbox WHERE id > ? ORDER BY id LIMIT ?`, [afterId, limit])) as (InboxRow & { id: number })[];
+}
+
+const WAITING_FOR = perDialect((d) => `SELECT ${INBOX_COLUMNS} FROM sync_inbox WHERE waits_for IN (SELECT value FROM ${jsonElements(d, '?')}) ORDER BY id`);
+
+/** The changes waiting for any of `keys` (each looked up in the waits_for index), in arrival order. */
+export async function readInboxWaitingFor(db: Database, keys: readonly string[]): Promise<(InboxRow & { id: number })[]> {
+  if (keys.length === 0) return [];
+  return (await db.all(WAITING_FOR, [JSON.stringify(keys)])) as (InboxRow & { id: number })[];
+}
+
+/** The changes waiting for nothing named (a user not known here yet, rows kept before migration 34), a page of them. */
+export async function readInboxUnkeyed(db: Database, afterId: number, limit: number): Promise<(InboxRow & { id: number })[]> {
+  return (await db.all(`SELECT ${INBOX_COLUMNS} FROM sync_inbox WHERE waits_for IS NULL AND id > ? ORDER BY id LIMIT ?`, [afterId, limit])) as (InboxRow & { id: number })[];
 }
 
 export async function dropFromInbox(db: Database, changeId: string): Promise<void> {

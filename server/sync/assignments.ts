@@ -85,7 +85,7 @@ export async function fetchAssignedFiles(
   dataDir: string,
   assigned: Assigned,
   download: (sha256: string, bytes: number) => Promise<Response>,
-  onFile: (bytes: number) => void,
+  onFile: (sha256: string, bytes: number) => void,
 ): Promise<number> {
   let fetched = 0;
   const wanted = new Map<string, number>();
@@ -95,7 +95,7 @@ export async function fetchAssignedFiles(
     if (!res.ok || !res.body) throw new Error(`file ${sha256}: the hub answered ${res.status}`);
     await receiveBlob(dataDir, sha256, Readable.fromWeb(res.body as WebReadableStream<Uint8Array>), bytes);
     fetched += 1;
-    onFile(bytes);
+    onFile(sha256, bytes);
   }
   return fetched;
 }

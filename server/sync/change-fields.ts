@@ -20,9 +20,12 @@ export const findingPlace = {
   frame: z.number().int().min(0).max(100_000),
 };
 
-export type ApplyOutcome = { status: 'accepted' } | { status: 'rejected'; reason: string; retry: boolean };
+/** waitsFor: what a change to be tried again waits for (a wait key, server/sync/wait-keys.ts). */
+export type ApplyOutcome = { status: 'accepted' } | { status: 'rejected'; reason: string; retry: boolean; waitsFor?: string | undefined };
 export const accepted: ApplyOutcome = { status: 'accepted' };
 export const refused = (reason: string, retry = false): ApplyOutcome => ({ status: 'rejected', reason, retry });
+/** Names what is not here yet: tried again when `waitsFor` arrives (null: every round). */
+export const waiting = (reason: string, waitsFor: string | null): ApplyOutcome => ({ status: 'rejected', reason, retry: true, ...(waitsFor === null ? {} : { waitsFor }) });
 
 /** A payload that does not parse, named by its first problem. */
 export const payloadProblem = (entity: string, error: z.ZodError): ApplyOutcome => refused(`${entity} payload: ${error.issues[0]?.path.join('.') ?? ''} ${error.issues[0]?.message ?? 'invalid'}`);

@@ -22,9 +22,25 @@ import type { RefCache } from '#server/imports/ingest.ts';
 import type { Logger } from '#server/log.ts';
 import type { Database } from '#server/store/database.ts';
 import { getSetting, setSetting } from '#server/store/settings.ts';
-import { appendChanges, countPendingOwnChanges, dropFromInbox, hasChange, keepInInbox, markPushed, notePushDeferred, readInbox, readPendingOwnChanges, type ChangeRow } from '#server/store/sync-log.ts';
+import {
+  appendChanges,
+  countInbox,
+  countPendingOwnChanges,
+  dropFromInbox,
+  hasChange,
+  keepInInbox,
+  markPushed,
+  notePushDeferred,
+  readInbox,
+  readInboxUnkeyed,
+  readInboxWaitingFor,
+  readPendingOwnChanges,
+  type ChangeRow,
+  type InboxRow,
+} from '#server/store/sync-log.ts';
 import { BUCKET_FILE_MAX, BUCKET_TYPE, blobPath, encodeBucket, hasBlob } from '#server/sync/blobs.ts';
-import { applyChange, instancePayload, prepareChanges, type RemoteChange } from '#server/sync/entities.ts';
+import { applyChange, arrivalsOf, instancePayload, prepareChanges, type RemoteChange } from '#server/sync/entities.ts';
+import { waitKey } from '#server/sync/wait-keys.ts';
 import { parseHlc, type HlcTimestamp } from '#server/sync/hlc.ts';
 import type { HubLink } from '#server/sync/hub-link.ts';
 import { applyDirectory, directoryResponse } from '#server/sync/directory.ts';
@@ -51,6 +67,9 @@ export type SyncReport = {
   auditEvents: number;
   /** Files of assigned studies fetched from the hub. */
   filesFetched: number;
+  /** Pulled changes tried again this round (their file or record had arrived), and those still waiting after it. */
+  retried: number;
+  inbox: number;
   warning: string | null;
 };
 
@@ -185,7 +204,7 @@ export async function hello(link: Omit<HubLink, 'device_id' | 'device_name'> & P
 }
 
 export async function syncOnce(deps: SyncDeps, link: HubLink, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal } = {}): Promise<SyncReport> {
-  const report: SyncReport = { pushed: 0, refused: 0, deferred: 0, files: 0, fileBytes: 0, pulled: 0, applied: 0, usersAdopted: 0, auditEvents: 0, filesFetched: 0, warning: null };
+  const report: SyncReport = { pushed: 0, refused: 0, deferred: 0, files: 0, fileBytes: 0, pulled: 0, applied: 0, usersAdopted: 0, auditEvents: 0, filesFetched: 0, retried: 0, inbox: 0, warning: null };
   await setSetting(deps.db, LAST_ATTEMPT, deps.clock.now().toISOString());
   try {
     // People first: a change made by a local user who is the hub's user of the same email then
@@ -195,6 +214,7 @@ export async function syncOnce(deps: SyncDeps, link: HubLink, options: { onProgr
     await pushAudit(deps, link, report, options);
     await pull(deps, link, report, options);
     await fetchAssigned(deps, link, report, options);
+    report.inbox = await countInbox(deps.db);
     await setSetting(deps.db, LAST_SUCCESS, deps.clock.now().toISOString());
     await setSetting(deps.db, LAST_ERROR, '');
     return report;
@@ -235,17 +255,24 @@ async function fetchAssigned(deps: SyncDeps, link: HubLink, report: SyncReport, 
   const answer = assignedResponse.safeParse(await call<unknown>(link, { method: 'GET', path: '/v1/sync/assigned' }, options.signal));
   if (!answer.success) throw new SyncError('hub sent a list of assigned studies this mia cannot read; upgrade mia');
   let done = 0;
-  const fetched = await fetchAssignedFiles(
-    deps.dataDir,
-    answer.data,
-    async (sha256, bytes) => await send(link, { method: 'GET', path: `/v1/sync/blobs/${sha256}`, timeoutMs: fileTimeout(bytes), headers: { accept: 'application/dicom' } }, options.signal),
-    (bytes) => {
-      report.filesFetched += 1;
-      report.fileBytes += bytes;
-      options.onProgress?.({ phase: 'files', done: ++done, total: null });
-    },
-  );
-  if (fetched > 0) report.applied += await retryInbox(deps);
+  const arrived: string[] = [];
+  try {
+    await fetchAssignedFiles(
+      deps.dataDir,
+      answer.data,
+      async (sha256, bytes) => await send(link, { method: 'GET', path: `/v1/sync/blobs/${sha256}`, timeoutMs: fileTimeout(bytes), headers: { accept: 'application/dicom' } }, options.signal),
+      (sha256, bytes) => {
+        arrived.push(waitKey.file(sha256));
+        report.filesFetched += 1;
+        report.fileBytes += bytes;
+        options.onProgress?.({ phase: 'files', done: ++done, total: null });
+      },
+    );
+  } finally {
+    // Also when a later file failed: the next round does not fetch these again, so their
+    // changes go in now.
+    if (arrived.length > 0 && !options.signal?.aborted) await retryInbox(deps, report, arrived);
+  }
 }
 
 /** The next batch of the outbox: at most 500 changes and 16 MB of JSON. */
@@ -374,37 +401,48 @@ async function sendInRanges(link: HubLink, sha256: string, file: string, bytes: 
 }
 
 async function pull(deps: SyncDeps, link: HubLink, report: SyncReport, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal }): Promise<void> {
-  for (;;) {
-    const cursor = (await getSetting(deps.db, CURSOR)) ?? '';
-    // The hub's answer is checked like any input: a change of an unknown kind refuses the page.
-    const answer = pullResponse.safeParse(await call<unknown>(link, { method: 'GET', path: `/v1/sync/pull?limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}` }, options.signal));
-    if (!answer.success) throw new SyncError(`hub sent a pull page this mia cannot read (${answer.error.issues[0]?.path.join('.') ?? ''}: ${answer.error.issues[0]?.message ?? ''}); upgrade mia`);
-    const page: PullResponse = answer.data;
-    report.pulled += page.changes.length;
-    const stamps = page.changes.map((c) => parseHlc(c.hlc)).filter((t): t is HlcTimestamp => t !== undefined);
-    const received = deps.replica.hlc.receive(stamps);
-    const remote: RemoteChange[] = page.changes.map((c) => ({ change_id: c.change_id, device_id: c.device_id, entity: c.entity, key: c.key, hlc: c.hlc, user_id: c.user_id, payload: c.payload }));
-    // Instances come down by assignment (not built yet): one whose file is not here is skipped.
-    const prepared = await prepareChanges(deps.db, deps.dataDir, remote);
-    const at = deps.clock.now().toISOString();
-    const applied = await deps.db.transaction(async (tx) => {
-      const taken = await applyPulled(deps, tx, remote, prepared, at);
-      await setSetting(tx, CURSOR, page.cursor);
-      return taken;
-    });
-    if (received.ok) deps.replica.hlc.advance(received.state);
-    report.applied += applied;
-    options.onProgress?.({ phase: 'pull', done: report.pulled, total: null });
-    if (!page.has_more) break;
+  /** What the changes taken brought: the waiting changes it wakes are tried after the pages. */
+  const arrived: string[] = [];
+  let pulled = false;
+  try {
+    for (;;) {
+      const cursor = (await getSetting(deps.db, CURSOR)) ?? '';
+      // The hub's answer is checked like any input: a change of an unknown kind refuses the page.
+      const answer = pullResponse.safeParse(await call<unknown>(link, { method: 'GET', path: `/v1/sync/pull?limit=500${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}` }, options.signal));
+      if (!answer.success) throw new SyncError(`hub sent a pull page this mia cannot read (${answer.error.issues[0]?.path.join('.') ?? ''}: ${answer.error.issues[0]?.message ?? ''}); upgrade mia`);
+      const page: PullResponse = answer.data;
+      report.pulled += page.changes.length;
+      const stamps = page.changes.map((c) => parseHlc(c.hlc)).filter((t): t is HlcTimestamp => t !== undefined);
+      const received = deps.replica.hlc.receive(stamps);
+      const remote: RemoteChange[] = page.changes.map((c) => ({ change_id: c.change_id, device_id: c.device_id, entity: c.entity, key: c.key, hlc: c.hlc, user_id: c.user_id, payload: c.payload }));
+      // Instances come down by assignment (not built yet): one whose file is not here is skipped.
+      const prepared = await prepareChanges(deps.db, deps.dataDir, remote);
+      const at = deps.clock.now().toISOString();
+      const applied = await deps.db.transaction(async (tx) => {
+        const taken = await applyPulled(deps, tx, remote, prepared, at);
+        await setSetting(tx, CURSOR, page.cursor);
+        return taken;
+      });
+      if (received.ok) deps.replica.hlc.advance(received.state);
+      report.applied += applied.length;
+      for (const c of applied) arrived.push(...arrivalsOf(c, prepared));
+      options.onProgress?.({ phase: 'pull', done: report.pulled, total: null });
+      if (!page.has_more) break;
+    }
+    pulled = true;
+  } finally {
+    // Also when a later page failed: what the committed pages brought goes in now, not at the
+    // next sweep.
+    if ((pulled || arrived.length > 0) && !options.signal?.aborted) await retryInbox(deps, report, arrived);
   }
-  report.applied += await retryInbox(deps);
 }
 
 /**
  * Applies pulled changes in the caller's transaction: each in its own savepoint; one that names
  * what is not here yet waits in the inbox; one refused for good is logged (not its content).
+ * Returns the changes taken.
  */
-async function applyPulled(deps: SyncDeps, tx: Database, changes: readonly RemoteChange[], prepared: Awaited<ReturnType<typeof prepareChanges>>, at: string): Promise<number> {
+async function applyPulled(deps: SyncDeps, tx: Database, changes: readonly RemoteChange[], prepared: Awaited<ReturnType<typeof prepareChanges>>, at: string): Promise<RemoteChange[]> {
   const refs: RefCache = new Map();
   const taken: RemoteChange[] = [];
   for (const c of changes) {
@@ -418,34 +456,71 @@ async function applyPulled(deps: SyncDeps, tx: Database, changes: readonly Remot
       taken.push(c);
       await dropFromInbox(tx, c.change_id);
     } else if (outcome.retry) {
-      await keepInInbox(tx, row, outcome.reason, at);
+      await keepInInbox(tx, row, outcome.reason, outcome.waitsFor ?? null, at);
     } else {
       await dropFromInbox(tx, c.change_id);
       deps.log?.error('sync.pull_refused', { entity: c.entity, change_id: c.change_id, reason: outcome.reason.slice(0, 200) });
     }
   }
   await appendChanges(tx, taken.map((c) => ({ changeId: c.change_id, deviceId: c.device_id, entity: c.entity, entityKey: c.key, op: 'put', hlc: c.hlc, userId: c.user_id, payload: JSON.stringify(c.payload) })), at);
-  return taken.length;
+  return taken;
 }
 
-/** Changes that waited for what they name: tried again, in the order they came, until none moves. */
-async function retryInbox(deps: SyncDeps): Promise<number> {
-  let total = 0;
+/** When the whole inbox was last tried again, per database (a setting: `mia sync now` is a process of its own). */
+const INBOX_SWEPT = 'sync.inbox_swept_at';
+/**
+ * Every waiting change is tried again at least this often, whatever arrived: a file imported
+ * here rather than fetched, or anything else no wait key names.
+ */
+const SWEEP_EVERY_MS = 60 * 60 * 1000;
+/** Wait keys looked up at a time (each a probe of the waits_for index). */
+const KEYS_PER_READ = 500;
+
+/**
+ * Changes that waited for what has now arrived (`arrived`: wait keys, wait-keys.ts), tried again
+ * in the order they came; what they bring wakes the next ones (an instance its series' analysis,
+ * the analysis its findings' verdicts), for a few passes. Changes waiting for nothing named are
+ * tried each round, and every one once an hour. A workstation holding the hub's changes for
+ * studies not assigned to it (millions of instances waiting for files it never fetches) so no
+ * longer reads, parses and writes all of them again at every round.
+ */
+async function retryInbox(deps: SyncDeps, report: SyncReport, arrived: readonly string[]): Promise<void> {
+  const now = deps.clock.now();
+  const swept = Date.parse((await getSetting(deps.db, INBOX_SWEPT)) ?? '');
+  const sweep = !(now.getTime() - swept < SWEEP_EVERY_MS);
+  const retry = async (rows: readonly (InboxRow & { id: number })[]): Promise<string[]> => {
+    if (rows.length === 0) return [];
+    report.retried += rows.length;
+    const remote: RemoteChange[] = rows.map((r) => ({ change_id: r.change_id, device_id: r.device_id, entity: r.entity as SyncEntity, key: r.entity_key, hlc: r.hlc, user_id: r.user_id, payload: JSON.parse(r.payload) as unknown }));
+    const prepared = await prepareChanges(deps.db, deps.dataDir, remote);
+    const at = deps.clock.now().toISOString();
+    const taken = await deps.db.transaction(async (tx) => await applyPulled(deps, tx, remote, prepared, at));
+    report.applied += taken.length;
+    return taken.flatMap((c) => arrivalsOf(c, prepared));
+  };
+  let wake = [...new Set(arrived)];
   // A change can wait for another waiting one (an addendum for its report): a few passes, each
-  // over the whole inbox in pages, stopping at the first pass that moves nothing.
+  // over what the last one brought, stopping at the first that brings nothing.
   for (let pass = 0; pass < 5; pass++) {
-    let appliedThisPass = 0;
-    for (let after = 0; ;) {
-      const rows = await readInbox(deps.db, after, INBOX_PAGE);
-      if (rows.length === 0) break;
-      after = rows[rows.length - 1]!.id;
-      const remote: RemoteChange[] = rows.map((r) => ({ change_id: r.change_id, device_id: r.device_id, entity: r.entity as SyncEntity, key: r.entity_key, hlc: r.hlc, user_id: r.user_id, payload: JSON.parse(r.payload) as unknown }));
-      const prepared = await prepareChanges(deps.db, deps.dataDir, remote);
-      const at = deps.clock.now().toISOString();
-      appliedThisPass += await deps.db.transaction(async (tx) => await applyPulled(deps, tx, remote, prepared, at));
+    const next: string[] = [];
+    if (pass === 0 && sweep) {
+      for (let after = 0; ; ) {
+        const rows = await readInbox(deps.db, after, INBOX_PAGE);
+        if (rows.length === 0) break;
+        after = rows[rows.length - 1]!.id;
+        next.push(...(await retry(rows)));
+      }
+      await setSetting(deps.db, INBOX_SWEPT, now.toISOString());
+    } else {
+      for (let i = 0; i < wake.length; i += KEYS_PER_READ) next.push(...(await retry(await readInboxWaitingFor(deps.db, wake.slice(i, i + KEYS_PER_READ)))));
+      for (let after = 0; ; ) {
+        const rows = await readInboxUnkeyed(deps.db, after, INBOX_PAGE);
+        if (rows.length === 0) break;
+        after = rows[rows.length - 1]!.id;
+        next.push(...(await retry(rows)));
+      }
     }
-    total += appliedThisPass;
-    if (appliedThisPass === 0) break;
+    wake = [...new Set(next)];
+    if (wake.length === 0) break;
   }
-  return total;
 }

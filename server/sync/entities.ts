@@ -20,7 +20,8 @@ import { z } from 'zod';
 import { FINDING_LOCALIZATIONS } from '#common/vocabulary.ts';
 import type { RleMask } from '#common/rle-mask.ts';
 import { findingMask } from '#server/api/schemas.ts';
-import { accepted, findingPlace, isoTime, payloadProblem, publicId, refused, uid, type ApplyOutcome } from '#server/sync/change-fields.ts';
+import { accepted, findingPlace, isoTime, payloadProblem, publicId, refused, uid, waiting, type ApplyOutcome } from '#server/sync/change-fields.ts';
+import { waitKey } from '#server/sync/wait-keys.ts';
 import { MiaError } from '#server/errors.ts';
 import { archivePathFor } from '#server/imports/archive.ts';
 import { indexInstance, prepareArchived, type Prepared, type RefCache } from '#server/imports/ingest.ts';
@@ -137,12 +138,36 @@ export async function prepareChanges(db: Database, dataDir: string, changes: rea
     }
     if (!existsSync(join(dataDir, archivePathFor(sha256)))) {
       // Blobs go before the rows naming them; the pusher uploads it and sends the change again.
-      prepared.set(change.change_id, refused(`file ${sha256} is not here yet: PUT /v1/sync/blobs/${sha256} first`, true));
+      prepared.set(change.change_id, waiting(`file ${sha256} is not here yet: PUT /v1/sync/blobs/${sha256} first`, waitKey.file(sha256)));
       continue;
     }
     prepared.set(change.change_id, await prepareArchived(db, dataDir, sha256, `sync:${change.key}`));
   }
   return prepared;
+}
+
+/**
+ * What an accepted change brought that waiting changes may wait for (wait-keys.ts): a series with
+ * its first instance, an analysis with its findings, a reader's finding, a report.
+ */
+export function arrivalsOf(change: RemoteChange, prepared: ReadonlyMap<string, Prepared | ApplyOutcome>): string[] {
+  switch (change.entity) {
+    case 'instance': {
+      const p = prepared.get(change.change_id);
+      // Already stored (or stored with it), its series was here before.
+      return p && !('status' in p) && p.kind === 'store' ? [waitKey.series(p.instance.seriesInstanceUid)] : [];
+    }
+    case 'analysis': {
+      const parsed = analysisPayload.safeParse(change.payload);
+      return [waitKey.analysis(change.key), ...(parsed.success ? parsed.data.findings.map((f) => waitKey.finding(f.id)) : [])];
+    }
+    case 'finding':
+      return [waitKey.finding(change.key)];
+    case 'report':
+      return [waitKey.report(change.key)];
+    default:
+      return [];
+  }
 }
 
 /** Takes one change in, inside the caller's transaction. Refusals are outcomes, not throws. */
@@ -178,7 +203,7 @@ export async function applyChange(
 }
 
 async function applyInstance(tx: Database, change: RemoteChange, p: Prepared | ApplyOutcome | undefined, refs: RefCache, at: string, admitted: boolean): Promise<ApplyOutcome> {
-  if (p === undefined) return refused('instance change was not prepared', true);
+  if (p === undefined) return waiting('instance change was not prepared', null);
   if ('status' in p) return p;
   if (p.kind === 'done') {
     const r = p.result;
@@ -228,7 +253,7 @@ async function applyAnalysis(tx: Database, change: RemoteChange, at: string): Pr
   const a = parsed.data;
   const scan = await findScan(tx, a.scan_id);
   // Its instances travel first; they may still be on their way (or refused: then this waits too).
-  if (!scan) return refused(`series ${a.scan_id} is not here yet: its instances come first`, true);
+  if (!scan) return waiting(`series ${a.scan_id} is not here yet: its instances come first`, waitKey.series(a.scan_id));
   const ref = await insertSyncedAnalysis(
     tx,
     scan.id,
@@ -264,7 +289,7 @@ async function applyReview(tx: Database, change: RemoteChange, at: string): Prom
   const r = parsed.data;
   const finding = await findFindingWithScan(tx, r.finding_id);
   // Its analysis travels first; it may still be on its way.
-  if (!finding) return refused(`finding ${r.finding_id} is not here yet: its analysis comes first`, true);
+  if (!finding) return waiting(`finding ${r.finding_id} is not here yet: its analysis comes first`, waitKey.finding(r.finding_id));
   await insertReviewEvent(tx, {
     event_id: change.key,
     finding_ref: finding.id,
@@ -291,7 +316,7 @@ async function applyArchiveFlag(tx: Database, change: RemoteChange, at: string):
   const parsed = scanFlagPayload.safeParse(change.payload);
   if (!parsed.success) return payloadProblem('scan', parsed.error);
   const scan = await findScan(tx, change.key);
-  if (!scan) return refused(`series ${change.key} is not here yet: its instances come first`, true);
+  if (!scan) return waiting(`series ${change.key} is not here yet: its instances come first`, waitKey.series(change.key));
   const newest = await readArchivedHlc(tx, scan.id);
   if (newest !== null && newest >= change.hlc) return accepted;
   await archiveSynced(tx, { ref: scan.id, status: scan.status }, at);

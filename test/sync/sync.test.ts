@@ -298,6 +298,12 @@ describe('a workstation and its hub', () => {
       expect(Number((await queryFolder<{ n: number }>(data, 'SELECT COUNT(*) AS n FROM instances'))[0]?.n)).toBe(0);
       const waiting = Number((await queryFolder<{ n: number }>(data, 'SELECT COUNT(*) AS n FROM sync_inbox'))[0]?.n);
       expect(waiting).toBeGreaterThan(0);
+      // A round that brings nothing leaves them alone: they wait for files that are not coming
+      // (at a hospital's scale, millions of changes tried again every few seconds).
+      const idle = await mia(['sync', 'now', '--data', data]);
+      expect(idle.status, idle.stderr).toBe(0);
+      expect(idle.stdout).toContain(`${waiting} pulled change(s) waiting for files or records not here yet`);
+      expect(idle.stdout).toMatch(/; 0 tried again this round$/m);
 
       const study = studies[0]!;
       const assigned = await mia(['devices', 'assign', 'reading room 3', study, ...hubArgs(place)]);
