@@ -3,7 +3,8 @@
  * 40,000 studies, about 80 pages and several seconds). The first page shows at once and later
  * pages join every second and a half, so the list is usable within a page's time while
  * the rest arrives. A reload (focus, a finished analysis, an import) reads the whole list again
- * behind the one shown and swaps it in complete, so rows never vanish and come back.
+ * behind the one shown and swaps it in complete, so rows never vanish and come back; on a large
+ * list, not back to back (REST_FACTOR).
  */
 import { useCallback, useEffect, useRef, useState } from 'react';
 import type { Client } from './api/client.ts';
@@ -31,6 +32,14 @@ const FIRST_PAGE = 100;
 const SHOW_EVERY_MS = 1500;
 /** Far beyond any one archive's worklist; a server that kept sending pages stops here. */
 const MOST_STUDIES = 1_000_000;
+/**
+ * A reading asked for soon after the last one waits until this many times that reading's length
+ * has passed since it ended: a small list (0.1 s) is read again at once, a hospital's (40,000
+ * studies, ~5 s) at most every ~25 s instead of back to back while analyses run and finish. Each
+ * reading costs the server about a second of CPU and adds every patient on the list to the
+ * audit trail (who saw whom).
+ */
+const REST_FACTOR = 4;
 
 type Shown = { state: 'loading' } | { state: 'error'; error: unknown } | { state: 'ready'; value: readonly Study[]; complete: boolean };
 
@@ -42,11 +51,33 @@ export function useStudyPages(client: Client): StudyPages {
   const reading = useRef(false);
   // A reload asked for during a reading: one more reading follows it, so nothing is missed.
   const again = useRef(false);
+  // When the last reading ended and how long it took; a reading waiting out its rest.
+  const last = useRef({ endedAt: -Infinity, ms: 0 });
+  const resting = useRef<ReturnType<typeof setTimeout> | null>(null);
+  const readSoon = useCallback(() => {
+    if (resting.current !== null) return;
+    const wait = last.current.endedAt + REST_FACTOR * last.current.ms - performance.now();
+    if (wait <= 0) {
+      setGeneration((g) => g + 1);
+      return;
+    }
+    resting.current = setTimeout(() => {
+      resting.current = null;
+      setGeneration((g) => g + 1);
+    }, wait);
+  }, []);
+  useEffect(
+    () => () => {
+      if (resting.current !== null) clearTimeout(resting.current);
+    },
+    [],
+  );
 
   useEffect(() => {
     const controller = new AbortController();
     const progressive = !hasValue.current;
     reading.current = true;
+    const started = performance.now();
     const read = async () => {
       const studies: Study[] = [];
       let cursor: string | null = null;
@@ -76,22 +107,24 @@ export function useStudyPages(client: Client): StudyPages {
       },
     ).finally(() => {
       reading.current = false;
+      const endedAt = performance.now();
+      last.current = { endedAt, ms: endedAt - started };
       if (again.current && !controller.signal.aborted) {
         again.current = false;
-        setGeneration((g) => g + 1);
+        readSoon();
       }
     });
     return () => controller.abort();
-  }, [client, generation]);
+  }, [client, generation, readSoon]);
 
   // A reload during a reading waits for it: restarting would never finish on a large list.
   const reload = useCallback(() => {
     if (reading.current) again.current = true;
-    else setGeneration((g) => g + 1);
-  }, []);
+    else readSoon();
+  }, [readSoon]);
   const refresh = useCallback(() => {
-    if (!reading.current) setGeneration((g) => g + 1);
-  }, []);
+    if (!reading.current) readSoon();
+  }, [readSoon]);
   if (shown.state === 'ready') return { ...shown, reload, refresh };
   if (shown.state === 'error') return { ...shown, reload, refresh };
   return { state: 'loading', reload, refresh };
