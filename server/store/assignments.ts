@@ -1,5 +1,5 @@
 /** SQL for studies assigned to workstations (migration 22). */
-import type { Database } from '#server/store/database.ts';
+import { jsonElements, perDialect, type Database } from '#server/store/database.ts';
 import { newPublicId } from '#server/store/public-id.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
@@ -47,6 +47,23 @@ export async function listStudyFiles(db: Database, studyUid: string, limit: numb
   const rows = (await db.all(`SELECT i.file_sha256 AS sha256, i.file_size AS bytes FROM instances i JOIN scans s ON s.id = i.scan_ref JOIN studies st ON st.id = s.study_ref
      WHERE st.study_uid = ? ORDER BY i.id LIMIT ?`, [studyUid, limit])) as { sha256: string; bytes: number | string }[];
   return rows.map((r) => ({ sha256: r.sha256, bytes: Number(r.bytes) }));
+}
+
+/**
+ * Per study, the newest instance row id and the count of them: instance rows are only ever added,
+ * so these two change whenever a study's files do (a study with none: 0 and 0).
+ */
+export async function studyFileStamps(db: Database, studyUids: readonly string[]): Promise<Map<string, { last: number; count: number }>> {
+  const out = new Map<string, { last: number; count: number }>();
+  if (studyUids.length === 0) return out;
+  const rows = (await db.all(
+    perDialect((d) => `SELECT st.study_uid, coalesce(max(i.id), 0) AS last, count(i.id) AS n FROM studies st
+       LEFT JOIN scans s ON s.study_ref = st.id LEFT JOIN instances i ON i.scan_ref = s.id
+      WHERE st.study_uid IN (SELECT value FROM ${jsonElements(d, '?')}) GROUP BY st.study_uid`),
+    [JSON.stringify(studyUids)],
+  )) as { study_uid: string; last: number | string; n: number | string }[];
+  for (const r of rows) out.set(r.study_uid, { last: Number(r.last), count: Number(r.n) });
+  return out;
 }
 
 export async function studyExists(db: Database, studyUid: string): Promise<boolean> {

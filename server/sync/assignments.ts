@@ -7,13 +7,14 @@
  * What a workstation holds of a study it was not given stays as it was: instance changes of other
  * studies wait in its inbox, naming files it does not have, until they are assigned to it.
  */
+import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import { z } from 'zod';
 import { conflict, notFound } from '#server/errors.ts';
 import type { Clock } from '#server/clock.ts';
 import type { Database } from '#server/store/database.ts';
-import { assignStudy, findAssignment, listDeviceAssignments, listStudyFiles, removeAssignment, studyExists, type AssignmentRow } from '#server/store/assignments.ts';
+import { assignStudy, findAssignment, listDeviceAssignments, listStudyFiles, removeAssignment, studyExists, studyFileStamps, type AssignmentRow } from '#server/store/assignments.ts';
 import { findDeviceById } from '#server/store/devices.ts';
 import { findUserByPublicId } from '#server/store/users.ts';
 import { hasBlob, receiveBlob, SHA256_PATTERN } from '#server/sync/blobs.ts';
@@ -46,6 +47,12 @@ export const assignedResponse = z.object({
     reader_id: z.string().nullable(),
     files: z.array(z.object({ sha256: z.string().regex(SHA256_PATTERN), bytes: z.number().int().min(1) })),
   })),
+  /**
+   * What this answer was made of (the assignments and their studies' files). Sent back as
+   * `known`, it gets `unchanged` and no studies while it still holds. Absent from older hubs.
+   */
+  version: z.string().max(64).optional(),
+  unchanged: z.boolean().optional(),
 });
 export type Assigned = z.output<typeof assignedResponse>;
 
@@ -69,12 +76,26 @@ export async function unassign(deps: { db: Database; clock: Clock }, id: string)
   return toAssignment(row);
 }
 
-/** The hub's answer to a workstation: its studies and the files each is made of. */
-export async function assignedTo(db: Database, deviceRef: number): Promise<Assigned> {
+export const assignedQuery = z.object({ known: z.string().regex(/^[0-9a-f]{32}$/, 'a version from an earlier answer').optional() }).strict();
+
+/**
+ * The hub's answer to a workstation: its studies and the files each is made of, or `unchanged`
+ * when they are still what the workstation `known`s. A workstation asks every round (10 s); its
+ * studies' file lists ran to 100,000 files (MBs of JSON, and as many checks there) each time.
+ */
+export async function assignedTo(db: Database, deviceRef: number, known?: string): Promise<Assigned> {
   const rows = await listDeviceAssignments(db, deviceRef, MAX_ASSIGNED_STUDIES);
+  const stamps = await studyFileStamps(db, rows.map((r) => r.study_uid));
+  const digest = createHash('sha256');
+  for (const row of rows) {
+    const stamp = stamps.get(row.study_uid);
+    digest.update(`${row.public_id}\t${row.study_uid}\t${row.reader_id ?? ''}\t${stamp?.last ?? 0}\t${stamp?.count ?? 0}\n`);
+  }
+  const version = digest.digest('hex').slice(0, 32);
+  if (known === version) return { studies: [], version, unchanged: true };
   const studies: Assigned['studies'] = [];
   for (const row of rows) studies.push({ study_uid: row.study_uid, reader_id: row.reader_id, files: await listStudyFiles(db, row.study_uid, MAX_STUDY_FILES) });
-  return { studies };
+  return { studies, version };
 }
 
 /**

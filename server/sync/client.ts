@@ -252,8 +252,15 @@ async function pushAudit(deps: SyncDeps, link: HubLink, report: SyncReport, opti
  * that waited for those files (instances, and the analyses, verdicts and reports on them) go in.
  */
 async function fetchAssigned(deps: SyncDeps, link: HubLink, report: SyncReport, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal }): Promise<void> {
-  const answer = assignedResponse.safeParse(await call<unknown>(link, { method: 'GET', path: '/v1/sync/assigned' }, options.signal));
+  // The version of the last list whose files are all here: the hub then answers `unchanged`
+  // instead of every file again. Once an hour the whole list is checked (a file removed here).
+  const now = deps.clock.now();
+  const checked = Date.parse((await getSetting(deps.db, ASSIGNED_CHECKED)) ?? '');
+  const known = now.getTime() - checked < ASSIGNED_CHECK_EVERY_MS ? await getSetting(deps.db, ASSIGNED_VERSION) : undefined;
+  const path = `/v1/sync/assigned${known ? `?known=${known}` : ''}`;
+  const answer = assignedResponse.safeParse(await call<unknown>(link, { method: 'GET', path }, options.signal));
   if (!answer.success) throw new SyncError('hub sent a list of assigned studies this mia cannot read; upgrade mia');
+  if (answer.data.unchanged) return;
   let done = 0;
   const arrived: string[] = [];
   try {
@@ -272,6 +279,11 @@ async function fetchAssigned(deps: SyncDeps, link: HubLink, report: SyncReport, 
     // Also when a later file failed: the next round does not fetch these again, so their
     // changes go in now.
     if (arrived.length > 0 && !options.signal?.aborted) await retryInbox(deps, report, arrived);
+  }
+  // Every file of the list is here (a failure above throws before this).
+  if (answer.data.version) {
+    await setSetting(deps.db, ASSIGNED_VERSION, answer.data.version);
+    await setSetting(deps.db, ASSIGNED_CHECKED, now.toISOString());
   }
 }
 
@@ -465,6 +477,11 @@ async function applyPulled(deps: SyncDeps, tx: Database, changes: readonly Remot
   await appendChanges(tx, taken.map((c) => ({ changeId: c.change_id, deviceId: c.device_id, entity: c.entity, entityKey: c.key, op: 'put', hlc: c.hlc, userId: c.user_id, payload: JSON.stringify(c.payload) })), at);
   return taken;
 }
+
+/** The version of the assigned studies' list whose files are all here, and when the list was last read whole. */
+const ASSIGNED_VERSION = 'sync.assigned_version';
+const ASSIGNED_CHECKED = 'sync.assigned_checked_at';
+const ASSIGNED_CHECK_EVERY_MS = 60 * 60 * 1000;
 
 /** When the whole inbox was last tried again, per database (a setting: `mia sync now` is a process of its own). */
 const INBOX_SWEPT = 'sync.inbox_swept_at';

@@ -14,7 +14,7 @@ import { enrollDevice, listDeviceViews, revokeDeviceById } from '#server/sync/de
 import { computeDigest } from '#server/sync/digest.ts';
 import { parseContentRange, receiveRange, uploadOffset } from '#server/sync/resumable.ts';
 import { liveHead, liveQuery } from '#server/sync/live.ts';
-import { assign, assignBody, assignedResponse, assignedTo, assignment, assignmentParams, toAssignment, unassign } from '#server/sync/assignments.ts';
+import { assign, assignBody, assignedQuery, assignedResponse, assignedTo, assignment, assignmentParams, toAssignment, unassign } from '#server/sync/assignments.ts';
 import { listAssignments } from '#server/store/assignments.ts';
 import { auditPushBody, auditPushResponse, MAX_AUDIT_PUSH, receiveAudit } from '#server/sync/audit-sync.ts';
 import { findDeviceById } from '#server/store/devices.ts';
@@ -302,13 +302,14 @@ export const syncRoutes: Route[] = [
   defineRoute({
     method: 'get',
     path: '/v1/sync/assigned',
-    summary: 'The studies assigned to this workstation, with the files each is made of',
+    summary: 'The studies assigned to this workstation, with the files each is made of (or unchanged since the version known)',
     access: scopes('sync:pull'),
+    query: assignedQuery,
     response: assignedResponse,
-    handle: async ({ services, auth, headers }) => {
+    handle: async ({ services, auth, headers, query }) => {
       checkProtocol(headers);
       const device = requireDevice(auth.device);
-      return { kind: 'data', data: await assignedTo(services.db, device.ref) };
+      return { kind: 'data', data: await assignedTo(services.db, device.ref, query.known) };
     },
   }),
   defineRoute({
