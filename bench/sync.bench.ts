@@ -8,7 +8,9 @@
  *   and fsyncs it, sent the same files one by one;
  * - rows: POST /v1/sync/push of instance changes in batches of 100 and 500 (files already on the
  *   hub), and GET /v1/sync/pull of them by a second device in pages of 100 and 500;
- * - a cold initial sync of 1,000 scans by `mia sync now` into an empty hub.
+ * - a cold initial sync of 1,000 scans by `mia sync now` into an empty hub;
+ * - an idle round of `mia sync now` on a workstation holding 100,000 pulled changes that wait for
+ *   files of studies not assigned to it, beside the same round with nothing waiting.
  *
  * Runnable alone: `node --import tsx bench/sync.bench.ts`.
  */
@@ -143,6 +145,61 @@ async function freshHub(work: string, name: string): Promise<{ dir: string; serv
   const dir = join(work, `hub-${name}-${randomBytes(3).toString('hex')}`);
   const key = mia(['devices', 'enroll', 'bench', '--data', dir]).trim().split('\n').at(-1) ?? '';
   return { dir, server: await serve(['--hub', '--data', dir]), key };
+}
+
+const WAITING = 100_000;
+
+/**
+ * Idle rounds (`mia sync now`, nothing new on the hub) of two workstations of one hub: one with
+ * an empty inbox, one holding WAITING instance changes that wait for files it will never fetch
+ * (studies not assigned to it; written straight into its store, as bench/generate-scale.ts does).
+ * Rounds alternate; then one round of the second with its hourly look at every waiting change due.
+ */
+async function waitingRounds(work: string, rounds: number): Promise<{ empty: number[]; waiting: number[]; sweep: number; retried: string }> {
+  const { openDatabase } = await import('#server/store/sqlite.ts');
+  const { keepInInbox } = await import('#server/store/sync-log.ts');
+  const { setSetting } = await import('#server/store/settings.ts');
+  const { waitKey } = await import('#server/sync/wait-keys.ts');
+  const hub = await freshHub(work, 'waiting');
+  const [quiet, busy] = [join(work, 'ws-quiet'), join(work, 'ws-waiting')];
+  try {
+    mia(['sync', 'join', hub.server.url, '--data', quiet], hub.key);
+    const second = mia(['devices', 'enroll', 'bench-2', '--data', hub.dir]).trim().split('\n').at(-1) ?? '';
+    mia(['sync', 'join', hub.server.url, '--data', busy], second);
+    for (const dir of [quiet, busy]) mia(['sync', 'now', '--data', dir]);
+    const db = openDatabase(busy);
+    await db.transaction(async (tx) => {
+      for (let i = 0; i < WAITING; i++) {
+        const sha256 = createHash('sha256').update(`waiting ${i}`).digest('hex');
+        const payload = JSON.stringify({ sha256, size: 33_000, series_uid: `1.2.826.0.1.3680043.10.9.${i >> 7}`, study_uid: `1.2.826.0.1.3680043.10.8.${i >> 9}` });
+        await keepInInbox(tx, { change_id: `00000000-0000-7000-8000-${String(i).padStart(12, '0')}`, device_id: 'hub', entity: 'instance', entity_key: `1.2.826.0.1.3680043.10.7.${i}`, op: 'put', hlc: '0000000000000-0000-hub', user_id: null, payload }, `file ${sha256} is not here yet`, waitKey.file(sha256), new Date().toISOString());
+      }
+    });
+    await db.close();
+    const timed = (dir: string): { seconds: number; out: string } => {
+      const started = performance.now();
+      const out = mia(['sync', 'now', '--data', dir]);
+      return { seconds: (performance.now() - started) / 1000, out };
+    };
+    const empty: number[] = [];
+    const waiting: number[] = [];
+    for (let r = 0; r < rounds; r++) {
+      empty.push(timed(quiet).seconds);
+      const round = timed(busy);
+      if (!round.out.includes(`${WAITING} pulled change(s) waiting`)) throw new Error(`waiting round: ${round.out}`);
+      waiting.push(round.seconds);
+    }
+    // The hourly round: every waiting change looked at again.
+    const old = openDatabase(busy);
+    await setSetting(old, 'sync.inbox_swept_at', '2000-01-01T00:00:00.000Z');
+    await old.close();
+    const swept = timed(busy);
+    const retried = /; (\d+) tried again this round/.exec(swept.out)?.[1] ?? '?';
+    return { empty, waiting, sweep: swept.seconds, retried };
+  } finally {
+    await stop(hub.server);
+    for (const dir of [hub.dir, quiet, busy]) rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 const percentile = (xs: number[], p: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil((p / 100) * xs.length) - 1)] ?? NaN;
@@ -331,6 +388,7 @@ export async function run(): Promise<string> {
       process.stderr.write(`sync bench: round ${round + 1} of ${ROUNDS} done\n`);
     }
 
+    const idle = await waitingRounds(work, ROUNDS);
     const sizes = [10, 100, 500];
     const runs = Number(process.env['CONVERGE_RUNS'] ?? '20');
     const converged = await convergence(work, sizes, runs);
@@ -350,6 +408,8 @@ export async function run(): Promise<string> {
       `| GET /v1/sync/pull by a second device, rows/s | ${median(pullRates['100']!).toFixed(0)} | ${median(pullRates['500']!).toFixed(0)} |`,
       '',
       `Cold initial sync of 1,000 scans (one 64x64 slice each: 1,000 files and 1,000 changes) by \`mia sync now\` into an empty hub: ${median(cold).toFixed(1)} s (rounds: ${cold.map((s) => s.toFixed(1)).join(', ')}).`,
+      '',
+      `An idle round (\`mia sync now\` as a process, nothing new on the hub), alternating between two workstations of one hub: with nothing waiting ${median(idle.empty).toFixed(2)} s (rounds: ${idle.empty.map((s) => s.toFixed(2)).join(', ')}); holding ${WAITING.toLocaleString('en')} pulled changes that wait for files of studies not assigned to it ${median(idle.waiting).toFixed(2)} s (${idle.waiting.map((s) => s.toFixed(2)).join(', ')}). The round that looks at every waiting change again (once an hour) took ${idle.sweep.toFixed(1)} s and tried ${idle.retried}. Until 2026-11-27 every round tried the whole inbox (6.2 s for 100,000 such changes, measured in process; server/sync/client.ts retryInbox).`,
       '',
       `Time to converge after a partition heals (a workstation's \`mia serve\` with a round every second, behind the fault proxy: the link goes dark, a reader records the backlog of verdicts, the link heals 1.5 s later; converged when nothing is pending), ${runs} runs per backlog:`,
       '',
