@@ -111,6 +111,14 @@ describe('QIDO-RS', () => {
     expect(huge.status).toBe(200);
     expect(huge.items).toHaveLength(5);
     expect(huge.headers.get('warning')).toMatch(/^299 .*maximum/);
+
+    // Every instance of the archive, a page at a time: each once (in stored order, not sorted).
+    const every = (await qido('/dicom-web/instances?limit=100000')).items.map((i) => uidOf(i, '00080018'));
+    const paged: string[] = [];
+    for (let offset = 0; offset < every.length + 2; offset += 2) paged.push(...(await qido(`/dicom-web/instances?limit=2&offset=${offset}`)).items.map((i) => uidOf(i, '00080018')));
+    expect(every.length).toBeGreaterThan(4);
+    expect(paged).toEqual(every);
+    expect(new Set(paged).size).toBe(every.length);
   });
 
   it('returns extra attributes with includefield, and all of them with includefield=all', async () => {
