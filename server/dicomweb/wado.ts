@@ -6,6 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import { datasetBytes, readDicom } from '#server/dicom/parse.ts';
 import { frameBytes } from '#server/dicom/frame-fragments.ts';
 import { decodeFrame } from '#server/dicom/pixels.ts';
@@ -86,14 +87,21 @@ export async function retrieveMetadata(services: Services, target: RetrieveTarge
   return { items, patientIds: patientsOf(rows) };
 }
 
-/** Frame numbers of a WADO-RS frame list ("1,3,5"), which count from 1 (PS3.18 10.4.1.1.5). */
+/**
+ * Frame numbers of a WADO-RS frame list ("1,3,5"), which count from 1 (PS3.18 10.4.1.1.5). Each
+ * at most once: a list repeating one frame 4,096 times made a 2 GB answer of one image, decoded
+ * 4,096 times.
+ */
 export function parseFrameList(list: string, frames: number): number[] {
   const numbers = list.split(',');
   if (numbers.length > MAX_FRAMES_PER_REQUEST) throw new MiaError('invalid', 'Too many frames asked', `frames: at most ${MAX_FRAMES_PER_REQUEST} per request`);
+  const seen = new Set<number>();
   return numbers.map((n) => {
     if (!/^\d{1,9}$/.test(n.trim())) throw new MiaError('invalid', 'Invalid frame list', `frames: expected numbers from 1, comma-separated, got '${n.slice(0, 20)}'`);
     const frame = Number(n.trim());
     if (frame < 1 || frame > frames) throw new MiaError('not_found', 'Frame not found', `frames: this instance has frames 1 to ${frames}`);
+    if (seen.has(frame)) throw new MiaError('invalid', 'Invalid frame list', `frames: frame ${frame} is listed twice`);
+    seen.add(frame);
     return frame;
   });
 }
@@ -139,15 +147,28 @@ export async function retrieveFrames(
   if (!parsed.ok) throw new MiaError('unprocessable', 'Stored file no longer parses', parsed.reason);
   const instance = parsed.instance;
   const base = `/dicom-web/studies/${row.study_uid}/series/${row.series_uid}/instances/${row.sop_instance_uid}/frames`;
+  const part = async (frame: number): Promise<Part> => {
+    const px = instance.pixelData;
+    if (wantsCompressed && px?.encapsulated && compressedType) {
+      return { contentType: `${compressedType}; transfer-syntax=${row.transfer_syntax}`, location: `${base}/${frame}`, body: frameBytes(datasetBytes(bytes, instance), px, frame - 1, instance.numberOfFrames) };
+    }
+    let decoded;
+    try {
+      decoded = await decodeFrame(bytes, instance, frame - 1);
+    } catch (err) {
+      throw new MiaError('unprocessable', `Frame ${frame} does not decode`, err instanceof Error ? err.message.slice(0, 300) : 'decoder failure');
+    }
+    return { contentType: 'application/octet-stream; transfer-syntax=1.2.840.10008.1.2.1', location: `${base}/${frame}`, body: littleEndianBytes(decoded).body };
+  };
+  // The first part is made before the answer starts, so a frame that does not decode is a 422
+  // with its reason; made inside the stream, it cut the connection before any status line.
+  const first = await part(frames[0] as number);
   async function* parts(): AsyncGenerator<Part> {
-    for (const frame of frames) {
-      const px = instance.pixelData;
-      if (wantsCompressed && px?.encapsulated && compressedType) {
-        yield { contentType: `${compressedType}; transfer-syntax=${row?.transfer_syntax ?? ''}`, location: `${base}/${frame}`, body: frameBytes(datasetBytes(bytes, instance), px, frame - 1, instance.numberOfFrames) };
-      } else {
-        const decoded = await decodeFrame(bytes, instance, frame - 1);
-        yield { contentType: 'application/octet-stream; transfer-syntax=1.2.840.10008.1.2.1', location: `${base}/${frame}`, body: littleEndianBytes(decoded).body };
-      }
+    yield first;
+    for (const frame of frames.slice(1)) {
+      // A turn between frames: decoding hundreds holds no other request for the whole answer.
+      await nextTurn();
+      yield await part(frame);
     }
   }
   const root = wantsCompressed && compressedType ? compressedType : 'application/octet-stream';

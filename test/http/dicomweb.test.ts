@@ -269,6 +269,22 @@ describe('WADO-RS', () => {
     expect(bad.status).toBe(404);
     const junk = await t.request('GET', `/dicom-web/studies/${q.study}/series/${q.series}/instances/${q.sop}/frames/1,x`);
     expect(junk.status).toBe(400);
+    // One frame listed again and again is not an answer of gigabytes: refused, naming it.
+    const repeated = await t.request('GET', `/dicom-web/studies/${q.study}/series/${q.series}/instances/${q.sop}/frames/${Array(4000).fill(1).join(',')}`);
+    expect(repeated.status).toBe(400);
+    expect(repeated.json.error.details).toBe('frames: frame 1 is listed twice');
+  });
+
+  it('answers a frame that does not decode with a 422 and its reason, not a cut connection', async () => {
+    // pydicom's JPEG 2000 file whose codestream is broken (it imports: its data set is whole).
+    const broken = variantOf(`${PYDICOM_CORPUS}/JPEG2000-embedded-sequence-delimiter.dcm`, { '(0010,0020)': 'PID-BROKEN-J2K' });
+    const body = stowBody([{ bytes: broken }]);
+    expect((await t.request('POST', '/dicom-web/studies', { rawBody: body.body, headers: STOW_HEADERS(body.contentType) })).status).toBe(200);
+    const p = await place('PID-BROKEN-J2K');
+    const answer = await t.request('GET', `/dicom-web/studies/${p.study}/series/${p.series}/instances/${p.sop}/frames/1`, { headers: { Accept: 'multipart/related; type="application/octet-stream"' } });
+    expect(answer.status).toBe(422);
+    expect(answer.json.error.message).toBe('Frame 1 does not decode');
+    expect(answer.json.error.details.length).toBeGreaterThan(0);
   });
 
   it('reads metadata from Implicit VR and Big Endian files with the same values as Explicit VR Little Endian', async () => {
