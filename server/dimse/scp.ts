@@ -274,9 +274,20 @@ function response(request: Command, commandField: number, status: number, errorC
   };
 }
 
+/**
+ * Connections that have not yet sent their A-ASSOCIATE-RQ: past this many, the one waiting longest
+ * is closed for the new one. Counted against the association cap, sixteen connections that sent
+ * nothing refused every real association for as long as ARTIM (30 s), again and again for a peer
+ * that reconnected; a real caller sends its request within milliseconds of connecting.
+ */
+const AWAITING_RQ_LIMIT = 32;
+
 export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp> {
   const { log } = options;
   const live = new Set<{ stop(): Promise<void> }>();
+  /** Connections yet to send an A-ASSOCIATE-RQ, oldest first; established associations, counted. */
+  const awaitingRq = new Set<{ close(): void }>();
+  let associations = 0;
   let serial = 0;
 
   const handleConnection = (socket: Socket): void => {
@@ -290,6 +301,7 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
     let reader: MessageReader<Sink> | undefined;
     let session: StoreSession | undefined;
     let inFlight: Promise<void> = Promise.resolve();
+    let counted = false;
 
     const channel = new PduChannel(socket, options.maxPduLength, async () => undefined, (problem) => {
       log.error('dimse.aborted', { ...label, calling_ae: caller?.callingAeTitle ?? null, problem });
@@ -310,7 +322,7 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
       }
       if (rq.calledAeTitle !== options.aeTitle) return await reject(REJECT.permanent, REJECT.sourceUser, REJECT.reasonCalledAe, 'called AE title is not this server');
       if (!(await options.isCallerAllowed(caller))) return await reject(REJECT.permanent, REJECT.sourceUser, REJECT.reasonCallingAe, 'calling AE title not allowed');
-      if (live.size > options.maxAssociations) return await reject(REJECT.transient, REJECT.sourcePresentation, REJECT.reasonLocalLimit, 'too many associations');
+      if (associations >= options.maxAssociations) return await reject(REJECT.transient, REJECT.sourcePresentation, REJECT.reasonLocalLimit, 'too many associations');
       if (rq.user.maxPduLength !== 0 && rq.user.maxPduLength < 128) throw new PduError(`maximum PDU length ${rq.user.maxPduLength} is too small to carry a PDV`);
       peerMaxPdu = rq.user.maxPduLength;
       const contexts: ContextResult[] = rq.contexts.map((c) => ({ id: c.id, ...negotiate(c.abstractSyntax, c.transferSyntaxes) }));
@@ -325,6 +337,8 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
         }),
       );
       state = 'established';
+      associations += 1;
+      counted = true;
       log.info('dimse.associated', { ...label, calling_ae: rq.callingAeTitle, contexts_proposed: contexts.length, contexts_accepted: accepted.size });
       reader = new MessageReader<Sink>(new Set(accepted.keys()), (contextId, command) => openSink(contextId, command, accepted), onMessage);
     };
@@ -416,7 +430,19 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
       }
     };
 
+    const waiting = { close: () => channel.close('too many connections waiting to associate') };
+    if (awaitingRq.size >= AWAITING_RQ_LIMIT) {
+      const oldest = awaitingRq.values().next().value;
+      if (oldest) {
+        awaitingRq.delete(oldest);
+        oldest.close();
+        log.info('dimse.waiting_closed', { waiting: AWAITING_RQ_LIMIT, reason: 'a new connection, and this many had not sent an A-ASSOCIATE-RQ' });
+      }
+    }
+    awaitingRq.add(waiting);
     channel.setHandler((pdu) => {
+      // A PDU came: whatever it is (the request, or something to refuse), no longer a silent slot.
+      awaitingRq.delete(waiting);
       const run = onPdu(pdu);
       inFlight = run.catch(() => undefined);
       return run;
@@ -445,6 +471,8 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
       } catch (err) {
         log.error('dimse.session_close_failed', { ...label, error: err instanceof Error ? err.name : 'non-error' });
       } finally {
+        awaitingRq.delete(waiting);
+        if (counted) associations -= 1;
         live.delete(entry);
         if (state === 'established' || (state === 'ending' && caller && !released)) {
           log.info('dimse.closed', { ...label, calling_ae: caller?.callingAeTitle ?? null, reason: reason ?? 'closed' });
@@ -454,8 +482,9 @@ export async function startDimseScp(options: DimseScpOptions): Promise<DimseScp>
   };
 
   const server: Server = createServer(handleConnection);
-  // Beyond the cap plus a few for the rejections, Node closes new sockets as they arrive.
-  server.maxConnections = options.maxAssociations + 8;
+  // Beyond the cap, the connections yet to associate and a few for the rejections, Node closes
+  // new sockets as they arrive.
+  server.maxConnections = options.maxAssociations + AWAITING_RQ_LIMIT + 8;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {

@@ -269,6 +269,17 @@ describe('bad peers against mia SCP', () => {
     await waitFor(async () => (await run('echoscu', ['-aet', 'ECHOSCU', '-aec', AE, '127.0.0.1', String(port)])).status === 0, 'a free slot');
   });
 
+  it('serves a real caller while connections that send nothing pile up (they do not hold association slots)', async () => {
+    // Far more than the association cap, and more than the connections it keeps waiting.
+    const silent = await Promise.all(Array.from({ length: 40 }, () => rawPeer()));
+    const echo = await run('echoscu', ['-aet', 'ECHOSCU', '-aec', AE, '127.0.0.1', String(port)]);
+    expect(echo.status, echo.stderr).toBe(0);
+    // The ones waiting longest were closed to make room.
+    expect(silent.filter((p) => p.socket.destroyed || p.socket.readableEnded).length).toBeGreaterThan(0);
+    for (const peer of silent) peer.socket.destroy();
+    await Promise.all(silent.map((p) => p.closed));
+  });
+
   it('closes an association that goes silent', async () => {
     const peer = await associated();
     await peer.closed;
