@@ -124,7 +124,7 @@ const FRAME_MEDIA: Partial<Record<PixelEncoding, string>> = {
  * and sent native.
  */
 export async function retrieveFrames(
-  services: Services,
+  services: ImageDeps,
   target: Required<Pick<RetrieveTarget, 'studyUid' | 'seriesUid' | 'sopInstanceUid'>>,
   frameList: string,
   accept: string | undefined,
@@ -142,10 +142,13 @@ export async function retrieveFrames(
   if (!wantsCompressed && !wantsNative) {
     throw notAcceptable('Frames are sent as multipart/related of application/octet-stream, or of their compressed media type', `stored as ${row.transfer_syntax}${compressedType ? ` (${compressedType})` : ''}`);
   }
-  const bytes = new Uint8Array(await readFile(join(services.dataDir, row.file_path)));
-  const parsed = await readDicom(bytes);
-  if (!parsed.ok) throw new MiaError('unprocessable', 'Stored file no longer parses', parsed.reason);
-  const instance = parsed.instance;
+  // Shared with the other frame requests of this file (a viewer asks for each frame apart).
+  const { bytes, instance } = await services.frames.files.get(row.file_path, row.frames > 1, async () => {
+    const read = new Uint8Array(await readFile(join(services.dataDir, row.file_path)));
+    const parsed = await readDicom(read);
+    if (!parsed.ok) throw new MiaError('unprocessable', 'Stored file no longer parses', parsed.reason);
+    return { bytes: read, instance: parsed.instance };
+  });
   const base = `/dicom-web/studies/${row.study_uid}/series/${row.series_uid}/instances/${row.sop_instance_uid}/frames`;
   const part = async (frame: number): Promise<Part> => {
     const px = instance.pixelData;

@@ -4,15 +4,18 @@
  * Concurrent requests for the same frame share one decode.
  */
 import type { DecodedFrame } from '#server/dicom/pixel-types.ts';
+import { createStoredFiles, type StoredFiles } from '#server/imaging/stored-files.ts';
 
 export const DEFAULT_FRAME_CACHE_BYTES = 256 * 1024 * 1024;
 
 export type FrameCache = {
   get(key: string, decode: () => Promise<DecodedFrame>): Promise<DecodedFrame>;
   readonly bytes: number;
+  /** The stored files frames are decoded from (stored-files.ts). */
+  readonly files: StoredFiles;
 };
 
-export function createFrameCache(maxBytes = DEFAULT_FRAME_CACHE_BYTES): FrameCache {
+export function createFrameCache(maxBytes = DEFAULT_FRAME_CACHE_BYTES, files: StoredFiles = createStoredFiles()): FrameCache {
   const entries = new Map<string, DecodedFrame>();
   const pending = new Map<string, Promise<DecodedFrame>>();
   let bytes = 0;
@@ -31,6 +34,7 @@ export function createFrameCache(maxBytes = DEFAULT_FRAME_CACHE_BYTES): FrameCac
   };
 
   return {
+    files,
     get bytes() {
       return bytes;
     },

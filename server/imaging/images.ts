@@ -101,12 +101,16 @@ async function loadFrame(services: ImageDeps, row: InstanceRow, frameIndex: numb
     throw new MiaError('not_found', 'Frame not found', `instance ${row.sop_instance_uid} has ${row.frames} frame(s), numbered from 0`);
   }
   const frame = await services.frames.get(`${row.sop_instance_uid}#${frameIndex}`, async () => {
-    const bytes = new Uint8Array(await readFile(join(services.dataDir, row.file_path)));
-    const result = await readDicom(bytes);
-    if (!result.ok) throw new MiaError('unprocessable', 'Stored file no longer parses', result.reason);
+    const { bytes, instance } = await services.frames.files.get(row.file_path, row.frames > 1, async () => {
+      const read = new Uint8Array(await readFile(join(services.dataDir, row.file_path)));
+      const result = await readDicom(read);
+      if (!result.ok) throw new MiaError('unprocessable', 'Stored file no longer parses', result.reason);
+      return { bytes: read, instance: result.instance };
+    });
     try {
-      const decoded = await decodeFrame(bytes, result.instance, frameIndex);
-      valuesOfFrame.set(decoded, frameValues(result.instance, frameIndex));
+      // Copied out of the file's bytes (the default): a kept frame must not hold its whole file.
+      const decoded = await decodeFrame(bytes, instance, frameIndex);
+      valuesOfFrame.set(decoded, frameValues(instance, frameIndex));
       return decoded;
     } catch (err) {
       throw new MiaError('unprocessable', 'Cannot decode this frame', err instanceof Error ? err.message : 'decoder failure');

@@ -1,0 +1,65 @@
+/**
+ * Stored files read for their frames (server/imaging/stored-files.ts): requests at the same moment
+ * share one read, a multi-frame file stays for the next frame's request, and what is kept stays
+ * within its bytes, the file used longest ago dropped first.
+ */
+import { readFileSync } from 'node:fs';
+import { expect, it } from 'vitest';
+import { readDicom } from '#server/dicom/parse.ts';
+import { createStoredFiles, type StoredFile } from '#server/imaging/stored-files.ts';
+import { CT_SMALL } from '../helpers/image-fixture.ts';
+
+const bytes = new Uint8Array(readFileSync(CT_SMALL));
+
+async function fileOf(size = bytes.byteLength): Promise<StoredFile> {
+  const parsed = await readDicom(bytes);
+  if (!parsed.ok) throw new Error(parsed.reason);
+  return { bytes: new Uint8Array(size), instance: parsed.instance };
+}
+
+it('reads a file once for requests at the same moment, and keeps it only when asked to', async () => {
+  const files = createStoredFiles(10 * bytes.byteLength);
+  let reads = 0;
+  const load = async (): Promise<StoredFile> => {
+    reads += 1;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    return await fileOf();
+  };
+  const eight = await Promise.all(Array.from({ length: 8 }, () => files.get('cine.dcm', true, load)));
+  expect(reads).toBe(1);
+  expect(new Set(eight).size).toBe(1);
+  await files.get('cine.dcm', true, load);
+  expect(reads).toBe(1);
+
+  await Promise.all([files.get('slice.dcm', false, load), files.get('slice.dcm', false, load)]);
+  expect(reads).toBe(2);
+  await files.get('slice.dcm', false, load);
+  expect(reads).toBe(3);
+  expect(files.bytes).toBe(bytes.byteLength);
+});
+
+it('keeps at most its bytes, dropping the file used longest ago; a failed read is not kept', async () => {
+  const files = createStoredFiles(3000);
+  let reads = 0;
+  const load = (size: number) => async (): Promise<StoredFile> => {
+    reads += 1;
+    return await fileOf(size);
+  };
+  await files.get('a', true, load(1000));
+  await files.get('b', true, load(1000));
+  await files.get('a', true, load(1000));
+  await files.get('c', true, load(1500));
+  expect(files.bytes).toBeLessThanOrEqual(3000);
+  const before = reads;
+  await files.get('a', true, load(1000));
+  expect(reads).toBe(before);
+  await files.get('b', true, load(1000));
+  expect(reads).toBe(before + 1);
+  // Larger than everything it may keep: served, not kept.
+  await files.get('huge', true, load(4000));
+  expect(files.bytes).toBeLessThanOrEqual(3000);
+
+  await expect(files.get('bad', true, () => Promise.reject(new Error('unreadable')))).rejects.toThrow('unreadable');
+  await files.get('bad', true, load(10));
+  expect(reads).toBe(before + 3);
+});
