@@ -83,6 +83,7 @@ async function run(sub: string | undefined, args: readonly string[], values: Rec
       if (args.length === 0) fail('dicom send needs at least one file or folder');
       const listing = await listSourceFiles(args.map((p) => resolve(p)));
       if (listing.missing.length > 0) fail(`no file or folder at ${listing.missing.join(', ')}`);
+      if (listing.unusable.length > 0) fail(`neither a file nor a folder: ${listing.unusable.join(', ')}`);
       let stored = 0;
       const results = await dicomStore(peer, listing.files, (r) => {
         if (r.outcome === 'stored') stored += 1;

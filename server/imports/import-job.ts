@@ -178,8 +178,8 @@ export async function runPathJob(deps: ImportDeps, job: ImportJobRow, options: R
   try {
     const sources = JSON.parse(job.sources) as string[];
     const listing = await listSourceFiles(sources);
-    if (listing.missing.length > 0) {
-      return await finish(deps, job, 'interrupted', `source no longer available: ${listing.missing.join(', ')}`);
+    if (listing.missing.length > 0 || listing.unusable.length > 0) {
+      return await finish(deps, job, 'interrupted', `source no longer available: ${[...listing.missing, ...listing.unusable].join(', ')}`);
     }
     const files = listing.files.map((file) => ({ path: file, file }));
     await setImportJobTotal(deps.db, job.id, files.length, now(deps));
@@ -202,6 +202,9 @@ export async function checkSources(sources: readonly string[]): Promise<void> {
   const listing = await listSourceFiles(sources);
   if (listing.missing.length > 0) {
     throw new MiaError('not_found', 'Import source not found', `no file or folder at ${listing.missing.join(', ')}`);
+  }
+  if (listing.unusable.length > 0) {
+    throw new MiaError('invalid', 'Import source is neither a file nor a folder', `${listing.unusable.join(', ')}: only files and folders of DICOM files are imported`);
   }
 }
 

@@ -6,7 +6,7 @@
  * the folder that holds it finds the same files (and also ones an incomplete DICOMDIR forgets),
  * so a DICOMDIR source means "its folder", and DICOMDIR files themselves are not instances.
  */
-import type { Dirent } from 'node:fs';
+import type { Dirent, Stats } from 'node:fs';
 import { readdir, stat } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 
@@ -14,7 +14,16 @@ export function isDicomdirName(path: string): boolean {
   return basename(path).toUpperCase() === 'DICOMDIR';
 }
 
-export type SourceListing = { files: string[]; missing: string[] };
+/** unusable: sources that exist but are neither a file nor a folder (a FIFO, a device), with what they are. */
+export type SourceListing = { files: string[]; missing: string[]; unusable: string[] };
+
+function kindOf(info: Stats): string {
+  if (info.isFIFO()) return 'a FIFO';
+  if (info.isCharacterDevice()) return 'a character device';
+  if (info.isBlockDevice()) return 'a block device';
+  if (info.isSocket()) return 'a socket';
+  return 'not a file or folder';
+}
 
 /** Code-unit order, as `Array.prototype.sort` orders names: resumed jobs count on this order. */
 const byName = (a: Dirent, b: Dirent): number => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
@@ -53,6 +62,7 @@ async function walk(dir: string, out: string[]): Promise<void> {
 export async function listSourceFiles(sources: readonly string[]): Promise<SourceListing> {
   const files: string[] = [];
   const missing: string[] = [];
+  const unusable: string[] = [];
   const seen = new Set<string>();
   for (const source of sources) {
     let root = resolve(source);
@@ -70,13 +80,16 @@ export async function listSourceFiles(sources: readonly string[]): Promise<Sourc
     const found: string[] = [];
     if (info.isDirectory()) await walk(root, found);
     else if (info.isFile()) found.push(root);
+    // Named on purpose, so said: /dev/zero or a FIFO is no import of nothing (a FIFO's read
+    // would wait for a writer for ever).
+    else unusable.push(`${source} (${kindOf(info)})`);
     for (const file of found) {
       if (seen.has(file)) continue;
       seen.add(file);
       files.push(file);
     }
   }
-  return { files, missing };
+  return { files, missing, unusable };
 }
 
 /** True when every source still exists (a job whose source is gone cannot resume). */

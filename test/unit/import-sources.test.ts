@@ -1,7 +1,9 @@
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { checkSources } from '#server/imports/import-job.ts';
 import { listSourceFiles } from '#server/imports/sources.ts';
 
 describe('import sources', () => {
@@ -50,5 +52,18 @@ describe('import sources', () => {
     const listing = await listSourceFiles([join(root, 'nothing-here'), root]);
     expect(listing.missing).toEqual([join(root, 'nothing-here')]);
     expect(listing.files).toEqual([join(root, 'one.dcm')]);
+  });
+
+  it('refuses a source that is neither a file nor a folder (a FIFO, a device), naming what it is', async () => {
+    const root = folder();
+    const fifo = join(root, 'pipe');
+    execFileSync('mkfifo', [fifo]);
+    const listing = await listSourceFiles([fifo, '/dev/zero', root]);
+    expect(listing.unusable).toEqual([`${fifo} (a FIFO)`, '/dev/zero (a character device)']);
+    expect(listing.files).toEqual([]);
+    // Before a job is made for them: a 400 naming them, not an import of nothing that succeeds.
+    await expect(checkSources(['/dev/zero'])).rejects.toMatchObject({ kind: 'invalid', details: '/dev/zero (a character device): only files and folders of DICOM files are imported' });
+    // Inside a folder, such entries are passed over like any non-file.
+    expect((await listSourceFiles([root])).files).toEqual([]);
   });
 });
