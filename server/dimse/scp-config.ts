@@ -42,6 +42,8 @@ export function parseAllowedCaller(entry: string): AllowedCaller | { error: stri
   const aeTitle = entry.slice(0, at);
   const host = entry.slice(at + 1);
   if (!isValidAeTitle(aeTitle)) return { error: `${entry}: ${aeTitle} is not an AE title (1-16 characters, no backslash)` };
+  // A caller is let in by its own AE title: "*" would read as "any caller" and match none.
+  if (aeTitle.includes('*')) return { error: `${entry}: name each calling AE title (* stands for any host, not for any AE title)` };
   if (host !== '*' && host !== 'localhost' && isIP(host) === 0) return { error: `${entry}: ${host} is not an IP address, localhost or *` };
   return { aeTitle, host };
 }

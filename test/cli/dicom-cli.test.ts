@@ -45,6 +45,7 @@ describe('mia serve DICOM options', () => {
     expect(await mia('serve', '--dicom-port', '0', '--ae-title', 'BAD\\AE')).toMatchObject({ status: 1, err: expect.stringContaining('--ae-title') });
     expect(await mia('serve', '--dicom-port', '0', '--dicom-allow', 'CT1')).toMatchObject({ status: 1, err: expect.stringContaining('expected AE@host') });
     expect(await mia('serve', '--dicom-port', '0', '--dicom-allow', 'CT1@pacs.example')).toMatchObject({ status: 1, err: expect.stringContaining('not an IP address') });
+    expect(await mia('serve', '--dicom-port', '0', '--dicom-allow', '*@*')).toMatchObject({ status: 1, err: expect.stringContaining('name each calling AE title') });
     expect(await mia('serve', '--ae-title', 'MIA')).toMatchObject({ status: 1, err: expect.stringContaining('need --dicom-port') });
   });
 });

@@ -342,6 +342,15 @@ describe('WADO-RS', () => {
     expect(sha(windowed.body)).not.toBe(sha(rendered.body));
     const jpeg = await t.request('GET', `/dicom-web/studies/${p.study}/series/${p.series}/instances/${p.sop}/rendered`, { headers: { Accept: 'image/jpeg' } });
     expect(jpeg.status).toBe(406);
+    // Well-formed quality and viewport are taken (PNG is lossless; the frame keeps its size);
+    // malformed ones are a 400 naming them.
+    const asked = await fetchBytes(`${t.url}/dicom-web/studies/${p.study}/series/${p.series}/instances/${p.sop}/rendered?quality=90&viewport=512,512`, t.adminKey);
+    expect(asked.status).toBe(200);
+    for (const [name, value] of [['quality', '-1'], ['quality', '101'], ['viewport', 'a,b'], ['viewport', '99999999,1']]) {
+      const bad = await t.request('GET', `/dicom-web/studies/${p.study}/series/${p.series}/instances/${p.sop}/rendered?${name}=${value}`);
+      expect(bad.status, `${name}=${value}`).toBe(400);
+      expect(bad.json.error.details).toContain(name);
+    }
   });
 });
 

@@ -30,8 +30,10 @@ const renderedQuery = z
   .object({
     // PS3.18 8.3.5.1.4: window=center,width,function (linear only here).
     window: z.string().regex(/^-?\d+(\.\d+)?,\d+(\.\d+)?(,linear)?$/i, 'expected center,width[,linear]').optional(),
-    quality: z.string().optional(),
-    viewport: z.string().optional(),
+    // PS3.18 8.3.5.1.2-3, checked so a malformed one is a 400 like any other parameter. PNG is
+    // lossless, so quality changes nothing; the frame is sent at its own size whatever viewport asks.
+    quality: z.string().regex(/^(100|[1-9][0-9]?)$/, 'expected an integer from 1 to 100').optional(),
+    viewport: z.string().regex(/^\d{1,5},\d{1,5}(,-?\d{1,6}(\.\d+)?){0,4}$/, 'expected vw,vh[,sx,sy,sw,sh]').optional(),
   })
   .strict();
 
