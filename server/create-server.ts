@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import type express from 'express';
 import type { ServerConfig, ServerConfigInput } from '#server/config.ts';
 import { createApp } from '#server/http/app.ts';
+import { answerClientError } from '#server/http/client-errors.ts';
 import { createRuntime, type Runtime } from '#server/runtime.ts';
 import type { Services } from '#server/services.ts';
 
@@ -47,6 +48,7 @@ export async function createServer(input: ServerConfigInput): Promise<MiaServer>
           app,
         );
         server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+        server.on('clientError', (err: Error & { code?: string }, socket) => answerClientError(err, socket, config.clock));
         // Beyond the cap Node closes new sockets as they arrive: each held one costs a descriptor
         // and memory, and a flood of them must not starve the process.
         server.maxConnections = limits.maxConnections;

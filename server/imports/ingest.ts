@@ -47,6 +47,7 @@ function readError(err: unknown): string {
   if (code === 'ENOENT') return 'file disappeared before it could be read';
   if (code === 'EACCES' || code === 'EPERM') return 'file is not readable (permission denied)';
   if (code === 'EISDIR') return 'is a folder, not a file';
+  if (code === 'ERR_FS_FILE_TOO_LARGE') return 'file is larger than 2 GiB, the most mia reads as one DICOM file';
   return `file could not be read${code ? ` (${code})` : ''}`;
 }
 

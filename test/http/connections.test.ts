@@ -53,6 +53,20 @@ describe('headers timeout', () => {
     for (const text of [idleText, halfText, trickleText]) expect(text).toMatch(/^HTTP\/1\.1 408 /);
     expect((await t.request('GET', '/v1/auth/me')).status).toBe(200);
   });
+
+  it('answers requests the HTTP parser refuses (oversized headers, garbage) in the error envelope', async () => {
+    const big = await hold(t.url, (socket) => socket.write(`GET /v1/auth/me HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`));
+    const garbage = await hold(t.url, (socket) => socket.write('\u0001\u0002 not http at all\r\n\r\n'));
+    const [bigText, garbageText] = await Promise.all([big.closed, garbage.closed]);
+    expect(bigText).toMatch(/^HTTP\/1\.1 431 /);
+    expect(garbageText).toMatch(/^HTTP\/1\.1 400 /);
+    for (const [text, code] of [[bigText, 431], [garbageText, 400]] as const) {
+      const body = JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4)) as { status: string; error: { code: number; message: string } };
+      expect(body.status).toBe('error');
+      expect(body.error.code).toBe(code);
+    }
+    expect(JSON.parse(bigText.slice(bigText.indexOf('\r\n\r\n') + 4)).error.details).toContain('16 KB');
+  });
 });
 
 describe('connection cap', () => {
