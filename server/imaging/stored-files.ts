@@ -6,6 +6,7 @@
  * and every frame of it cost a 500 MB read (found by a hostile-input probe).
  */
 import type { DicomInstance } from '#server/dicom/parse.ts';
+import { createSharedLru } from '#server/imaging/shared-lru.ts';
 
 export const DEFAULT_STORED_FILE_BYTES = 512 * 1024 * 1024;
 
@@ -18,49 +19,11 @@ export type StoredFiles = {
 };
 
 export function createStoredFiles(maxBytes = DEFAULT_STORED_FILE_BYTES): StoredFiles {
-  const entries = new Map<string, StoredFile>();
-  const pending = new Map<string, Promise<StoredFile>>();
-  let bytes = 0;
-
-  const insert = (path: string, file: StoredFile): void => {
-    const size = file.bytes.byteLength;
-    if (size > maxBytes) return;
-    entries.set(path, file);
-    bytes += size;
-    // Few entries (files of many frames each): a walk from the oldest costs nothing.
-    for (const [oldPath, old] of entries) {
-      if (bytes <= maxBytes) break;
-      entries.delete(oldPath);
-      bytes -= old.bytes.byteLength;
-    }
-  };
-
+  const files = createSharedLru<StoredFile>(maxBytes, (file) => file.bytes.byteLength);
   return {
     get bytes() {
-      return bytes;
+      return files.bytes;
     },
-    async get(path, keep, load) {
-      const hit = entries.get(path);
-      if (hit) {
-        entries.delete(path);
-        entries.set(path, hit);
-        return hit;
-      }
-      const inFlight = pending.get(path);
-      if (inFlight) return inFlight;
-      const loading = load().then(
-        (file) => {
-          pending.delete(path);
-          if (keep) insert(path, file);
-          return file;
-        },
-        (err: unknown) => {
-          pending.delete(path);
-          throw err;
-        },
-      );
-      pending.set(path, loading);
-      return loading;
-    },
+    get: (path, keep, load) => files.get(path, load, keep),
   };
 }

@@ -5,7 +5,7 @@
 import { inTransaction } from '#server/store/database.ts';
 import type { Database } from '#server/store/database.ts';
 import { insertCompletedAnalysis, type FindingInput, type TriageLabels } from '#server/store/analyses.ts';
-import { upsertPatient, upsertScan, upsertStudy } from '#server/store/archive-index.ts';
+import { upsertPatient, upsertScan, upsertStudy, type InstanceInput } from '#server/store/archive-index.ts';
 
 export type SeededScan = { scanId: string; patientId: string; studyUid: string; scanRef: number };
 
@@ -95,4 +95,38 @@ export async function seedAnalysis(
       (await tx.run(`UPDATE scans SET status = 'analyzed' WHERE id = ?`, [scan.scanRef]));
     }
   });
+}
+
+/**
+ * An instance row's input with a plain 16-bit greyscale image's values, for tests about the index
+ * (places, files listed for sync) rather than the file: `overrides` sets what the test is about.
+ */
+export function instanceInput(overrides: Partial<InstanceInput> & Pick<InstanceInput, 'sopInstanceUid' | 'filePath' | 'fileSha256'>): InstanceInput {
+  return {
+    sopClassUid: '1.2.840.10008.5.1.4.1.1.2',
+    transferSyntax: '1.2.840.10008.1.2.1',
+    rows: 256,
+    columns: 256,
+    frames: 1,
+    instanceNumber: 1,
+    position: null,
+    pixelSpacing: null,
+    fileSize: 1,
+    imaging: {
+      samplesPerPixel: 1,
+      photometric: 'MONOCHROME2',
+      bitsAllocated: 16,
+      bitsStored: 12,
+      pixelRepresentation: 0,
+      rescaleSlope: 1,
+      rescaleIntercept: 0,
+      windowCenter: null,
+      windowWidth: null,
+      imagePosition: null,
+      imageOrientation: null,
+      frameValues: null,
+      framesProblem: null,
+    },
+    ...overrides,
+  };
 }

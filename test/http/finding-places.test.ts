@@ -9,7 +9,7 @@ import { inTransaction } from '#server/store/database.ts';
 import { insertInstance } from '#server/store/archive-index.ts';
 import { parseCsv } from '../helpers/csv.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
-import { seedAnalysis, seedScan, uid, type SeededScan } from '../helpers/seed.ts';
+import { instanceInput, seedAnalysis, seedScan, uid, type SeededScan } from '../helpers/seed.ts';
 
 let t: TestServer;
 let reader: { key: string; userId: string };
@@ -29,35 +29,14 @@ async function addSlices(scan: SeededScan, count: number, spacing: [number, numb
       await insertInstance(
         tx,
         scan.scanRef,
-        {
+        instanceInput({
           sopInstanceUid: uids[i]!,
-          sopClassUid: '1.2.840.10008.5.1.4.1.1.2',
-          transferSyntax: '1.2.840.10008.1.2.1',
-          rows: 256,
-          columns: 256,
-          frames: 1,
           instanceNumber: i + 1,
           position: 10 + 5 * i,
           pixelSpacing: spacing ? JSON.stringify(spacing) : null,
           filePath: `missing/${uids[i]!}.dcm`,
           fileSha256: 'cd'.repeat(32),
-          fileSize: 1,
-          imaging: {
-            samplesPerPixel: 1,
-            photometric: 'MONOCHROME2',
-            bitsAllocated: 16,
-            bitsStored: 12,
-            pixelRepresentation: 0,
-            rescaleSlope: 1,
-            rescaleIntercept: 0,
-            windowCenter: null,
-            windowWidth: null,
-            imagePosition: null,
-            imageOrientation: null,
-            frameValues: null,
-            framesProblem: null,
-          },
-        },
+        }),
         '2026-03-01T08:00:00.000Z',
       );
     }

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inTransaction } from '#server/store/database.ts';
 import { insertInstance } from '#server/store/archive-index.ts';
 import { enrollDevice } from '#server/sync/devices.ts';
-import { seedScan, uid, type SeededScan } from '../helpers/seed.ts';
+import { instanceInput, seedScan, uid, type SeededScan } from '../helpers/seed.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
 let t: TestServer;
@@ -31,40 +31,7 @@ const sha = (text: string): string => createHash('sha256').update(text).digest('
 async function addInstance(scan: SeededScan, n: number): Promise<string> {
   const file = sha(`${scan.scanId}/${n}`);
   await inTransaction(t.server.services.db, async (tx) => {
-    await insertInstance(
-      tx,
-      scan.scanRef,
-      {
-        sopInstanceUid: uid(),
-        sopClassUid: '1.2.840.10008.5.1.4.1.1.4',
-        transferSyntax: '1.2.840.10008.1.2.1',
-        rows: 64,
-        columns: 64,
-        frames: 1,
-        instanceNumber: n,
-        position: n,
-        pixelSpacing: null,
-        filePath: `aa/${file}.dcm`,
-        fileSha256: file,
-        fileSize: 1000 + n,
-        imaging: {
-          samplesPerPixel: 1,
-          photometric: 'MONOCHROME2',
-          bitsAllocated: 16,
-          bitsStored: 12,
-          pixelRepresentation: 0,
-          rescaleSlope: 1,
-          rescaleIntercept: 0,
-          windowCenter: null,
-          windowWidth: null,
-          imagePosition: null,
-          imageOrientation: null,
-          frameValues: null,
-          framesProblem: null,
-        },
-      },
-      '2026-03-01T08:00:00.000Z',
-    );
+    await insertInstance(tx, scan.scanRef, instanceInput({ sopInstanceUid: uid(), instanceNumber: n, position: n, filePath: `aa/${file}.dcm`, fileSha256: file, fileSize: 1000 + n }), '2026-03-01T08:00:00.000Z');
   });
   return file;
 }
