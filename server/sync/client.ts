@@ -427,7 +427,7 @@ async function pull(deps: SyncDeps, link: HubLink, report: SyncReport, options: 
       const stamps = page.changes.map((c) => parseHlc(c.hlc)).filter((t): t is HlcTimestamp => t !== undefined);
       const received = deps.replica.hlc.receive(stamps);
       const remote: RemoteChange[] = page.changes.map((c) => ({ change_id: c.change_id, device_id: c.device_id, entity: c.entity, key: c.key, hlc: c.hlc, user_id: c.user_id, payload: c.payload }));
-      // Instances come down by assignment (not built yet): one whose file is not here is skipped.
+      // Instances come down by assignment: one whose file is not here waits in the inbox for it.
       const prepared = await prepareChanges(deps.db, deps.dataDir, remote);
       const at = deps.clock.now().toISOString();
       const applied = await deps.db.transaction(async (tx) => {
