@@ -7,7 +7,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { datasetBytes, readDicom } from '#server/dicom/parse.ts';
+import { datasetBytes } from '#server/dicom/parse.ts';
 import { frameBytes } from '#server/dicom/frame-fragments.ts';
 import { decodeFrame } from '#server/dicom/pixels.ts';
 import { findTransferSyntax, type PixelEncoding } from '#server/dicom/transfer-syntax.ts';
@@ -16,7 +16,7 @@ import { acceptedTypes, multipartBody, notAcceptable, type MultipartBody, type P
 import type { DicomJson } from '#server/dicomweb/qido.ts';
 import { MiaError } from '#server/errors.ts';
 import { littleEndianBytes } from '#server/imaging/display.ts';
-import { renderedFrame, type ImageDeps } from '#server/imaging/images.ts';
+import { renderedFrame, storedFile, type ImageDeps } from '#server/imaging/images.ts';
 import { findRetrievable, type RetrieveRow } from '#server/store/dicomweb-index.ts';
 import type { Services } from '#server/services.ts';
 
@@ -143,12 +143,7 @@ export async function retrieveFrames(
     throw notAcceptable('Frames are sent as multipart/related of application/octet-stream, or of their compressed media type', `stored as ${row.transfer_syntax}${compressedType ? ` (${compressedType})` : ''}`);
   }
   // Shared with the other frame requests of this file (a viewer asks for each frame apart).
-  const { bytes, instance } = await services.frames.files.get(row.file_path, row.frames > 1, async () => {
-    const read = new Uint8Array(await readFile(join(services.dataDir, row.file_path)));
-    const parsed = await readDicom(read);
-    if (!parsed.ok) throw new MiaError('unprocessable', 'Stored file no longer parses', parsed.reason);
-    return { bytes: read, instance: parsed.instance };
-  });
+  const { bytes, instance } = await storedFile(services, row);
   const base = `/dicom-web/studies/${row.study_uid}/series/${row.series_uid}/instances/${row.sop_instance_uid}/frames`;
   const part = async (frame: number): Promise<Part> => {
     const px = instance.pixelData;

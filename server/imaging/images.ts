@@ -13,6 +13,7 @@ import type { DecodedFrame } from '#server/dicom/pixel-types.ts';
 import { applyRescale, type Window } from '#server/dicom/modality.ts';
 import { MiaError, notFound } from '#server/errors.ts';
 import type { FrameCache } from '#server/imaging/frame-cache.ts';
+import type { StoredFile } from '#server/imaging/stored-files.ts';
 import { pixelAspect } from '#common/pixel-aspect.ts';
 import type { MeasureFrame } from '#common/measure.ts';
 import { defaultWindow, downscale, littleEndianBytes, resampleToAspect, toDisplay, type DisplaySettings } from '#server/imaging/display.ts';
@@ -96,17 +97,26 @@ type Orientation = [number, number, number, number, number, number];
 
 type LoadedFrame = { row: InstanceRow; frame: DecodedFrame; settings: DisplaySettings };
 
+/** An instance's stored file, read and parsed: shared with the other frame requests of the moment (stored-files.ts). */
+export async function storedFile(services: ImageDeps, row: { file_path: string; frames: number }): Promise<StoredFile> {
+  return await services.frames.files.get(
+    row.file_path,
+    async () => {
+      const bytes = new Uint8Array(await readFile(join(services.dataDir, row.file_path)));
+      const result = await readDicom(bytes);
+      if (!result.ok) throw new MiaError('unprocessable', 'Stored file no longer parses', result.reason);
+      return { bytes, instance: result.instance };
+    },
+    row.frames > 1,
+  );
+}
+
 async function loadFrame(services: ImageDeps, row: InstanceRow, frameIndex: number): Promise<LoadedFrame> {
   if (frameIndex >= row.frames) {
     throw new MiaError('not_found', 'Frame not found', `instance ${row.sop_instance_uid} has ${row.frames} frame(s), numbered from 0`);
   }
   const frame = await services.frames.get(`${row.sop_instance_uid}#${frameIndex}`, async () => {
-    const { bytes, instance } = await services.frames.files.get(row.file_path, row.frames > 1, async () => {
-      const read = new Uint8Array(await readFile(join(services.dataDir, row.file_path)));
-      const result = await readDicom(read);
-      if (!result.ok) throw new MiaError('unprocessable', 'Stored file no longer parses', result.reason);
-      return { bytes: read, instance: result.instance };
-    });
+    const { bytes, instance } = await storedFile(services, row);
     try {
       // Copied out of the file's bytes (the default): a kept frame must not hold its whole file.
       const decoded = await decodeFrame(bytes, instance, frameIndex);

@@ -6,24 +6,15 @@
  * and every frame of it cost a 500 MB read (found by a hostile-input probe).
  */
 import type { DicomInstance } from '#server/dicom/parse.ts';
-import { createSharedLru } from '#server/imaging/shared-lru.ts';
+import { createSharedLru, type SharedLru } from '#server/imaging/shared-lru.ts';
 
 export const DEFAULT_STORED_FILE_BYTES = 512 * 1024 * 1024;
 
 export type StoredFile = { bytes: Uint8Array; instance: DicomInstance };
 
-export type StoredFiles = {
-  /** `keep`: worth keeping after this request (a file of several frames). */
-  get(path: string, keep: boolean, load: () => Promise<StoredFile>): Promise<StoredFile>;
-  readonly bytes: number;
-};
+/** get(path, load, keep): `keep` when worth keeping after this request (a file of several frames). */
+export type StoredFiles = SharedLru<StoredFile>;
 
 export function createStoredFiles(maxBytes = DEFAULT_STORED_FILE_BYTES): StoredFiles {
-  const files = createSharedLru<StoredFile>(maxBytes, (file) => file.bytes.byteLength);
-  return {
-    get bytes() {
-      return files.bytes;
-    },
-    get: (path, keep, load) => files.get(path, load, keep),
-  };
+  return createSharedLru<StoredFile>(maxBytes, (file) => file.bytes.byteLength);
 }

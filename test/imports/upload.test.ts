@@ -214,14 +214,20 @@ describe('watch folder', () => {
       // Taken out and dropped in again, even with its old size and time: imported again (the
       // archive knows it already), as a technologist sending it twice would expect.
       rmSync(file);
-      await new Promise((r) => setTimeout(r, 500));
-      copyFileSync(CT_SMALL, file);
-      utimesSync(file, time, time);
+      // Another file imported after the removal: a look at the folder without ct.dcm has happened.
+      copyFileSync(CT_SMALL, join(watchDir, 'other.dcm'));
       for (let i = 0; i < 100 && jobs.length < 2; i++) {
         await new Promise((r) => setTimeout(r, 100));
         jobs = (await w.request('GET', '/v1/imports')).json.data.items;
       }
       expect(jobs).toHaveLength(2);
+      copyFileSync(CT_SMALL, file);
+      utimesSync(file, time, time);
+      for (let i = 0; i < 100 && jobs.length < 3; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        jobs = (await w.request('GET', '/v1/imports')).json.data.items;
+      }
+      expect(jobs).toHaveLength(3);
     } finally {
       await w.close();
       rmSync(watchDir, { recursive: true, force: true });

@@ -25,15 +25,15 @@ it('reads a file once for requests at the same moment, and keeps it only when as
     await new Promise((resolve) => setTimeout(resolve, 5));
     return await fileOf();
   };
-  const eight = await Promise.all(Array.from({ length: 8 }, () => files.get('cine.dcm', true, load)));
+  const eight = await Promise.all(Array.from({ length: 8 }, () => files.get('cine.dcm', load, true)));
   expect(reads).toBe(1);
   expect(new Set(eight).size).toBe(1);
-  await files.get('cine.dcm', true, load);
+  await files.get('cine.dcm', load, true);
   expect(reads).toBe(1);
 
-  await Promise.all([files.get('slice.dcm', false, load), files.get('slice.dcm', false, load)]);
+  await Promise.all([files.get('slice.dcm', load, false), files.get('slice.dcm', load, false)]);
   expect(reads).toBe(2);
-  await files.get('slice.dcm', false, load);
+  await files.get('slice.dcm', load, false);
   expect(reads).toBe(3);
   expect(files.bytes).toBe(bytes.byteLength);
 });
@@ -45,21 +45,21 @@ it('keeps at most its bytes, dropping the file used longest ago; a failed read i
     reads += 1;
     return await fileOf(size);
   };
-  await files.get('a', true, load(1000));
-  await files.get('b', true, load(1000));
-  await files.get('a', true, load(1000));
-  await files.get('c', true, load(1500));
+  await files.get('a', load(1000), true);
+  await files.get('b', load(1000), true);
+  await files.get('a', load(1000), true);
+  await files.get('c', load(1500), true);
   expect(files.bytes).toBeLessThanOrEqual(3000);
   const before = reads;
-  await files.get('a', true, load(1000));
+  await files.get('a', load(1000), true);
   expect(reads).toBe(before);
-  await files.get('b', true, load(1000));
+  await files.get('b', load(1000), true);
   expect(reads).toBe(before + 1);
   // Larger than everything it may keep: served, not kept.
-  await files.get('huge', true, load(4000));
+  await files.get('huge', load(4000), true);
   expect(files.bytes).toBeLessThanOrEqual(3000);
 
-  await expect(files.get('bad', true, () => Promise.reject(new Error('unreadable')))).rejects.toThrow('unreadable');
-  await files.get('bad', true, load(10));
+  await expect(files.get('bad', () => Promise.reject(new Error('unreadable')), true)).rejects.toThrow('unreadable');
+  await files.get('bad', load(10), true);
   expect(reads).toBe(before + 3);
 });
