@@ -7,7 +7,8 @@
 import type { ExportFormat } from '#common/vocabulary.ts';
 import type { ExportFilters, ScanResultV11 } from '#server/api/schemas.ts';
 import type { Pseudonymizer } from '#server/exports/pseudonyms.ts';
-import { csvDocument, xmlDocument } from '#server/formats/documents.ts';
+import { csvHeader } from '#server/formats/csv.ts';
+import { xmlDocument } from '#server/formats/documents.ts';
 import { scanResultSerializer } from '#server/formats/serializers.ts';
 import { xmlElement, type XmlValue } from '#server/formats/xml.ts';
 import { listResults, type ScanDeps } from '#server/scans/scans.ts';
@@ -37,11 +38,13 @@ export type DocumentParts = {
 export function documentParts(format: ExportFormat): DocumentParts {
   switch (format) {
     case 'csv': {
-      // The header line alone, then each page's lines without it: toCsv's output minus its first line.
-      const headLine = csvDocument(scanResultSerializer, []);
       return {
-        head: () => headLine,
-        page: (items) => csvDocument(scanResultSerializer, items).slice(headLine.length),
+        head: () => csvHeader(scanResultSerializer.columns),
+        page: (items) => {
+          let lines = '';
+          for (const item of items) lines += scanResultSerializer.csvLines(item);
+          return lines;
+        },
         between: '',
         tail: () => '',
       };

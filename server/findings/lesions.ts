@@ -26,12 +26,6 @@ function lesionReview(members: readonly FindingV11[]): Lesion['review'] {
 }
 
 /** Every finding belongs to exactly one lesion; lesions come in the findings' order of first member. */
-/** The spacing source of a lesion's sizes: its findings', when they say (all are on one series). */
-function spacingSourceOf(findings: readonly FindingV11[]): Pick<Lesion, 'spacing_source'> {
-  const source = findings.find((f) => f.place?.spacing_source !== undefined)?.place?.spacing_source;
-  return source === undefined ? {} : { spacing_source: source };
-}
-
 export function groupLesions(all: readonly FindingV11[]): Lesion[] {
   // A finding about a whole image (a slice classifier's) has no extent: as a lesion it would
   // claim the image's width as its diameter.
@@ -61,20 +55,35 @@ export function groupLesions(all: readonly FindingV11[]): Lesion[] {
 }
 
 function lesionOf(members: readonly FindingV11[]): Lesion {
-  const bySlice = [...members].sort((a, b) => (a.place?.slice ?? 0) - (b.place?.slice ?? 0));
-  const slices = bySlice.flatMap((f) => (f.place ? [f.place.slice] : []));
-  const diameters = bySlice.flatMap((f) => (f.place?.width_mm != null && f.place.height_mm != null ? [Math.max(f.place.width_mm, f.place.height_mm)] : []));
+  // One pass, no copies: an export builds a lesion for each of a million findings.
+  const bySlice = members.length === 1 ? members : [...members].sort((a, b) => (a.place?.slice ?? 0) - (b.place?.slice ?? 0));
+  let firstSlice: number | null = null;
+  let lastSlice: number | null = null;
+  let largest: number | null = null;
+  let spacingSource: Lesion['spacing_source'];
+  let confidence = -Infinity;
+  for (const f of bySlice) {
+    const place = f.place;
+    if (place) {
+      firstSlice = firstSlice === null ? place.slice : Math.min(firstSlice, place.slice);
+      lastSlice = lastSlice === null ? place.slice : Math.max(lastSlice, place.slice);
+      if (place.width_mm != null && place.height_mm != null) largest = Math.max(largest ?? -Infinity, place.width_mm, place.height_mm);
+      spacingSource ??= place.spacing_source;
+    }
+    confidence = Math.max(confidence, f.confidence);
+  }
   const first = bySlice[0];
   return {
     id: first?.id ?? '',
     label: first?.label ?? '',
     finding_ids: bySlice.map((f) => f.id),
-    first_slice: slices.length > 0 ? Math.min(...slices) : null,
-    last_slice: slices.length > 0 ? Math.max(...slices) : null,
+    first_slice: firstSlice,
+    last_slice: lastSlice,
     slices: first?.place?.slices ?? null,
-    largest_diameter_mm: diameters.length > 0 ? Math.max(...diameters) : null,
-    ...spacingSourceOf(bySlice),
-    confidence: Math.max(...members.map((f) => f.confidence)),
+    largest_diameter_mm: largest,
+    // The spacing source of a lesion's sizes: its findings', when they say (all are on one series).
+    ...(spacingSource === undefined ? {} : { spacing_source: spacingSource }),
+    confidence,
     review: lesionReview(members),
   };
 }

@@ -31,8 +31,18 @@ export function csvField(cell: CsvCell): string {
   return NEEDS_QUOTES.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 
+/** The header line: the column names as cells. */
+export function csvHeader(columns: readonly string[]): string {
+  return columns.map(csvField).join(',') + '\r\n';
+}
+
 export function toCsv(columns: readonly string[], rows: readonly Record<string, CsvCell>[]): string {
-  let out = columns.map(csvField).join(',') + '\r\n';
+  return csvHeader(columns) + csvLines(columns, rows);
+}
+
+/** The rows as lines without the header, each cell taken by its column's name. */
+export function csvLines(columns: readonly string[], rows: readonly Record<string, CsvCell>[]): string {
+  let out = '';
   for (const row of rows) {
     for (let i = 0; i < columns.length; i += 1) {
       const column = columns[i] ?? '';

@@ -1,11 +1,13 @@
 /** Whole documents in each format from a list of records and one serializer. */
 import type { ResourceSerializer } from '#server/formats/serializers.ts';
-import { toCsv } from '#server/formats/csv.ts';
+import { csvHeader } from '#server/formats/csv.ts';
 import type { XmlValue } from '#server/formats/xml.ts';
 import { toXmlDocument } from '#server/formats/xml.ts';
 
 export function csvDocument<T>(serializer: ResourceSerializer<T>, items: readonly T[]): string {
-  return toCsv(serializer.columns, items.flatMap((item) => serializer.csvRows(item)));
+  let out = csvHeader(serializer.columns);
+  for (const item of items) out += serializer.csvLines(item);
+  return out;
 }
 
 /** `head` holds document-level fields (an envelope's status and meta, or an export's header),
