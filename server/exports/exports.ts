@@ -16,7 +16,7 @@ import { holdsScope } from '#server/auth/scopes.ts';
 import type { Clock } from '#server/clock.ts';
 import { notFound } from '#server/errors.ts';
 import { documentParts, PAGE_SCANS, renderedPages, type DocumentHeader, type DocumentParts, type PageRange, type RenderedPage } from '#server/exports/export-pages.ts';
-import { renderInWorkers } from '#server/exports/parallel-export.ts';
+import { renderInWorkers, type ParallelExport } from '#server/exports/parallel-export.ts';
 import { pseudonymizerOf, pseudonymSecret } from '#server/exports/pseudonyms.ts';
 import type { Database } from '#server/store/database.ts';
 import { scanIdSpan } from '#server/store/results.ts';
@@ -39,7 +39,7 @@ export const EXPORT_EXTENSION: Record<ExportFormat, string> = { csv: 'csv', xml:
 const PARALLEL_MIN_SCANS = 7000;
 
 /** A test's choice of threads over the configured ones. */
-export type ExportTuning = { workers?: number; parallelMinScans?: number };
+export type ExportTuning = { workers?: number; parallelMinScans?: number; onWorker?: ParallelExport['onWorker'] };
 
 export function exportsDir(dataDir: string): string {
   return join(dataDir, 'exports');
@@ -159,7 +159,7 @@ export async function createExport(
   const workers = tuning.workers ?? deps.config.exportWorkers;
   const ranges = await parallelRanges(deps, input, workers, tuning.parallelMinScans ?? PARALLEL_MIN_SCANS);
   const pages = ranges
-    ? renderInWorkers({ dataDir: deps.dataDir, format: input.format, filters: input.filters, pseudonymSecret: secret, ranges, workers })
+    ? renderInWorkers({ dataDir: deps.dataDir, format: input.format, filters: input.filters, pseudonymSecret: secret, ranges, workers, onWorker: tuning.onWorker })
     : renderedPages(deps, input.format, input.filters, { afterId: 0 }, secret === null ? undefined : pseudonymizerOf(secret));
   const header = { export_id: publicId, generated_at: at, deidentified: input.deidentify };
   const written = await writeExportFile(join(exportsDir(deps.dataDir), fileName), documentParts(input.format), header, pages);

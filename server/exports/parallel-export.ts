@@ -24,6 +24,8 @@ export type ParallelExport = {
   pseudonymSecret: string | null;
   ranges: readonly Required<PageRange>[];
   workers: number;
+  /** A test's hand on each thread once it is ready, to stop one as a crash would. */
+  onWorker?: ((worker: Worker) => void) | undefined;
 };
 
 /** What a worker reports: an Error, or (an error class the thread could not clone) a plain object with its message. */
@@ -40,6 +42,10 @@ type ExportWorker = { worker: Worker; send(message: ToExportWorker): void; close
 function startWorker(data: ExportWorkerData, onPage: (id: number, page: RenderedPage) => void, onFailure: (err: Error) => void): Promise<ExportWorker> {
   const worker = new Worker(workerBootstrap(import.meta.url, 'export-worker'), { eval: true, workerData: data });
   let closed: (() => void) | undefined;
+  // Listened for from the start: a thread that died (out of memory, a native fault) emitted its
+  // one 'exit' before the export closes it, and waiting for another held the export, its file
+  // and its request for good.
+  const gone = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
   const handle: ExportWorker = {
     worker,
     send: (message) => worker.postMessage(message),
@@ -47,7 +53,7 @@ function startWorker(data: ExportWorkerData, onPage: (id: number, page: Rendered
       const done = new Promise<void>((resolve) => (closed = resolve));
       worker.postMessage({ type: 'close' } satisfies ToExportWorker);
       const timer = setTimeout(() => void worker.terminate(), CLOSE_TIMEOUT_MS);
-      await Promise.race([done, new Promise<void>((resolve) => worker.once('exit', () => resolve()))]);
+      await Promise.race([done, gone]);
       clearTimeout(timer);
       await worker.terminate();
     },
@@ -115,6 +121,7 @@ export async function* renderInWorkers(job: ParallelExport): AsyncGenerator<Rend
   };
   const started = await Promise.allSettled(Array.from({ length: job.workers }, () => startWorker(data, onPage, fail)));
   const workers = started.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  for (const { worker } of workers) job.onWorker?.(worker);
   try {
     const notStarted = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (notStarted) throw asError(notStarted.reason);

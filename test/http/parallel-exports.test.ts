@@ -78,4 +78,16 @@ describe('exports rendered by worker threads', () => {
     await expect(createExport({ ...deps, dataDir }, caller, { format: 'csv', filters: {}, deidentify: false }, THREE_WORKERS)).rejects.toThrow(/not a database/);
     expect(readdirSync(exportsDir(dataDir))).toEqual([]);
   });
+
+  it('fails whole, with no file left, when a worker thread dies while rendering', async (context) => {
+    onSqlite(context);
+    mkdirSync(exportsDir(t.dataDir), { recursive: true });
+    const before = readdirSync(exportsDir(t.dataDir));
+    // The thread stops as one that ran out of memory would: after it said it was ready, with ranges asked of it.
+    const crash: ExportTuning = { ...THREE_WORKERS, onWorker: (worker) => void worker.once('message', () => void worker.terminate()) };
+    await expect(createExport(deps, caller, { format: 'json', filters: {}, deidentify: false }, crash)).rejects.toThrow(/export worker exited/);
+    expect(readdirSync(exportsDir(t.dataDir))).toEqual(before);
+    // The store still exports.
+    expect((await exported('csv', THREE_WORKERS)).rows).toBe(SCANS);
+  });
 });
