@@ -92,28 +92,39 @@ function resultFilterOf(filters: ExportFilters): ResultFilter {
 /** Scans after `afterId`, through `throughId` if given (else to the end). */
 export type PageRange = { afterId: number; throughId?: number | undefined };
 
-/** A page as UTF-8, made where it was rendered (a worker hands the bytes over without a copy). */
-export type RenderedPage = { bytes: Buffer; rows: number };
+/**
+ * A page as UTF-8, made where it was rendered (a worker hands the bytes over without a copy);
+ * `written`, when given, is called once the bytes are in the file and no longer needed.
+ */
+export type RenderedPage = { bytes: Buffer; rows: number; written?: () => void };
+
+/** A page's text and the results it holds. */
+export type PageText = { text: string; rows: number };
 
 /**
  * The results of the scans in `range`, as pages of the format's size, each serialized: one
  * indexed range scan per page (keyset on the scan id), so a page at a time is in memory.
  */
-export async function* renderedPages(
+export async function* pageTexts(
   deps: ScanDeps,
   format: ExportFormat,
   filters: ExportFilters,
   range: PageRange,
   pseudonyms: Pseudonymizer | undefined,
-): AsyncGenerator<RenderedPage> {
+): AsyncGenerator<PageText> {
   const parts = documentParts(format);
   const filter = { ...resultFilterOf(filters), throughId: range.throughId };
   let afterId = range.afterId;
   for (;;) {
     const page = await listResults(deps, filter, { afterId, limit: PAGE_SCANS[format] }, { once: true });
     const items = pseudonyms ? page.items.map((result) => deidentify(result, pseudonyms)) : page.items;
-    if (items.length > 0) yield { bytes: Buffer.from(parts.page(items)), rows: items.length };
+    if (items.length > 0) yield { text: parts.page(items), rows: items.length };
     if (page.nextAfterId === null) return;
     afterId = page.nextAfterId;
   }
+}
+
+/** pageTexts as UTF-8, for the thread that writes them. */
+export async function* renderedPages(...args: Parameters<typeof pageTexts>): AsyncGenerator<RenderedPage> {
+  for await (const page of pageTexts(...args)) yield { bytes: Buffer.from(page.text), rows: page.rows };
 }

@@ -11,12 +11,12 @@ export type ExportWorkerData = {
   pseudonymSecret: string | null;
 };
 
-/** Render the scans after `afterId` through `throughId`. */
-export type ToExportWorker = { type: 'range'; id: number; afterId: number; throughId: number } | { type: 'close' };
+/** Render the scans after `afterId` through `throughId`; take back a range's memory once written. */
+export type ToExportWorker = { type: 'range'; id: number; afterId: number; throughId: number } | { type: 'reuse'; buffer: ArrayBuffer } | { type: 'close' };
 
 export type FromExportWorker =
   | { type: 'ready' }
-  /** The range's pages joined (with the format's `between`) as UTF-8, and the results they hold. */
+  /** The range's pages joined (with the format's `between`) as UTF-8, at the start of a transferred buffer, and the results they hold. */
   | { type: 'range'; id: number; bytes: Uint8Array; rows: number }
   | { type: 'error'; id: number; message: string; code: string | undefined }
   | { type: 'closed' };

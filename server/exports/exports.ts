@@ -95,12 +95,12 @@ async function writeExportFile(path: string, parts: DocumentParts, header: Docum
   let sizeBytes = 0;
   let rowCount = 0;
   let inFlight: Promise<unknown> = Promise.resolve();
-  const write = async (bytes: Buffer) => {
-    if (bytes.length === 0) return;
+  const write = async (bytes: Buffer, written?: () => void) => {
+    if (bytes.length === 0) return written?.();
     hash.update(bytes);
     sizeBytes += bytes.length;
     await inFlight;
-    inFlight = writeAll(file, bytes);
+    inFlight = writeAll(file, bytes).then(written);
     // Awaited before the next write or at the end; until then a failure must not count as unhandled.
     inFlight.catch(() => undefined);
   };
@@ -108,7 +108,9 @@ async function writeExportFile(path: string, parts: DocumentParts, header: Docum
     const between = Buffer.from(parts.between);
     await write(Buffer.from(parts.head(header)));
     for await (const page of pages) {
-      await write(rowCount > 0 && between.length > 0 ? Buffer.concat([between, page.bytes]) : page.bytes);
+      // Written apart, not joined: a joined copy would be memory this thread allocates per page.
+      if (rowCount > 0) await write(between);
+      await write(page.bytes, page.written);
       rowCount += page.rows;
     }
     await write(Buffer.from(parts.tail(rowCount)));

@@ -73,10 +73,14 @@ function startWorker(data: ExportWorkerData, onPage: (id: number, page: Rendered
           ready = true;
           resolve(handle);
           return;
-        case 'range':
-          // A transferred Uint8Array arrives as one: viewed as a Buffer, not copied.
-          onPage(message.id, { bytes: Buffer.from(message.bytes.buffer, message.bytes.byteOffset, message.bytes.byteLength), rows: message.rows });
+        case 'range': {
+          // A transferred Uint8Array arrives as one: viewed as a Buffer, not copied, and its
+          // memory handed back to the worker to fill again once written (export-worker.ts).
+          const buffer = message.bytes.buffer as ArrayBuffer;
+          const written = (): void => worker.postMessage({ type: 'reuse', buffer } satisfies ToExportWorker, [buffer]);
+          onPage(message.id, { bytes: Buffer.from(buffer, message.bytes.byteOffset, message.bytes.byteLength), rows: message.rows, written });
           return;
+        }
         case 'error': {
           const err = Object.assign(new Error(message.message), { code: message.code });
           if (!ready) reject(err);
