@@ -53,7 +53,7 @@ let work: Promise<void> = Promise.resolve();
 
 port.on('message', (message: ToExportWorker) => {
   if (message.type === 'reuse') {
-    // Too small for what came since: dropped rather than kept forever.
+    // A bound, not a size: the buffers are at most the ranges asked ahead, and all go with the thread.
     if (spare.length < MAX_KEPT) spare.push(message.buffer);
     return;
   }
