@@ -266,7 +266,7 @@ export async function run(): Promise<string> {
     '',
     `### Export of 1,000,000 findings (${million.counts.scans.toLocaleString('en')} scans, ${million.counts.findings.toLocaleString('en')} findings)`,
     '',
-    `POST /v1/exports with no filter, timed to its answer (the file is written and fsynced by then), each format in a freshly started server. Server RSS at rest: up to ${idleMb.toFixed(0)} MB.`,
+    `POST /v1/exports with no filter, timed to its answer (the file is written and fsynced by then), each format in a freshly started server. Server RSS at rest: up to ${idleMb.toFixed(0)} MB. The folder holds no instance rows (bench/generate-scale.ts), as a store whose files were pruned: each finding\'s slice place is looked up and not found, where a store with its instances also reads and numbers them.`,
     '',
     '| format | seconds | findings/s | rows written | rows/s | file MB | server peak RSS (VmHWM) MB | goal |',
     '|---|---|---|---|---|---|---|---|',
