@@ -33,6 +33,9 @@ const httpLimitsSchema = z
     keepAliveTimeoutMs: z.number().int().positive(),
     /** Parts of one multipart upload (POST /v1/instances); more are 413. */
     maxUploadParts: z.number().int().min(1).max(100_000),
+    /** An answer whose client stopped reading (its bytes wait, none leave) this long is cut,
+     * and its file closed (http/send-stall.ts). */
+    sendStallMs: z.number().int().positive(),
   })
   // Node refuses a header timeout longer than the request timeout.
   .refine((limits) => limits.headersTimeoutMs <= limits.requestTimeoutMs, { message: 'headersTimeoutMs must not exceed requestTimeoutMs' });
@@ -128,6 +131,7 @@ export const DEFAULT_HTTP_LIMITS: HttpLimits = {
   requestTimeoutMs: 10 * 60_000,
   keepAliveTimeoutMs: 5_000,
   maxUploadParts: 1_000,
+  sendStallMs: 60_000,
 };
 export const HUB_MAX_CONNECTIONS = 1_024;
 

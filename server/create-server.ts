@@ -9,6 +9,7 @@ import type express from 'express';
 import type { ServerConfig, ServerConfigInput } from '#server/config.ts';
 import { createApp } from '#server/http/app.ts';
 import { answerClientError } from '#server/http/client-errors.ts';
+import { cutStalledSends } from '#server/http/send-stall.ts';
 import { createRuntime, type Runtime } from '#server/runtime.ts';
 import type { Services } from '#server/services.ts';
 
@@ -48,6 +49,7 @@ export async function createServer(input: ServerConfigInput): Promise<MiaServer>
           app,
         );
         server.keepAliveTimeout = limits.keepAliveTimeoutMs;
+        const stopWatching = cutStalledSends(server, limits.sendStallMs);
         server.on('clientError', (err: Error & { code?: string }, socket) => answerClientError(err, socket, config.clock));
         // Beyond the cap Node closes new sockets as they arrive: each held one costs a descriptor
         // and memory, and a flood of them must not starve the process.
@@ -60,6 +62,7 @@ export async function createServer(input: ServerConfigInput): Promise<MiaServer>
             const closed = new Promise<void>((resolveClose) => server.close(() => resolveClose()));
             server.closeIdleConnections();
             await closed;
+            stopWatching();
           });
           const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
           resolve(`http://${shownHost}:${address.port}`);
