@@ -9,9 +9,16 @@ import type express from 'express';
 import type { ServerConfig, ServerConfigInput } from '#server/config.ts';
 import { createApp } from '#server/http/app.ts';
 import { answerClientError } from '#server/http/client-errors.ts';
+import { endEventStreams } from '#server/http/event-streams.ts';
 import { cutStalledSends } from '#server/http/send-stall.ts';
 import { createRuntime, type Runtime } from '#server/runtime.ts';
 import type { Services } from '#server/services.ts';
+
+/**
+ * How long a stopping server lets in-flight requests finish (an upload, an export being written)
+ * before it cuts their connections: under the desktop app's 15 s wait for its server to stop.
+ */
+const SHUTDOWN_GRACE_MS = 10_000;
 
 export type MiaServer = {
   app: express.Express;
@@ -58,10 +65,16 @@ export async function createServer(input: ServerConfigInput): Promise<MiaServer>
         server.listen(port, host, () => {
           const address = server.address() as AddressInfo;
           runtime.attachListener(async () => {
-            // Stop accepting, let in-flight requests finish their writes, then drop idle sockets.
+            // Stop accepting, end event streams, let in-flight requests finish their writes and
+            // drop each socket once it is idle; what is still open after the grace is cut.
             const closed = new Promise<void>((resolveClose) => server.close(() => resolveClose()));
+            endEventStreams(app);
             server.closeIdleConnections();
+            const sweep = setInterval(() => server.closeIdleConnections(), 100);
+            const grace = setTimeout(() => server.closeAllConnections(), SHUTDOWN_GRACE_MS);
             await closed;
+            clearInterval(sweep);
+            clearTimeout(grace);
             stopWatching();
           });
           const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;

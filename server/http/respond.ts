@@ -6,6 +6,7 @@ import type { XmlValue } from '#server/formats/xml.ts';
 import { errorEnvelope, successEnvelope, type ErrorBody, type Meta } from '#server/http/envelope.ts';
 import { CONTENT_TYPE, type Format } from '#server/http/format.ts';
 import { encodeCursor } from '#server/http/pagination.ts';
+import { trackEventStream } from '#server/http/event-streams.ts';
 import { contextOf } from '#server/http/request-context.ts';
 import type { EventSink, HandlerResult } from '#server/http/route.ts';
 import type { Clock } from '#server/clock.ts';
@@ -76,6 +77,7 @@ function sendEvents(req: Request, res: Response, run: (sink: EventSink) => Promi
   res.flushHeaders();
   const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), EVENT_KEEPALIVE_MS);
   res.on('close', () => controller.abort());
+  const untrack = trackEventStream(req.app, controller);
   const sink: EventSink = {
     signal: controller.signal,
     send(event, data) {
@@ -88,6 +90,7 @@ function sendEvents(req: Request, res: Response, run: (sink: EventSink) => Promi
       sink.send('error', { message: 'Internal error; quote the request id to support', request_id: contextOf(req).requestId });
     })
     .finally(() => {
+      untrack();
       clearInterval(keepAlive);
       res.end();
     });

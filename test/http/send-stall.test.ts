@@ -1,13 +1,16 @@
 /**
  * An answer the client stopped reading (server/http/send-stall.ts): its connection is cut once
  * nothing has left for the stall time, so the file behind it is closed and the server can shut
- * down; a client that reads slowly gets the whole answer.
+ * down; a client that reads slowly gets the whole answer. A stopping server ends its event
+ * streams (server/http/event-streams.ts) rather than wait for their clients.
  */
 import { readdirSync, readlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_HTTP_LIMITS } from '#server/config.ts';
+import { newImportJobId } from '#server/imports/import-job.ts';
+import { insertImportJob } from '#server/store/import-jobs.ts';
 import { openSocket } from '../helpers/raw-http.ts';
 import { seedAnalysedScans } from '../../bench/seed-results.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
@@ -94,5 +97,27 @@ describe('answers nobody reads', () => {
     socket.write(download);
     await until('the whole file received', () => ended, 60_000);
     expect(received).toBeGreaterThan(FILE_BYTES);
+  });
+});
+
+describe('a stopping server', () => {
+  it('ends its event streams instead of waiting for their clients', { timeout: 30_000 }, async () => {
+    const s = await startTestServer();
+    const { db, clock, node } = s.server.services;
+    // An import another process is running: its stream follows it until it ends.
+    const job = await insertImportJob(db, { publicId: newImportJobId(), kind: 'path', sources: ['/elsewhere'], createdBy: null, owner: { node: node.id, pid: 999_999 }, at: clock.now().toISOString() });
+    const socket = await openSocket(s.url);
+    sockets.push(socket);
+    const received: Buffer[] = [];
+    let closed = false;
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.once('close', () => (closed = true));
+    socket.write(`GET /v1/imports/${job.public_id}/events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${s.adminKey}\r\n\r\n`);
+    await until('the stream started', () => Buffer.concat(received).toString().includes('event: progress'), 5_000);
+    const started = performance.now();
+    await s.close();
+    // Well inside the shutdown grace that would otherwise cut it.
+    expect(performance.now() - started).toBeLessThan(5_000);
+    await until('the stream closed', () => closed, 5_000);
   });
 });
