@@ -112,6 +112,10 @@ export type ServerConfig = {
   routingPollMs: number;
   /** Attempts of a send job before it gives up (transient failures; a refusal gives up at once). */
   routingMaxAttempts: number;
+  /** How often a server takes over imports whose process died (a `mia import` killed while the
+   * server runs), ms: without it such a job showed `running` and held back automatic analyses
+   * until the next start. */
+  importTakeoverMs: number;
   /** The DICOM listener (C-ECHO, C-STORE: server/dimse/scp.ts); null: none. */
   dicom: DicomConfig | null;
 };
@@ -172,6 +176,7 @@ export function resolveConfig(input: ServerConfigInput): ServerConfig {
     syncIntervalMs: z.number().int().min(0).max(24 * 3_600_000).parse(input.syncIntervalMs ?? DEFAULT_SYNC_INTERVAL_MS),
     routingPollMs: z.number().int().min(0).max(3_600_000).parse(input.routingPollMs ?? 1_000),
     routingMaxAttempts: z.number().int().min(1).max(100).parse(input.routingMaxAttempts ?? 8),
+    importTakeoverMs: z.number().int().min(50).max(3_600_000).parse(input.importTakeoverMs ?? 30_000),
     dicom: input.dicom ? dicomConfigSchema.parse(input.dicom) : null,
   };
 }

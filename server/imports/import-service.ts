@@ -40,8 +40,20 @@ export function createImportService(s: Services): ImportService {
   };
 
   let watcher: Watcher | undefined;
+  let takeover: NodeJS.Timeout | undefined;
+  let resuming: Promise<unknown> | undefined;
+  // What a server does at its start, again while it runs: a job whose process died since (a
+  // killed `mia import`) is resumed from its checkpoint, or ended when it cannot be replayed.
+  const resume = (): void => {
+    if (resuming || controller.signal.aborted) return;
+    resuming = resumeAbandonedJobs(deps, { signal: controller.signal });
+    track(resuming, 'resume');
+    void resuming.catch(() => undefined).finally(() => (resuming = undefined));
+  };
   const start = (): void => {
-    track(resumeAbandonedJobs(deps, { signal: controller.signal }), 'resume');
+    resume();
+    takeover = setInterval(resume, s.config.importTakeoverMs);
+    takeover.unref();
     if (!s.config.watchDir) return;
     watcher = watchFolder({
       dir: s.config.watchDir,
@@ -90,6 +102,7 @@ export function createImportService(s: Services): ImportService {
       }
     },
     async stop() {
+      clearInterval(takeover);
       controller.abort();
       await watcher?.stop();
       while (tasks.size > 0) await Promise.all([...tasks]);
