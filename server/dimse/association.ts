@@ -104,7 +104,8 @@ export async function openAssociation(peer: DimsePeer, contexts: readonly Propos
     waiter?.reject(failure);
     waiter = undefined;
   };
-  const channel = new PduChannel(socket, SCU_MAX_PDU, async () => undefined, (problem) => failWith(new DimseError('protocol', problem)));
+  // A peer that takes nothing of a data set for as long as it may take to answer is gone.
+  const channel = new PduChannel(socket, SCU_MAX_PDU, async () => undefined, (problem) => failWith(new DimseError('protocol', problem)), timeoutMs);
   void channel.closed.then((reason) => {
     failWith(new DimseError('aborted', `${peer.calledAeTitle} closed the association${reason ? ` (${reason})` : ''}`));
     releaseAnswered?.();

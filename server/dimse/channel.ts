@@ -14,6 +14,14 @@ export type PduHandler = (pdu: RawPdu) => Promise<void>;
 /** The largest PDU mia sends when the peer announces no limit (PS3.8 D.1: 0 means none). */
 export const UNLIMITED_SEND_PDU = 1024 * 1024;
 
+/**
+ * How long a send may wait for the peer to take bytes before the connection is aborted. A peer
+ * whose process hung with its connection up takes nothing and never closes: a C-STORE of an
+ * object larger than the socket buffers then waited for good, and with it every routing send
+ * behind it and the server's stop.
+ */
+export const DEFAULT_SEND_STALL_MS = 60_000;
+
 export class PduChannel {
   private reader: PduReader;
   private readonly queue: Buffer[] = [];
@@ -28,6 +36,7 @@ export class PduChannel {
     maxReceivePdu: number,
     private handler: PduHandler,
     private readonly onProblem: (problem: string) => void,
+    private readonly sendStallMs = DEFAULT_SEND_STALL_MS,
   ) {
     this.reader = new PduReader(associationBounds(maxReceivePdu));
     socket.setNoDelay(true);
@@ -78,14 +87,20 @@ export class PduChannel {
     if (!this.isOpen) throw new Error('connection closed');
     if (!this.socket.write(bytes)) {
       await new Promise<void>((resolve, reject) => {
-        const onDrain = (): void => {
-          this.socket.off('close', onClose);
-          resolve();
-        };
-        const onClose = (): void => {
+        const settle = (err?: Error): void => {
+          clearTimeout(stalled);
           this.socket.off('drain', onDrain);
-          reject(new Error('connection closed'));
+          this.socket.off('close', onClose);
+          if (err) reject(err);
+          else resolve();
         };
+        const onDrain = (): void => settle();
+        const onClose = (): void => settle(new Error('connection closed'));
+        const stalled = setTimeout(() => {
+          const problem = `the peer took none of what was sent for ${Math.round(this.sendStallMs / 1000)} s`;
+          settle(new Error(problem));
+          this.fail(new PduError(problem, ABORT.reasonNotSpecified));
+        }, this.sendStallMs);
         this.socket.once('drain', onDrain);
         this.socket.once('close', onClose);
       });
