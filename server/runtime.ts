@@ -136,6 +136,8 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
     // Before the database closes: a retrieve under way is recorded as interrupted.
     await retrieves.stop();
     // Like the HTTP listener: no new associations; a store being imported is answered first.
+    // What a failing disk keeps from being indexed stays in the intake log for the next start.
+    storeReceiver.stopping();
     await dicomScp?.stop();
     await recovering;
     await storeReceiver.stop();

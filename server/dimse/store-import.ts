@@ -66,6 +66,12 @@ const RETRY_MS = [500, 1000, 2000, 5000, 10_000, 30_000];
 export type IntakeReceiver = StoreReceiver & {
   /** Indexes what a process that is gone left in the intake log (answered, never indexed). */
   recover(): Promise<void>;
+  /**
+   * The server is stopping: a batch that cannot be indexed now (a full disk) is no longer tried
+   * again but left in the intake log for the next start, so associations and recovery waiting on
+   * it can end. Called before the DICOM listener's stop, which waits for them.
+   */
+  stopping(): void;
   /** Indexes what was answered, then closes the log. */
   stop(): Promise<void>;
 };
@@ -280,6 +286,12 @@ export function createStoreReceiver(s: Services, options: { lingerMs: number }):
     return { answer: { status: STATUS.success }, indexed: enqueue({ jobRef, checked, source: { kind: 'bytes', bytes, record } }) };
   };
 
+  const beginStop = (): void => {
+    stopping = true;
+    wakeRetry?.();
+    lingerWake?.();
+  };
+
   return {
     openSession(caller: CallerIdentity): Promise<StoreSession> {
       let job: ImportJobRow | undefined;
@@ -372,10 +384,9 @@ export function createStoreReceiver(s: Services, options: { lingerMs: number }):
         hold();
       }
     },
+    stopping: beginStop,
     async stop() {
-      stopping = true;
-      wakeRetry?.();
-      lingerWake?.();
+      beginStop();
       await indexing;
       await intake.close();
     },
