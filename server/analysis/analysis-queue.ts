@@ -50,6 +50,8 @@ export type JobProgress = { done: number; total: number };
 
 const DEFAULT_POLL_MS = 2000;
 const WAIT_POLL_MS = 200;
+/** How often a command waiting on another process's job checks that the process still lives. */
+const ABANDONED_LOOK_MS = 2_000;
 /**
  * A running job's progress is written (an UPDATE, and on a hub a NOTIFY every node hears) after
  * its first batch, then at most this often, and after its last. Per batch, a 100-slice job
@@ -289,12 +291,21 @@ export class AnalysisQueue {
         signal?.removeEventListener('abort', onAbort);
       }
     }
+    let lookedForTheDead = performance.now();
     for (;;) {
       const row = await findAnalysisJobById(db, jobId);
       if (!row) throw notFound('Analysis', String(jobId));
       if (isTerminal(row.status) || signal?.aborted || this.#stopped) return row;
       // Running in another process, or released back to the queue by a stop.
       if (row.status === 'queued' && !this.#stopped) return this.runJob(jobId, signal);
+      // The process running it may die meanwhile (a server killed): its job goes back to the
+      // queue, as a server's poll would do, and this process runs it. Without this the command
+      // waited for good when no server was left to notice.
+      if (performance.now() - lookedForTheDead >= ABANDONED_LOOK_MS) {
+        lookedForTheDead = performance.now();
+        await this.requeueAbandoned();
+        continue;
+      }
       await new Promise((resolve) => setTimeout(resolve, WAIT_POLL_MS));
     }
   }

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SEED_TEST_BASE } from '../analysis/helpers.ts';
 import { phantomDicom } from '../analysis/analysis-helpers.ts';
-import { archiveTempFiles, killWhen, readCount } from '../helpers/kill.ts';
+import { archiveTempFiles, killWhen, readCount, spawnMia, stopWhen } from '../helpers/kill.ts';
 import { makePhantoms, runMia } from '../imports/helpers.ts';
 import { committedInstances, expectIntact, importJobStatuses, openReadOnly, sha256, type Acknowledged } from './checks.ts';
 import { call, createKey, dicomFiles, eventually, startServe, type ServeProcess } from './serve-process.ts';
@@ -192,5 +192,37 @@ describe('kill -9 of mia serve', () => {
     } finally {
       db.close();
     }
+  }, 300_000);
+
+  it('mia analyze waiting on the server running its scan takes the job over when the server is killed', async () => {
+    const dataDir = join(work, 'analyze-takeover');
+    const truth = await phantomDicom(work, 'takeover-series', { seed: SEED_TEST_BASE + 7200, series: 1, modality: 'CT', slices: 120 });
+    const imported = runMia(['import', join(work, 'takeover-series')], dataDir);
+    expect(imported.status, imported.stderr).toBe(0);
+    const scanId = truth[0]?.scan_uid;
+    if (!scanId) throw new Error('phantoms.py wrote no series');
+    const key = createKey(dataDir, 'faults@hospital.test');
+    const server = await serve(dataDir);
+    const reply = await call(server.url, key, 'POST', `/v1/scans/${encodeURIComponent(scanId)}/analyses`, { json: {} });
+    expect(reply.status, reply.text).toBe(202);
+    const progress = (): { status: string; done: number; total: number } => {
+      const db = openReadOnly(dataDir);
+      try {
+        const row = db.prepare('SELECT status, slices_done, slices_total FROM analyses').get() as { status: string; slices_done: number; slices_total: number | null } | undefined;
+        return { status: row?.status ?? 'none', done: row?.slices_done ?? 0, total: row?.slices_total ?? 0 };
+      } finally {
+        db.close();
+      }
+    };
+    // The server frozen mid-analysis, alive: the command finds the job running elsewhere and waits.
+    const frozen = await stopWhen(server.child, progress, (p) => p.status === 'running' && p.done > 0 && p.done < p.total, 'the analysis under way');
+    expect(frozen, server.output()).toBeDefined();
+    const cli = spawnMia(['analyze', scanId], dataDir);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(progress().status).toBe('running');
+    server.child.kill('SIGKILL');
+    const exitCode = await new Promise<number | null>((resolve) => cli.child.once('exit', (code) => resolve(code)));
+    expect(exitCode, cli.output()).toBe(0);
+    expect(progress()).toMatchObject({ status: 'succeeded' });
   }, 300_000);
 });
