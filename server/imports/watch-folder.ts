@@ -23,6 +23,13 @@ type Seen = { signature: string; since: number };
  */
 const STATS_IN_FLIGHT = 64;
 
+/**
+ * The longest wait between looks while imports keep failing. Each failed import of the ready
+ * files is a job row (failed) and a log line: on a disk that stays full the watcher made one
+ * every 1.5 s (~57,000 a day); the wait now doubles after each failure, up to this.
+ */
+const MAX_FAILING_WAIT_MS = 5 * 60_000;
+
 async function signatures(files: readonly string[]): Promise<(string | null)[]> {
   const out: (string | null)[] = [];
   for (let i = 0; i < files.length; i += STATS_IN_FLIGHT) {
@@ -76,11 +83,20 @@ export function watchFolder(options: WatchOptions): Watcher {
     }
   };
 
+  let failures = 0;
   const tick = (): void => {
     running = scan()
-      .catch(options.onError)
+      .then(
+        () => {
+          failures = 0;
+        },
+        (err: unknown) => {
+          failures += 1;
+          options.onError(err);
+        },
+      )
       .finally(() => {
-        if (!stopped) timer = setTimeout(tick, interval);
+        if (!stopped) timer = setTimeout(tick, failures === 0 ? interval : Math.min(MAX_FAILING_WAIT_MS, interval * 2 ** failures));
       });
   };
   timer = setTimeout(tick, 0);

@@ -1,5 +1,5 @@
 /** Uploads over HTTP (application/dicom and multipart/related), hub mode, the watch folder. */
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
@@ -228,6 +228,40 @@ describe('watch folder', () => {
         jobs = (await w.request('GET', '/v1/imports')).json.data.items;
       }
       expect(jobs).toHaveLength(3);
+    } finally {
+      await w.close();
+      rmSync(watchDir, { recursive: true, force: true });
+    }
+  });
+  it('backs off while imports keep failing, then imports once storage works again', async () => {
+    const watchDir = mkdtempSync(join(tmpdir(), 'mia-watch-'));
+    const w = await startTestServer({ watchDir, watchStableMs: 200 });
+    const staging = join(w.dataDir, 'archive', '.staging');
+    try {
+      // Storage that fails every write: the archive's staging folder is a file.
+      rmSync(staging, { recursive: true, force: true });
+      mkdirSync(join(w.dataDir, 'archive'), { recursive: true });
+      writeFileSync(staging, 'not a folder');
+      copyFileSync(CT_SMALL, join(watchDir, 'ct.dcm'));
+      const jobs = async (): Promise<{ status: string }[]> => (await w.request('GET', '/v1/imports')).json.data.items;
+      let seen: { status: string }[] = [];
+      for (let i = 0; i < 100 && seen.length === 0; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        seen = await jobs();
+      }
+      expect(seen[0]?.status).toBe('failed');
+      await new Promise((r) => setTimeout(r, 3000));
+      // A look every 100 ms made ~25 failed jobs in these 3 s; the doubling waits make at most 5.
+      const failed = (await jobs()).filter((j) => j.status === 'failed').length;
+      expect(failed).toBeLessThanOrEqual(5);
+
+      rmSync(staging);
+      let completed = false;
+      for (let i = 0; i < 200 && !completed; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        completed = (await jobs()).some((j) => j.status === 'completed');
+      }
+      expect(completed).toBe(true);
     } finally {
       await w.close();
       rmSync(watchDir, { recursive: true, force: true });
