@@ -164,7 +164,10 @@ export async function createExport(
     ? renderInWorkers({ dataDir: deps.dataDir, format: input.format, filters: input.filters, pseudonymSecret: secret, ranges, workers, onWorker: tuning.onWorker })
     : renderedPages(deps, input.format, input.filters, { afterId: 0 }, secret === null ? undefined : pseudonymizerOf(secret));
   const header = { export_id: publicId, generated_at: at, deidentified: input.deidentify };
-  const written = await writeExportFile(join(exportsDir(deps.dataDir), fileName), documentParts(input.format), header, pages);
+  const path = join(exportsDir(deps.dataDir), fileName);
+  const written = await writeExportFile(path, documentParts(input.format), header, pages);
+  // A file no record names is never listed, downloaded or removed, and may hold patient data:
+  // if the record cannot be stored (a full disk, a busy database), the file goes too.
   await insertExport(deps.db, {
     publicId,
     createdBy: caller.userRef,
@@ -176,6 +179,9 @@ export async function createExport(
     sizeBytes: written.sizeBytes,
     sha256: written.sha256,
     at,
+  }).catch(async (err: unknown) => {
+    await rm(path, { force: true });
+    throw err;
   });
   return await getExport(deps, caller, publicId);
 }

@@ -1,7 +1,8 @@
 /**
  * Large exports rendered by worker threads (server/exports/parallel-export.ts): the file is the
  * same, byte for byte, as the one a single thread writes, in each format, with filters and
- * de-identified; and an export whose workers cannot read fails whole, leaving no file behind.
+ * de-identified; and an export whose workers cannot read fails whole, leaving no file behind, as
+ * does one whose record cannot be stored.
  */
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -89,5 +90,18 @@ describe('exports rendered by worker threads', () => {
     expect(readdirSync(exportsDir(t.dataDir))).toEqual(before);
     // The store still exports.
     expect((await exported('csv', THREE_WORKERS)).rows).toBe(SCANS);
+  });
+  it('leaves no file behind when its record cannot be stored', async (context) => {
+    onSqlite(context);
+    mkdirSync(exportsDir(t.dataDir), { recursive: true });
+    const before = readdirSync(exportsDir(t.dataDir));
+    // The record's insert fails as on a full disk, after the file was written.
+    await deps.db.run("CREATE TEMP TRIGGER refuse_exports BEFORE INSERT ON exports BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END");
+    try {
+      await expect(createExport(deps, caller, { format: 'csv', filters: {}, deidentify: false }, ONE_THREAD)).rejects.toThrow(/disk is full/);
+    } finally {
+      await deps.db.run('DROP TRIGGER refuse_exports');
+    }
+    expect(readdirSync(exportsDir(t.dataDir))).toEqual(before);
   });
 });
