@@ -162,7 +162,15 @@ export async function openAssociation(peer: DimsePeer, contexts: readonly Propos
     channel.fail(new PduError(`PDU type 0x${pdu.type.toString(16)} in answer to A-ASSOCIATE-RQ`));
     throw new DimseError('protocol', `${peer.calledAeTitle} answered the association request with PDU type 0x${pdu.type.toString(16)}`);
   }
-  const ac = decodeAssociateAc(pdu.body);
+  let ac: ReturnType<typeof decodeAssociateAc>;
+  try {
+    ac = decodeAssociateAc(pdu.body);
+  } catch (err) {
+    // Nothing else would end this connection: no deadline runs any more, and the caller gets no
+    // association to abort.
+    channel.fail(err);
+    throw new DimseError('protocol', `${peer.calledAeTitle} answered with an A-ASSOCIATE-AC that cannot be read (${err instanceof Error ? err.message : String(err)})`);
+  }
   const proposed = new Map(contexts.map((c) => [c.id, c]));
   const accepted: AcceptedContext[] = ac.contexts
     .filter((c) => c.result === PC_RESULT.acceptance && proposed.has(c.id))

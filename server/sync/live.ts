@@ -33,11 +33,17 @@ export function liveHead(db: Database, deviceId: string, waitMs = LIVE_MAX_MS): 
       }
       if (Date.now() >= ends) break;
       await new Promise((resolve) => {
-        const timer = setTimeout(resolve, LIVE_POLL_MS);
-        sink.signal.addEventListener('abort', () => {
+        // Removed when the poll's time comes first: one per second would pile up on the signal
+        // for the stream's ten minutes.
+        const onAbort = (): void => {
           clearTimeout(timer);
           resolve(undefined);
-        }, { once: true });
+        };
+        const timer = setTimeout(() => {
+          sink.signal.removeEventListener('abort', onAbort);
+          resolve(undefined);
+        }, LIVE_POLL_MS);
+        sink.signal.addEventListener('abort', onAbort, { once: true });
       });
     }
   };

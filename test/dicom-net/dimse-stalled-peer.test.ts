@@ -1,7 +1,8 @@
 /**
  * A PACS that accepts mia's association and then stops reading, its connection still up (its
  * store process hung): a C-STORE of an object larger than the socket buffers must end, aborted
- * and reported, instead of waiting for good (and holding every routing send behind it).
+ * and reported, instead of waiting for good (and holding every routing send behind it). A PACS
+ * whose A-ASSOCIATE-AC cannot be read gets its connection closed, not held open.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
@@ -9,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeAssociateRq, encodeAssociateAc, PC_RESULT, PDU } from '#server/dimse/pdu.ts';
-import { dicomStore } from '#server/dimse/scu.ts';
+import { dicomEcho, dicomStore } from '#server/dimse/scu.ts';
 import { CT_SMALL } from '../helpers/image-fixture.ts';
 
 const TIMEOUT_MS = 1_000;
@@ -66,5 +67,28 @@ describe('a PACS that stops reading mid-store', () => {
     expect(said).toMatch(/took none of what was sent/);
     expect(outcome.results?.every((r) => r.outcome !== 'stored') ?? true).toBe(true);
     expect(performance.now() - started).toBeLessThan(10 * TIMEOUT_MS);
+  });
+});
+
+describe('a PACS whose A-ASSOCIATE-AC cannot be read', () => {
+  it('fails the request naming it, and closes the connection', async () => {
+    let closed = false;
+    const broken = createServer((socket) => {
+      peers.push(socket);
+      socket.once('close', () => (closed = true));
+      // An A-ASSOCIATE-AC of four bytes: far too short to be one.
+      socket.once('data', () => socket.write(Buffer.from([PDU.associateAc, 0, 0, 0, 0, 4, 0, 1, 0, 0])));
+    });
+    await new Promise<void>((resolve) => broken.listen(0, '127.0.0.1', resolve));
+    try {
+      const brokenPort = (broken.address() as { port: number }).port;
+      await expect(dicomEcho({ host: '127.0.0.1', port: brokenPort, calledAeTitle: 'BROKEN', callingAeTitle: 'MIA', timeoutMs: 60_000 })).rejects.toThrow(/A-ASSOCIATE-AC that cannot be read/);
+      // Well before any timeout: the connection is given up at once.
+      const deadline = performance.now() + 5_000;
+      while (!closed && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25));
+      expect(closed).toBe(true);
+    } finally {
+      broken.close();
+    }
   });
 });
