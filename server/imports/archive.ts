@@ -242,7 +242,14 @@ export function createArchiveWriter(dataDir: string): ArchiveWriter {
         await Promise.all(batch.map((s) => removeTemp(s.temp)));
         throw failure;
       }
-      await Promise.all(batch.map((s) => renameAsync(s.temp, s.final)));
+      const renamed = await Promise.allSettled(batch.map((s) => renameAsync(s.temp, s.final)));
+      const refused = renamed.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (refused) {
+        // The batch is gone from `staged`, so a discard() after this failure would not reach
+        // these copies: each retry of the caller left another full copy of its instances.
+        await Promise.all(batch.map((s, i) => (renamed[i]?.status === 'rejected' ? removeTemp(s.temp) : undefined)));
+        throw refused.reason;
+      }
       for (const s of batch) touchedDirs.add(dirname(s.final));
       const dirs = [...touchedDirs];
       touchedDirs.clear();
