@@ -114,11 +114,13 @@ export class SyncError extends Error {
 async function send(link: HubLink, c: Call, signal?: AbortSignal): Promise<Response> {
   const headers: Record<string, string> = { authorization: `Bearer ${link.key}`, 'mia-sync-protocol': String(SYNC_PROTOCOL), accept: 'application/json', ...c.headers };
   let body: RequestInit['body'] | undefined;
+  let file: ReturnType<typeof createReadStream> | undefined;
   if (c.stream) {
     headers['content-type'] = 'application/octet-stream';
     headers['content-length'] = String(c.stream.bytes);
     const start = c.stream.start ?? 0;
-    body = createReadStream(c.stream.file, { start, end: start + c.stream.bytes - 1 }) as unknown as RequestInit['body'];
+    file = createReadStream(c.stream.file, { start, end: start + c.stream.bytes - 1 });
+    body = file as unknown as RequestInit['body'];
   } else if (c.raw) {
     headers['content-type'] = c.raw.contentType;
     body = c.raw.body;
@@ -151,6 +153,9 @@ async function send(link: HubLink, c: Call, signal?: AbortSignal): Promise<Respo
       deadline,
     ]);
   } catch (err) {
+    // The file was opened for the body; a request that never connected (refused, a name that
+    // does not resolve) is not read from, and fetch leaves it open: one descriptor per try.
+    file?.destroy();
     if (err instanceof SyncError) throw err;
     const cause = err instanceof Error && err.cause instanceof Error ? err.cause : undefined;
     // Only a connection that was open and then closed under the request (a kept-alive socket the
