@@ -179,7 +179,12 @@ async function retrieveInto(services: ImportDeps, remote: DicomWebRemote, path: 
   try {
     upload = await receiveUpload(services.dataDir, { contentType, stream, maxBytes: UPLOAD_LIMIT_BYTES }, MAX_RETRIEVE_PARTS);
   } catch (err) {
-    if (controller.signal.aborted) throw remoteError('DICOMweb server stopped sending', `nothing for ${idleMs / 1000} s during ${path.slice(0, 200)}`);
+    const stalled = controller.signal.aborted;
+    // Refused before its end (no boundary, too many parts): the rest is not wanted. Left to
+    // flow, a remote's answer was read to its end, however long, with only the idle timer on it.
+    controller.abort();
+    stream.destroy();
+    if (stalled) throw remoteError('DICOMweb server stopped sending', `nothing for ${idleMs / 1000} s during ${path.slice(0, 200)}`);
     if (err instanceof MiaError) throw err;
     throw remoteError('DICOMweb answer could not be read', err instanceof Error ? err.message.slice(0, 200) : 'stream failed');
   }

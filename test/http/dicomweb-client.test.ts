@@ -157,6 +157,37 @@ describe('pulling from a remote', () => {
     for (const res of stalled) res.destroy();
   });
 
+  it('stops reading an answer it refused before its end (no boundary), however long the remote goes on', async () => {
+    let sent = 0;
+    let closed = false;
+    handler = (req, res) => {
+      if (req.url?.endsWith('/series')) {
+        res.writeHead(200, { 'Content-Type': 'application/dicom+json' }).end(seriesList);
+        return;
+      }
+      res.writeHead(200, { 'Content-Type': 'multipart/related; type="application/dicom"' });
+      res.once('close', () => (closed = true));
+      const chunk = Buffer.alloc(256 * 1024, 0x41);
+      // Endless: a megabyte a few milliseconds for as long as anyone reads.
+      const more = (): void => {
+        if (closed) return;
+        sent += chunk.length;
+        if (res.write(chunk)) setImmediate(more);
+        else res.once('drain', more);
+      };
+      more();
+    };
+    const refused = await refusal(pullFromRemote(t.server.runtime, { url, headers: {} }, { studyUid: STUDY, seriesUid: SERIES }, 'test'));
+    expect(refused.details ?? refused.message).toMatch(/boundary/);
+    const deadline = performance.now() + 5_000;
+    while (!closed && performance.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25));
+    expect(closed).toBe(true);
+    const atClose = sent;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(sent).toBe(atClose);
+    expect(spoolLeft()).toEqual([]);
+  });
+
   it('says a study the remote does not have is not found', async () => {
     handler = (_req, res) => res.writeHead(200, { 'Content-Type': 'application/dicom+json' }).end('[]');
     const missing = await refusal(pullFromRemote(t.server.runtime, { url, headers: {} }, { studyUid: STUDY }, 'test'));
