@@ -8,7 +8,7 @@ import type { ExportFormat } from '#common/vocabulary.ts';
 import type { ExportFilters, ScanResultV11 } from '#server/api/schemas.ts';
 import type { Pseudonymizer } from '#server/exports/pseudonyms.ts';
 import { csvHeader } from '#server/formats/csv.ts';
-import { xmlDocument } from '#server/formats/documents.ts';
+import { csvRecords, xmlDocument } from '#server/formats/documents.ts';
 import { scanResultSerializer } from '#server/formats/serializers.ts';
 import { xmlElement, type XmlValue } from '#server/formats/xml.ts';
 import { listResults, type ScanDeps } from '#server/scans/scans.ts';
@@ -40,11 +40,7 @@ export function documentParts(format: ExportFormat): DocumentParts {
     case 'csv': {
       return {
         head: () => csvHeader(scanResultSerializer.columns),
-        page: (items) => {
-          let lines = '';
-          for (const item of items) lines += scanResultSerializer.csvLines(item);
-          return lines;
-        },
+        page: (items) => csvRecords(scanResultSerializer, items),
         between: '',
         tail: () => '',
       };

@@ -5,7 +5,12 @@ import type { XmlValue } from '#server/formats/xml.ts';
 import { toXmlDocument } from '#server/formats/xml.ts';
 
 export function csvDocument<T>(serializer: ResourceSerializer<T>, items: readonly T[]): string {
-  let out = csvHeader(serializer.columns);
+  return csvHeader(serializer.columns) + csvRecords(serializer, items);
+}
+
+/** The items' lines without the header: what a page of an export holds. */
+export function csvRecords<T>(serializer: ResourceSerializer<T>, items: readonly T[]): string {
+  let out = '';
   for (const item of items) out += serializer.csvLines(item);
   return out;
 }

@@ -10,6 +10,7 @@
  * stream ends after LIVE_MAX_MS and the workstation opens another, so a hub that was restarted or
  * a proxy that holds idle connections cannot leave a workstation listening to nothing for long.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import type { EventSink } from '#server/http/route.ts';
 import type { Database } from '#server/store/database.ts';
@@ -32,19 +33,9 @@ export function liveHead(db: Database, deviceId: string, waitMs = LIVE_MAX_MS): 
         sent = head;
       }
       if (Date.now() >= ends) break;
-      await new Promise((resolve) => {
-        // Removed when the poll's time comes first: one per second would pile up on the signal
-        // for the stream's ten minutes.
-        const onAbort = (): void => {
-          clearTimeout(timer);
-          resolve(undefined);
-        };
-        const timer = setTimeout(() => {
-          sink.signal.removeEventListener('abort', onAbort);
-          resolve(undefined);
-        }, LIVE_POLL_MS);
-        sink.signal.addEventListener('abort', onAbort, { once: true });
-      });
+      // Ends early on abort and takes its listener off the signal when the time comes first (one
+      // left per poll piled up on the signal for the stream's ten minutes).
+      await sleep(LIVE_POLL_MS, undefined, { signal: sink.signal }).catch(() => undefined);
     }
   };
 }
