@@ -15,13 +15,17 @@ import { openDatabase } from '#server/store/sqlite.ts';
 if (!parentPort) throw new Error('export-worker.ts runs as a worker thread');
 const port = parentPort;
 const { dataDir, nativeBinding, format, filters, pseudonymSecret } = workerData as ExportWorkerData;
+const EXPORT_CACHE_KIB = 1024;
 const post = (message: FromExportWorker): void => port.postMessage(message);
 
 const failure = (err: unknown, id: number): FromExportWorker => ({ type: 'error', id, message: err instanceof Error ? err.message : String(err), code: codeOf(err) });
 
 let db: ReturnType<typeof openDatabase>;
 try {
-  db = openDatabase(dataDir, nativeBinding);
+  // Each range's rows are read once, in id order: SQLite's default 16 MB cache per worker was
+  // 30 MB of an export's peak for nothing (CSV of 1,000,000 findings, two workers: 228-230 MB
+  // peak RSS with it, 194-196 MB with 1 MB, the same 4.2-4.6 s).
+  db = openDatabase(dataDir, { nativeBinding, cacheKib: EXPORT_CACHE_KIB });
 } catch (err) {
   // Said here: an error thrown out of a worker reaches the export without its message.
   post(failure(err, -1));

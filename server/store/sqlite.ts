@@ -237,13 +237,24 @@ async function transaction<T>(conn: Connection, work: (tx: Database) => Promise<
   }
 }
 
-/**
- * MIA_SQLITE_BINDING: the path of a better_sqlite3.node built for another runtime's ABI. The
- * desktop app in development (`npm run desktop`) runs under Electron, which cannot load the
- * node_modules build made for Node; main/ builds a copy for Electron and names it here, so the
- * CLI and tests keep the Node build (better-sqlite3's `nativeBinding` option).
- */
-export function openDatabase(dataDir: string, nativeBinding = process.env['MIA_SQLITE_BINDING']): SqliteDatabase {
+export type OpenOptions = {
+  /**
+   * Default MIA_SQLITE_BINDING: the path of a better_sqlite3.node built for another runtime's
+   * ABI. The desktop app in development (`npm run desktop`) runs under Electron, which cannot load
+   * the node_modules build made for Node; main/ builds a copy for Electron and names it there, so
+   * the CLI and tests keep the Node build (better-sqlite3's `nativeBinding` option).
+   */
+  nativeBinding?: string | undefined;
+  /**
+   * The connection's page cache in KiB. better-sqlite3 builds SQLite with 16 MB a connection
+   * (DEFAULT_CACHE_SIZE=-16000), right for the server's one connection, which reads the same
+   * indexes request after request; a connection that reads its rows once needs little.
+   */
+  cacheKib?: number | undefined;
+};
+
+export function openDatabase(dataDir: string, options: OpenOptions = {}): SqliteDatabase {
+  const nativeBinding = options.nativeBinding ?? process.env['MIA_SQLITE_BINDING'];
   mkdirSync(dataDir, { recursive: true, mode: PRIVATE_DIR_MODE });
   const file = join(dataDir, DATABASE_FILE);
   const created = !existsSync(file);
@@ -256,6 +267,7 @@ export function openDatabase(dataDir: string, nativeBinding = process.env['MIA_S
   db.pragma('synchronous = NORMAL');
   db.pragma('foreign_keys = ON');
   db.pragma('busy_timeout = 10000');
+  if (options.cacheKib !== undefined) db.pragma(`cache_size = -${Math.max(1, Math.trunc(options.cacheKib))}`);
   try {
     applySqliteMigrations(db);
     registerSearchFold(db);
