@@ -95,3 +95,34 @@ describe('dependency direction', () => {
     expect(using(/process\.kill\(\s*\w+\s*,\s*0\s*\)|STALE_HEARTBEAT_MS\s*=/)).toEqual(['server/jobs/jobs.ts']);
   });
 });
+
+/** The modules `entry` loads when it runs: its imports that are not type-only, followed through the project's own files. */
+function runtimeGraph(entry: string): { files: Set<string>; packages: Set<string> } {
+  const files = new Set<string>();
+  const packages = new Set<string>();
+  const visit = (file: string): void => {
+    if (files.has(file)) return;
+    files.add(file);
+    for (const { specifier, typeOnly } of imports(file)) {
+      if (typeOnly) continue;
+      const alias = /^#(server|common)\/(.+)$/.exec(specifier);
+      if (alias) visit(join(ROOT, alias[1] ?? '', alias[2] ?? ''));
+      else if (specifier.startsWith('.')) visit(join(file, '..', specifier));
+      else packages.add(specifier);
+    }
+  };
+  visit(join(ROOT, entry));
+  return { files, packages };
+}
+
+describe('what worker threads load', () => {
+  it('an export worker loads neither zod nor the API schemas', () => {
+    // Each export thread is a heap of its own: zod and the API's schemas were ~6 MB of each one's
+    // 12.5 MB at start, and the collector lets a heap grow in proportion to what it holds (issue 15's
+    // export of 1,000,000 findings under 200 MB). The store's JSON is checked by stored-json.ts.
+    const graph = runtimeGraph('server/exports/export-worker.ts');
+    expect(graph.files.size).toBeGreaterThan(10);
+    expect([...graph.packages].filter((p) => p === 'zod' || p.startsWith('zod/'))).toEqual([]);
+    expect([...graph.files].map((f) => relative(ROOT, f)).filter((f) => f.startsWith('server/api/'))).toEqual([]);
+  });
+});

@@ -5,17 +5,25 @@
  * Reports state sizes in mm with a slice; a box in pixels means nothing to a referrer.
  */
 import type { FindingPlace } from '#server/api/schemas.ts';
-import { frameValue } from '#server/api/import-schemas.ts';
-import { z } from 'zod';
 import type { Database } from '#server/store/database.ts';
 import { decodeSpacing, findPlacedInstances, type InstanceRow } from '#server/store/instances.ts';
+import { isNumber, isNumberPair, isRecord, orNull, parsedAs } from '#server/store/stored-json.ts';
 import { knownSeries, rememberSeries, type SliceEntry } from '#server/findings/known-places.ts';
 
 /** The slices of a series by `${instance_uid}#${frame}`, numbered from 1, and how many there are. */
 export type SliceIndex = { entries: ReadonlyMap<string, SliceEntry>; slices: number };
 
-const frameValues = z.array(frameValue);
-const spacing = z.tuple([z.number().positive(), z.number().positive()]);
+/** What a slice's place reads of an Enhanced image's frame values (the API's frame_values, import-schemas.ts). */
+type FramePlace = { position: number | null; pixel_spacing: [number, number] | null };
+
+const isPosition = orNull(isNumber);
+const isFrameSpacing = orNull(isNumberPair);
+
+const isFramePlace = (value: unknown): value is FramePlace => isRecord(value) && isPosition(value['position']) && isFrameSpacing(value['pixel_spacing']);
+
+const isFramePlaces = (value: unknown): value is FramePlace[] => Array.isArray(value) && value.every(isFramePlace);
+
+const isSpacing = (value: [number, number] | null): value is [number, number] => value !== null && value[0] > 0 && value[1] > 0;
 
 /** No places: a series whose findings' instances are not stored. */
 export const NO_SLICES: SliceIndex = { entries: new Map(), slices: 0 };
@@ -27,10 +35,9 @@ export const NO_SLICES: SliceIndex = { entries: new Map(), slices: 0 };
  * is slice 3 on screen. Returns the last one's number.
  */
 function addEntries(entries: Map<string, SliceEntry>, row: Pick<InstanceRow, 'sop_instance_uid' | 'frames' | 'position' | 'pixel_spacing' | 'frame_values'>, before: number): number {
-  const parsedValues = row.frame_values ? frameValues.safeParse(JSON.parse(row.frame_values)) : null;
-  const values = parsedValues?.success ? parsedValues.data : null;
+  const values = row.frame_values ? parsedAs(row.frame_values, isFramePlaces) : null;
   const { spacing: stored, source } = decodeSpacing(row.pixel_spacing);
-  const shared = stored && spacing.safeParse(stored).success ? stored : null;
+  const shared = isSpacing(stored) ? stored : null;
   const frames = Array.from({ length: Math.max(1, row.frames) }, (_, frame) => frame);
   const ordered = values && values.length === frames.length && values.every((v) => v.position !== null);
   if (ordered) frames.sort((a, b) => (values[a]?.position ?? 0) - (values[b]?.position ?? 0));

@@ -10,37 +10,39 @@ import type { Triage } from '#server/api/schemas.ts';
 import type { TriageLabels } from '#server/store/analyses.ts';
 import type { SummaryAnalysis, SummaryFinding } from '#server/store/scan-summaries.ts';
 import type { SliceIndex } from '#server/findings/places.ts';
-import { z } from 'zod';
+import { isNumber, isOneOf, isRecord, isRecordOf, isString, parsedAs } from '#server/store/stored-json.ts';
 
-const triageLabels = z.record(z.string(), z.object({ urgency: z.enum(URGENCIES), display_name: z.string() }));
-const thresholds = z.record(z.string(), z.number());
+const isUrgency = isOneOf(URGENCIES);
+const isTriageLabel = (value: unknown): value is TriageLabels[string] => isRecord(value) && isUrgency(value['urgency']) && isString(value['display_name']);
+const isTriageLabels = (value: unknown): value is TriageLabels => isRecordOf(value, isTriageLabel);
+const isThresholds = (value: unknown): value is Record<string, number> => isRecordOf(value, isNumber);
 
 /** Lower is more urgent (the order of URGENCIES). */
 export const urgencyRank = (urgency: Urgency): number => URGENCIES.indexOf(urgency);
 
 /**
  * Parsed JSON by its text, per schema. The analyses of one model carry the same few texts, and a
- * page of 50 studies parsed them 200 times (zod's parse was 5% of a studies request, cpu-prof
+ * page of 50 studies parsed them 200 times (their parse was 5% of a studies request, cpu-prof
  * 2026-11-26). Bounded: texts from many manifests only cost a re-parse.
  */
 const PARSED_KEPT = 64;
-const parsedCache = new WeakMap<z.ZodType, Map<string, unknown>>();
+const parsedCache = new WeakMap<(value: unknown) => boolean, Map<string, unknown>>();
 
-function parsed<T>(schema: z.ZodType<T>, json: string, fallback: T): T {
-  let cache = parsedCache.get(schema);
-  if (!cache) parsedCache.set(schema, (cache = new Map()));
-  if (cache.has(json)) return (cache.get(json) as T | undefined) ?? fallback;
-  const result = schema.safeParse(JSON.parse(json));
+function parsed<T>(check: (value: unknown) => value is T, json: string, fallback: T): T {
+  let cache = parsedCache.get(check);
+  if (!cache) parsedCache.set(check, (cache = new Map()));
+  if (cache.has(json)) return (cache.get(json) as T | null) ?? fallback;
+  const result = parsedAs(json, check);
   if (cache.size >= PARSED_KEPT) cache.clear();
   // The parsed value is shared: its readers only read it.
-  cache.set(json, result.success ? result.data : undefined);
-  return result.success ? result.data : fallback;
+  cache.set(json, result);
+  return result ?? fallback;
 }
 
 /** The findings that set the priority, most urgent first, then the most confident. */
 export function triageFindings<F extends SummaryFinding>(analysis: SummaryAnalysis, findings: readonly F[]): { finding: F; urgency: Urgency; name: string }[] {
-  const labels: TriageLabels = parsed(triageLabels, analysis.triage_labels, {});
-  const cut = parsed(thresholds, analysis.thresholds, {});
+  const labels: TriageLabels = parsed(isTriageLabels, analysis.triage_labels, {});
+  const cut = parsed(isThresholds, analysis.thresholds, {});
   return findings
     // A reader-drawn finding is the reader's own call: it counts whatever its nominal confidence.
     .filter((f) => f.review !== 'rejected' && (f.source === 'reader' || f.confidence >= (cut[f.label] ?? 0)))

@@ -3,19 +3,19 @@
  * Instance UID, the display attributes the archive index keeps beside it, and a series' images
  * in slice order.
  */
-import { z } from 'zod';
 import { PIXEL_SPACING_SOURCES, type PixelSpacingSource } from '#common/pixel-spacing.ts';
 import { inJsonIds, jsonElements, perDialect, type Database } from '#server/store/database.ts';
+import { isNumberPair, isOneOf, isRecord, parsedAs } from '#server/store/stored-json.ts';
 
 export type StoredSpacing = { spacing: [number, number] | null; source: PixelSpacingSource | null };
 
-const spacingPair = z.tuple([z.number(), z.number()]);
+const isSpacingSource = isOneOf(PIXEL_SPACING_SOURCES);
+
 // instances.pixel_spacing holds {spacing, source}; files imported before the source was kept
 // hold the bare [row, column] pair, whose source is unknown (null): no migration re-reads files.
-const storedSpacing = z.union([
-  z.object({ spacing: spacingPair, source: z.enum(PIXEL_SPACING_SOURCES) }),
-  spacingPair.transform((spacing) => ({ spacing, source: null })),
-]);
+function isStoredSpacing(value: unknown): value is { spacing: [number, number]; source: PixelSpacingSource } | [number, number] {
+  return isNumberPair(value) || (isRecord(value) && isNumberPair(value['spacing']) && isSpacingSource(value['source']));
+}
 
 export function encodeSpacing(spacing: [number, number] | null, source: PixelSpacingSource | null): string | null {
   return spacing ? JSON.stringify({ spacing, source: source ?? 'pixel_spacing' }) : null;
@@ -24,8 +24,9 @@ export function encodeSpacing(spacing: [number, number] | null, source: PixelSpa
 /** The stored pixel spacing of an instance and where it came from; null spacing when absent or unreadable. */
 export function decodeSpacing(text: string | null): StoredSpacing {
   if (text === null) return { spacing: null, source: null };
-  const parsed = storedSpacing.safeParse(JSON.parse(text));
-  return parsed.success ? parsed.data : { spacing: null, source: null };
+  const stored = parsedAs(text, isStoredSpacing);
+  if (stored === null) return { spacing: null, source: null };
+  return Array.isArray(stored) ? { spacing: stored, source: null } : { spacing: stored.spacing, source: stored.source };
 }
 
 export type InstanceImagingInput = {
