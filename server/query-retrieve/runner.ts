@@ -5,7 +5,9 @@
  * resumed after a stop or crash (the peer may have changed, and the user asked once): its record
  * says interrupted, and retrieving again skips what already arrived (duplicates).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { MiaError } from '#server/errors.ts';
+import { codeOf } from '#server/storage-errors.ts';
 import type { ImportDeps } from '#server/imports/imports.ts';
 import { firstValue, pullFromRemote, searchRemote } from '#server/dicomweb/client.ts';
 import { DimseError, dicomMove, type MoveReport } from '#server/dimse/scu.ts';
@@ -33,6 +35,13 @@ const PROGRESS_EVERY_MS = 500;
 const MOVE_RESPONSE_TIMEOUT_MS = 5 * 60_000;
 const MAX_IMPORT_JOBS_PER_STUDY = 100;
 const INTERRUPTED = 'mia stopped before the retrieve finished; retrieve again (instances already here are kept)';
+/**
+ * A retrieve's end that could not be written (a full disk, a database locked past its timeout)
+ * is written again, each wait twice the last up to a minute, until it is or mia stops: left
+ * unwritten, the record said running until the next start, and nothing else ends it.
+ */
+const END_RETRY_FIRST_MS = 1000;
+const END_RETRY_MAX_MS = 60_000;
 
 export type LaunchedRetrieve = {
   row: RetrieveRow;
@@ -111,6 +120,7 @@ function progressOf(studies: readonly RetrieveStudy[]): RetrieveProgress {
 
 export function createRetrieveRunner(deps: ImportDeps): RetrieveRunner {
   let stopped = false;
+  const stopping = new AbortController();
   const active = new Map<number, { job: LaunchedRetrieve; done: Promise<void> }>();
   const queue: LaunchedRetrieve[] = [];
   let running = 0;
@@ -171,6 +181,18 @@ export function createRetrieveRunner(deps: ImportDeps): RetrieveRunner {
     study.error = nothing ? `${source.info.name} sent no instances` : study.failed > 0 ? `${study.failed} instance(s) not stored: ${problems.slice(0, 3).join('; ')}` : null;
   }
 
+  async function recordEnd(row: RetrieveRow, end: Parameters<typeof finishRetrieve>[3]): Promise<void> {
+    for (let wait = END_RETRY_FIRST_MS; !stopped; wait = Math.min(wait * 2, END_RETRY_MAX_MS)) {
+      try {
+        await finishRetrieve(deps.db, row.id, deps.node.id, end, now());
+        return;
+      } catch (err) {
+        deps.log.error('retrieve.end_not_saved', { retrieve_id: row.public_id, status: end.status, error: codeOf(err) ?? (err instanceof Error ? err.name : 'non-error'), retry_in_ms: wait });
+        await sleep(wait, undefined, { signal: stopping.signal }).catch(() => undefined);
+      }
+    }
+  }
+
   async function run(job: LaunchedRetrieve): Promise<void> {
     const { row, studies } = job;
     const release = deps.node.hold('retrieve', row.id);
@@ -199,7 +221,7 @@ export function createRetrieveRunner(deps: ImportDeps): RetrieveRunner {
       const done = studies.filter((s) => s.status === 'completed').length;
       const status: RetrieveStatus = done === studies.length ? 'completed' : done === 0 && progress().completed === 0 ? 'failed' : 'partial';
       const firstError = studies.find((s) => s.error !== null)?.error ?? null;
-      await finishRetrieve(deps.db, row.id, deps.node.id, { ...progress(), status, error: status === 'completed' ? null : firstError }, now());
+      await recordEnd(row, { ...progress(), status, error: status === 'completed' ? null : firstError });
       const totals = progress();
       deps.log.info('retrieve.finished', { retrieve_id: row.public_id, method: row.method, status, studies: studies.length, completed: totals.completed, failed: totals.failed });
     } catch (err) {
@@ -244,6 +266,7 @@ export function createRetrieveRunner(deps: ImportDeps): RetrieveRunner {
     async stop() {
       if (stopped) return;
       stopped = true;
+      stopping.abort();
       // A C-MOVE cannot be taken back mid-way; the record says so and the user may retrieve again.
       const left = [...queue, ...[...active.values()].map((a) => a.job)];
       queue.length = 0;

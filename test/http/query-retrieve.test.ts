@@ -4,10 +4,12 @@
  * DICOMweb server as the peer (QIDO-RS search, WADO-RS retrieve of a study it already holds).
  * The same against Orthanc, by C-FIND/C-MOVE too: test/dicom-net/query-retrieve.test.ts.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { insertRetrieve } from '#server/store/retrieves.ts';
 import { seedImportedInstance, type SeededInstance } from '../helpers/image-fixture.ts';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { onPostgres, startTestServer, type TestServer } from '../helpers/server.ts';
 
 let t: TestServer;
 let reader: string;
@@ -106,5 +108,38 @@ describe('query/retrieve API', () => {
     expect(list.json.data.items.map((r: { id: string }) => r.id)).toContain(started.json.data.id);
     const audit = await t.request('GET', '/v1/audit?action=dicom.retrieve&order=newest');
     expect(audit.json.data.items.map((e: { target: string }) => e.target)).toContain(`retrieve:${started.json.data.id}`);
+  });
+
+  it('writes a retrieve\'s end again when writing it fails, instead of leaving it running', async () => {
+    const db = t.server.services.db;
+    // A trigger refuses the write that ends a retrieve, as a full disk or a locked database would.
+    if (onPostgres()) {
+      await db.run(`CREATE FUNCTION refuse_end() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'disk full'; END $$`);
+      await db.run('CREATE TRIGGER refuse_end BEFORE UPDATE ON retrieves FOR EACH ROW WHEN (NEW.finished_at IS NOT NULL) EXECUTE FUNCTION refuse_end()');
+    } else {
+      await db.run(`CREATE TRIGGER refuse_end BEFORE UPDATE ON retrieves WHEN NEW.finished_at IS NOT NULL BEGIN SELECT RAISE(ABORT, 'disk full'); END`);
+    }
+    const log = join(t.dataDir, 'logs', 'mia.log');
+    const unsaved = (id: string): Record<string, unknown>[] =>
+      readFileSync(log, 'utf8')
+        .split('\n')
+        .filter((line) => line.includes('"event":"retrieve.end_not_saved"'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>)
+        .filter((event) => event['retrieve_id'] === id);
+    let id = '';
+    try {
+      const reply = await t.request('POST', '/v1/dicom/retrieve', { body: { peer: ids.self, study_uid: imported.studyUid } });
+      expect(reply.status, reply.text).toBe(202);
+      id = (reply.json.data as { id: string }).id;
+      await expect.poll(() => unsaved(id).length, { timeout: 10_000 }).toBeGreaterThan(0);
+      expect(unsaved(id)[0]).toMatchObject({ status: 'completed', retry_in_ms: 1000 });
+      expect((await t.request('GET', `/v1/dicom/retrieves/${id}`, { key: reader })).json.data.status).toBe('running');
+    } finally {
+      await db.run(onPostgres() ? 'DROP TRIGGER refuse_end ON retrieves' : 'DROP TRIGGER refuse_end');
+      if (onPostgres()) await db.run('DROP FUNCTION refuse_end');
+    }
+    await t.server.runtime.retrieves.idle();
+    const done = await t.request('GET', `/v1/dicom/retrieves/${id}`, { key: reader });
+    expect(done.json.data).toMatchObject({ status: 'completed', error: null, counts: { completed: 1, failed: 0, warning: 0 } });
   });
 });
