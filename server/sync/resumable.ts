@@ -7,8 +7,8 @@
  * name goes into the archive.
  *
  * Partial files live apart from the archive's staging folder, which a starting hub clears: a
- * partial upload survives a hub restart. One left behind (the device went away) is removed after
- * a week, when the device's next partial upload starts.
+ * partial upload survives a hub restart. One left behind (the device went away, or was revoked
+ * and can never finish it) is removed after a week, when any device's next partial upload starts.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream, createWriteStream, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
@@ -46,9 +46,10 @@ export function uploadOffset(dataDir: string, deviceId: string, sha256: string):
   return { received: existsSync(partial) ? statSync(partial).size : 0, complete: false };
 }
 
-function removeStalePartials(dir: string, deviceId: string, now: number): void {
+/** Every device's, not only the uploader's: a revoked device's partials would otherwise stay for good. */
+function removeStalePartials(dir: string, now: number): void {
   for (const name of readdirSync(dir)) {
-    if (!name.startsWith(`${deviceId}.`)) continue;
+    if (!name.endsWith('.part')) continue;
     const path = join(dir, name);
     try {
       if (now - statSync(path).mtimeMs > PARTIAL_MAX_AGE_MS) rmSync(path, { force: true });
@@ -93,7 +94,7 @@ export async function receiveRange(
     body.resume();
     throw conflict('This range does not continue the upload', `the hub holds ${held} bytes of this file; send from byte ${held} (GET /v1/sync/blobs/${sha256}/upload)`);
   }
-  if (held === 0) removeStalePartials(dir, deviceId, Date.now());
+  if (held === 0) removeStalePartials(dir, Date.now());
   const expected = range.end - range.start + 1;
   let bytes = 0;
   const meter = new Transform({

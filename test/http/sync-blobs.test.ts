@@ -3,12 +3,13 @@
  * never half; a bucket is all or nothing; a bad frame is named.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { archivePathFor } from '#server/imports/archive.ts';
 import { BUCKET_TYPE, encodeBucket } from '#server/sync/blobs.ts';
 import { enrollDevice } from '#server/sync/devices.ts';
+import { PARTIAL_DIR } from '#server/sync/resumable.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
 let t: TestServer;
@@ -117,5 +118,25 @@ describe('sync blobs', () => {
     expect(bad.json.error.details).toMatch(/send the file again from byte 0/);
     expect(stored(other.sha)).toBe(false);
     expect((await t.request('GET', `/v1/sync/blobs/${other.sha}/upload`, { key, headers: { 'Mia-Sync-Protocol': '1' } })).json.data.received).toBe(0);
+  });
+
+  it('removes a week-old partial upload of any device, a revoked one\'s too, when the next upload starts', async () => {
+    const revoked = await enrollDevice(t.server.services, 'gone', 'test');
+    expect((await t.request('DELETE', `/v1/devices/${revoked.device.id}`)).status).toBe(200);
+    const dir = join(t.dataDir, PARTIAL_DIR);
+    mkdirSync(dir, { recursive: true });
+    const stale = join(dir, `${revoked.device.id}.${'a'.repeat(64)}.part`);
+    const recent = join(dir, `${revoked.device.id}.${'b'.repeat(64)}.part`);
+    writeFileSync(stale, randomBytes(4096));
+    writeFileSync(recent, randomBytes(4096));
+    const eightDaysAgo = new Date(Date.now() - 8 * 24 * 60 * 60 * 1000);
+    utimesSync(stale, eightDaysAgo, eightDaysAgo);
+
+    const next = file(2048);
+    const started = await t.request('PUT', `/v1/sync/blobs/${next.sha}`, { key, rawBody: next.bytes.subarray(0, 1024), headers: { 'Content-Type': 'application/octet-stream', 'Mia-Sync-Protocol': '1', 'Content-Range': `bytes 0-1023/2048` } });
+    expect(started.status).toBe(200);
+    expect(existsSync(stale)).toBe(false);
+    // Under a week old: its device may still come back and finish it.
+    expect(existsSync(recent)).toBe(true);
   });
 });
