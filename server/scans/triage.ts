@@ -21,7 +21,7 @@ const isThresholds = (value: unknown): value is Record<string, number> => isReco
 export const urgencyRank = (urgency: Urgency): number => URGENCIES.indexOf(urgency);
 
 /**
- * Parsed JSON by its text, per schema. The analyses of one model carry the same few texts, and a
+ * Parsed JSON by its text, per shape check. The analyses of one model carry the same few texts, and a
  * page of 50 studies parsed them 200 times (their parse was 5% of a studies request, cpu-prof
  * 2026-11-26). Bounded: texts from many manifests only cost a re-parse.
  */
