@@ -399,7 +399,7 @@ async function sendFiles(deps: SyncDeps, link: HubLink, batch: readonly ChangeRo
  * A large file goes in ranges, each durable on the hub before the next (server/sync/resumable.ts):
  * a round cut off mid-file starts the next one where the hub's copy ends, not from byte 0.
  */
-async function sendInRanges(link: HubLink, sha256: string, file: string, bytes: number, signal?: AbortSignal): Promise<void> {
+export async function sendInRanges(link: HubLink, sha256: string, file: string, bytes: number, signal?: AbortSignal): Promise<void> {
   const state = await call<{ received: number; complete: boolean }>(link, { method: 'GET', path: `/v1/sync/blobs/${sha256}/upload` }, signal);
   let offset = state.complete ? bytes : Math.min(state.received, bytes);
   while (offset < bytes) {
