@@ -181,16 +181,18 @@ export function createRetrieveRunner(deps: ImportDeps): RetrieveRunner {
     study.error = nothing ? `${source.info.name} sent no instances` : study.failed > 0 ? `${study.failed} instance(s) not stored: ${problems.slice(0, 3).join('; ')}` : null;
   }
 
-  async function recordEnd(row: RetrieveRow, end: Parameters<typeof finishRetrieve>[3]): Promise<void> {
+  /** False when mia stopped first: the stop records the retrieve as interrupted instead. */
+  async function recordEnd(row: RetrieveRow, end: Parameters<typeof finishRetrieve>[3]): Promise<boolean> {
     for (let wait = END_RETRY_FIRST_MS; !stopped; wait = Math.min(wait * 2, END_RETRY_MAX_MS)) {
       try {
         await finishRetrieve(deps.db, row.id, deps.node.id, end, now());
-        return;
+        return true;
       } catch (err) {
         deps.log.error('retrieve.end_not_saved', { retrieve_id: row.public_id, status: end.status, error: codeOf(err) ?? (err instanceof Error ? err.name : 'non-error'), retry_in_ms: wait });
         await sleep(wait, undefined, { signal: stopping.signal }).catch(() => undefined);
       }
     }
+    return false;
   }
 
   async function run(job: LaunchedRetrieve): Promise<void> {
@@ -221,7 +223,7 @@ export function createRetrieveRunner(deps: ImportDeps): RetrieveRunner {
       const done = studies.filter((s) => s.status === 'completed').length;
       const status: RetrieveStatus = done === studies.length ? 'completed' : done === 0 && progress().completed === 0 ? 'failed' : 'partial';
       const firstError = studies.find((s) => s.error !== null)?.error ?? null;
-      await recordEnd(row, { ...progress(), status, error: status === 'completed' ? null : firstError });
+      if (!(await recordEnd(row, { ...progress(), status, error: status === 'completed' ? null : firstError }))) return;
       const totals = progress();
       deps.log.info('retrieve.finished', { retrieve_id: row.public_id, method: row.method, status, studies: studies.length, completed: totals.completed, failed: totals.failed });
     } catch (err) {
