@@ -37,11 +37,14 @@ const MAX_IMPORT_JOBS_PER_STUDY = 100;
 const INTERRUPTED = 'mia stopped before the retrieve finished; retrieve again (instances already here are kept)';
 /**
  * A retrieve's end that could not be written (a full disk, a database locked past its timeout)
- * is written again, each wait twice the last up to a minute, until it is or mia stops: left
- * unwritten, the record said running until the next start, and nothing else ends it.
+ * is written again, each wait twice the last up to a minute: left unwritten, the record said
+ * running until the next start. Bounded (~6 minutes of waits): a store that refuses for good (read
+ * only, damaged) must not hold one of the CONCURRENT places, or a CLI waiting for its retrieve,
+ * for ever; the next start's sweep then marks it interrupted.
  */
 const END_RETRY_FIRST_MS = 1000;
 const END_RETRY_MAX_MS = 60_000;
+const END_ATTEMPTS = 11;
 
 export type LaunchedRetrieve = {
   row: RetrieveRow;
@@ -181,15 +184,19 @@ export function createRetrieveRunner(deps: ImportDeps): RetrieveRunner {
     study.error = nothing ? `${source.info.name} sent no instances` : study.failed > 0 ? `${study.failed} instance(s) not stored: ${problems.slice(0, 3).join('; ')}` : null;
   }
 
-  /** False when mia stopped first: the stop records the retrieve as interrupted instead. */
+  /** False when it could not be written (mia stopped first: the stop records it as interrupted). */
   async function recordEnd(row: RetrieveRow, end: Parameters<typeof finishRetrieve>[3]): Promise<boolean> {
-    for (let wait = END_RETRY_FIRST_MS; !stopped; wait = Math.min(wait * 2, END_RETRY_MAX_MS)) {
+    let wait = END_RETRY_FIRST_MS;
+    for (let attempt = 1; !stopped; attempt += 1) {
       try {
         await finishRetrieve(deps.db, row.id, deps.node.id, end, now());
         return true;
       } catch (err) {
-        deps.log.error('retrieve.end_not_saved', { retrieve_id: row.public_id, status: end.status, error: codeOf(err) ?? (err instanceof Error ? err.name : 'non-error'), retry_in_ms: wait });
+        const last = attempt >= END_ATTEMPTS;
+        deps.log.error('retrieve.end_not_saved', { retrieve_id: row.public_id, status: end.status, error: codeOf(err) ?? (err instanceof Error ? err.name : 'non-error'), retry_in_ms: last ? null : wait });
+        if (last) return false;
         await sleep(wait, undefined, { signal: stopping.signal }).catch(() => undefined);
+        wait = Math.min(wait * 2, END_RETRY_MAX_MS);
       }
     }
     return false;
