@@ -11,7 +11,7 @@
  * and can never finish it) is removed after a week, when any device's next partial upload starts.
  */
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { createReadStream, createWriteStream, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, utimesSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
@@ -46,11 +46,19 @@ export function uploadOffset(dataDir: string, deviceId: string, sha256: string):
   return { received: existsSync(partial) ? statSync(partial).size : 0, complete: false };
 }
 
-/** Every device's, not only the uploader's: a revoked device's partials would otherwise stay for good. */
+/** Partials this process is appending to: never stale, however old their last range. */
+const writing = new Set<string>();
+
+/**
+ * Every device's, not only the uploader's: a revoked device's partials would otherwise stay for
+ * good. A partial being resumed is skipped here and touched when its range starts, so another
+ * node sharing the folder sees it as fresh.
+ */
 function removeStalePartials(dir: string, now: number): void {
   for (const name of readdirSync(dir)) {
     if (!name.endsWith('.part')) continue;
     const path = join(dir, name);
+    if (writing.has(path)) continue;
     try {
       if (now - statSync(path).mtimeMs > PARTIAL_MAX_AGE_MS) rmSync(path, { force: true });
     } catch {
@@ -89,6 +97,27 @@ export async function receiveRange(
   const dir = join(dataDir, PARTIAL_DIR);
   mkdirSync(dir, { recursive: true, mode: PRIVATE_DIR_MODE });
   const partial = partialPath(dataDir, deviceId, sha256);
+  if (writing.has(partial)) {
+    body.resume();
+    throw conflict('This file is being received', `another range of it is arriving now; ask where the copy ends (GET /v1/sync/blobs/${sha256}/upload) once that one is answered`);
+  }
+  writing.add(partial);
+  try {
+    return await appendRange(dataDir, sha256, partial, dir, body, range);
+  } finally {
+    writing.delete(partial);
+  }
+}
+
+async function appendRange(dataDir: string, sha256: string, partial: string, dir: string, body: Readable, range: RangeHeader): Promise<{ received: number; complete: boolean; stored: boolean }> {
+  if (existsSync(partial)) {
+    try {
+      const now = new Date();
+      utimesSync(partial, now, now);
+    } catch {
+      // Removed meanwhile: the range below finds none held.
+    }
+  }
   const held = existsSync(partial) ? statSync(partial).size : 0;
   if (range.start !== held) {
     body.resume();

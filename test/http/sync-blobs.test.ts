@@ -3,7 +3,8 @@
  * never half; a bucket is all or nothing; a bad frame is named.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { archivePathFor } from '#server/imports/archive.ts';
@@ -138,5 +139,41 @@ describe('sync blobs', () => {
     expect(existsSync(stale)).toBe(false);
     // Under a week old: its device may still come back and finish it.
     expect(existsSync(recent)).toBe(true);
+  });
+
+  it('keeps a week-old partial that its device is resuming right now, and takes the range whole', async () => {
+    const big = file(4096);
+    const dir = join(t.dataDir, PARTIAL_DIR);
+    const headers = (start: number, end: number) => ({ 'Content-Type': 'application/octet-stream', 'Mia-Sync-Protocol': '1', 'Content-Range': `bytes ${start}-${end}/${big.bytes.length}` });
+    expect((await t.request('PUT', `/v1/sync/blobs/${big.sha}`, { key, rawBody: big.bytes.subarray(0, 1024), headers: headers(0, 1023) })).status).toBe(200);
+    const [name] = readdirSync(dir).filter((n) => n.endsWith(`${big.sha}.part`));
+    const partial = join(dir, name ?? '');
+    const eightDaysAgo = new Date(Date.now() - 8 * 24 * 60 * 60 * 1000);
+    utimesSync(partial, eightDaysAgo, eightDaysAgo);
+
+    // The rest of the file, sent slowly: its first bytes, then (the partial aged again, as another
+    // node's look at it could have been) a second device starts an upload, then the remainder.
+    const answer = new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest(`${t.url}/v1/sync/blobs/${big.sha}`, { method: 'PUT', headers: { ...headers(1024, 4095), Authorization: `Bearer ${key}`, 'Content-Length': '3072' } }, (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      req.on('error', reject);
+      req.write(big.bytes.subarray(1024, 1100));
+      void (async () => {
+        await expect.poll(() => statSync(partial).size, { timeout: 5000 }).toBe(1100);
+        utimesSync(partial, eightDaysAgo, eightDaysAgo);
+        const other = (await enrollDevice(t.server.services, 'other', 'test')).key;
+        const next = file(2048);
+        const started = await t.request('PUT', `/v1/sync/blobs/${next.sha}`, { key: other, rawBody: next.bytes.subarray(0, 1024), headers: { 'Content-Type': 'application/octet-stream', 'Mia-Sync-Protocol': '1', 'Content-Range': 'bytes 0-1023/2048' } });
+        expect(started.status).toBe(200);
+        expect(existsSync(partial)).toBe(true);
+        req.end(big.bytes.subarray(1100));
+      })().catch(reject);
+    });
+    const done = await answer;
+    expect(done.status, done.body).toBe(201);
+    expect(stored(big.sha)).toBe(true);
   });
 });
