@@ -110,13 +110,11 @@ export async function receiveRange(
 }
 
 async function appendRange(dataDir: string, sha256: string, partial: string, dir: string, body: Readable, range: RangeHeader): Promise<{ received: number; complete: boolean; stored: boolean }> {
-  if (existsSync(partial)) {
-    try {
-      const now = new Date();
-      utimesSync(partial, now, now);
-    } catch {
-      // Removed meanwhile: the range below finds none held.
-    }
+  try {
+    const now = new Date();
+    utimesSync(partial, now, now);
+  } catch {
+    // None held yet, or removed meanwhile: the range below finds none held.
   }
   const held = existsSync(partial) ? statSync(partial).size : 0;
   if (range.start !== held) {
