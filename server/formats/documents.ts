@@ -2,7 +2,7 @@
 import type { ResourceSerializer } from '#server/formats/serializers.ts';
 import { csvHeader } from '#server/formats/csv.ts';
 import type { XmlValue } from '#server/formats/xml.ts';
-import { toXmlDocument } from '#server/formats/xml.ts';
+import { xmlDocumentAround, xmlElement } from '#server/formats/xml.ts';
 
 export function csvDocument<T>(serializer: ResourceSerializer<T>, items: readonly T[]): string {
   return csvHeader(serializer.columns) + csvRecords(serializer, items);
@@ -24,7 +24,25 @@ export function xmlDocument<T>(
   items: readonly T[],
   tail: Readonly<Record<string, XmlValue>> = {},
 ): string {
-  const itemNames = { ...serializer.xmlItemNames, [serializer.collection]: serializer.item };
-  const value = { ...head, [serializer.collection]: items as unknown as XmlValue, ...tail };
-  return toXmlDocument(rootName, value, itemNames);
+  return xmlDocumentAround(rootName, head, xmlCollection(serializer, items), tail, xmlItemNames(serializer));
+}
+
+/** The collection element of xmlDocument alone: a kept page's XML, written once. */
+export function xmlCollection<T>(serializer: ResourceSerializer<T>, items: readonly T[]): string {
+  return xmlElement(serializer.collection, items as unknown as XmlValue, xmlItemNames(serializer));
+}
+
+/** The rest of xmlDocument around a collection element xmlCollection wrote. */
+export function xmlDocumentWith<T>(
+  rootName: string,
+  head: Readonly<Record<string, XmlValue>>,
+  serializer: ResourceSerializer<T>,
+  collection: string,
+  tail: Readonly<Record<string, XmlValue>> = {},
+): string {
+  return xmlDocumentAround(rootName, head, collection, tail, xmlItemNames(serializer));
+}
+
+function xmlItemNames<T>(serializer: ResourceSerializer<T>): Readonly<Record<string, string>> {
+  return { ...serializer.xmlItemNames, [serializer.collection]: serializer.item };
 }

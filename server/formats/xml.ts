@@ -52,14 +52,18 @@ function appendElement(out: string, name: string, value: XmlValue, itemNames: Re
     const itemName = itemNames[name] ?? 'item';
     for (const item of value as readonly XmlValue[]) out = appendElement(out, itemName, item, itemNames);
   } else {
-    const record = value as { readonly [key: string]: XmlValue | undefined };
-    for (const key of Object.keys(record)) {
-      const child = record[key];
-      // An absent optional field is left out, as JSON.stringify leaves it out.
-      if (child !== undefined) out = appendElement(out, key, child, itemNames);
-    }
+    out = appendChildren(out, value as { readonly [key: string]: XmlValue | undefined }, itemNames);
   }
   return `${out}</${tag}>`;
+}
+
+function appendChildren(out: string, record: { readonly [key: string]: XmlValue | undefined }, itemNames: Readonly<Record<string, string>>): string {
+  for (const key of Object.keys(record)) {
+    const child = record[key];
+    // An absent optional field is left out, as JSON.stringify leaves it out.
+    if (child !== undefined) out = appendElement(out, key, child, itemNames);
+  }
+  return out;
 }
 
 export function xmlElement(name: string, value: XmlValue, itemNames: Readonly<Record<string, string>>): string {
@@ -68,4 +72,24 @@ export function xmlElement(name: string, value: XmlValue, itemNames: Readonly<Re
 
 export function toXmlDocument(rootName: string, value: XmlValue, itemNames: Readonly<Record<string, string>>): string {
   return `<?xml version="1.0" encoding="UTF-8"?>\n${xmlElement(rootName, value, itemNames)}\n`;
+}
+
+/**
+ * toXmlDocument(rootName, { ...before, [name]: ..., ...after }) where the element between is
+ * already written (`middle`, one element): a page's collection is written once and kept while the
+ * envelope around it changes with every request (server/http/shared-answers.ts).
+ */
+export function xmlDocumentAround(
+  rootName: string,
+  before: Readonly<Record<string, XmlValue>>,
+  middle: string,
+  after: Readonly<Record<string, XmlValue>>,
+  itemNames: Readonly<Record<string, string>>,
+): string {
+  const tag = elementName(rootName);
+  let out = `<?xml version="1.0" encoding="UTF-8"?>\n<${tag}>`;
+  out = appendChildren(out, before, itemNames);
+  out += middle;
+  out = appendChildren(out, after, itemNames);
+  return `${out}</${tag}>\n`;
 }

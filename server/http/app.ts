@@ -21,6 +21,7 @@ import { createRateLimiter } from '#server/http/rate-limit.ts';
 import { createSharedRateLimiter } from '#server/http/shared-rate-limit.ts';
 import { contextOf, requestContext } from '#server/http/request-context.ts';
 import { sendError, sendResult } from '#server/http/respond.ts';
+import { SharedAnswers } from '#server/http/shared-answers.ts';
 import { staticUi } from '#server/http/static-ui.ts';
 import { createTurns } from '#server/http/turns.ts';
 import type { AuditNote, Route, UploadBody, UploadSpec } from '#server/http/route.ts';
@@ -159,6 +160,7 @@ export function createApp(services: Runtime): express.Express {
   const jsonBody = express.json({ limit: JSON_BODY_LIMIT, type: 'application/json', strict: true });
   // A burst of handlers must not hold the event loop for one long iteration (server/http/turns.ts).
   const turns = createTurns();
+  const sharedAnswers = new SharedAnswers(services.db);
 
   app.use(requestContext);
   // API answers carry patient data: no browser or proxy keeps a copy (the UI's files say otherwise).
@@ -298,6 +300,13 @@ export function createApp(services: Runtime): express.Express {
       }
       body = parseInput(route.body, req.body ?? {}, 'body');
     }
+    const sharing = route.sharedAnswer ? sharedAnswers.sharing(route.path, [params, query, ctx.version]) : null;
+    const kept = sharing && sharedAnswers.get(sharing);
+    if (kept) {
+      Object.assign(note, kept.note);
+      sendResult(req, res, kept.result, format, route.successStatus, clock);
+      return;
+    }
     await turns.take(largePage(query) ? 'large' : 'small');
     const result = await route.handle({
       params,
@@ -315,6 +324,7 @@ export function createApp(services: Runtime): express.Express {
       note.patientIds ??= patientsOf(result.items);
       note.target ??= filterTarget(query);
     }
+    if (sharing) sharedAnswers.keep(sharing, result, note);
     sendResult(req, res, result, format, route.successStatus, clock);
   };
 

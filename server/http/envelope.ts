@@ -11,6 +11,14 @@ export function successEnvelope<T>(data: T, meta: Meta, timestamp: string): Succ
   return { status: 'success', timestamp, data, meta };
 }
 
+/**
+ * JSON.stringify(successEnvelope(data, meta, timestamp)) for data already written as JSON, so a
+ * kept page's text is reused while its envelope (request id, time) is new each request.
+ */
+export function successEnvelopeJson(dataJson: string, meta: Meta, timestamp: string): string {
+  return `{"status":"success","timestamp":${JSON.stringify(timestamp)},"data":${dataJson},"meta":${JSON.stringify(meta)}}`;
+}
+
 export function errorEnvelope(error: ErrorBody, meta: Meta, timestamp: string): ErrorEnvelope {
   return { status: 'error', timestamp, error, meta };
 }

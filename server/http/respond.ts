@@ -1,12 +1,13 @@
 /** Writes a handler's result in the negotiated format, and errors as the standard envelope. */
 import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
-import { csvDocument, xmlDocument } from '#server/formats/documents.ts';
+import { csvDocument, xmlCollection, xmlDocumentWith } from '#server/formats/documents.ts';
 import type { XmlValue } from '#server/formats/xml.ts';
-import { errorEnvelope, successEnvelope, type ErrorBody, type Meta } from '#server/http/envelope.ts';
+import { errorEnvelope, successEnvelope, successEnvelopeJson, type ErrorBody, type Meta } from '#server/http/envelope.ts';
 import { CONTENT_TYPE, type Format } from '#server/http/format.ts';
 import { encodeCursor } from '#server/http/pagination.ts';
 import { trackEventStream } from '#server/http/event-streams.ts';
+import { isSharedResult } from '#server/http/shared-answers.ts';
 import { contextOf } from '#server/http/request-context.ts';
 import type { EventSink, HandlerResult } from '#server/http/route.ts';
 import type { Clock } from '#server/clock.ts';
@@ -51,18 +52,34 @@ export function sendResult(req: Request, res: Response, result: HandlerResult, f
   }
   const nextCursor = encodeCursor(result.nextAfterId);
   if (nextCursor) res.setHeader('X-Next-Cursor', nextCursor);
-  if (format === 'csv' && result.csv) {
-    res.status(status).type(CONTENT_TYPE.csv).send(csvDocument(result.csv.serializer, result.csv.items as never[]));
+  const csv = result.csv;
+  if (format === 'csv' && csv) {
+    res.status(status).type(CONTENT_TYPE.csv).send(listText(result, 'csv', () => csvDocument(csv.serializer, csv.items as never[])));
     return;
   }
-  if (format === 'xml' && result.xml) {
+  const xml = result.xml;
+  if (format === 'xml' && xml) {
     const head: Record<string, XmlValue> = { status: 'success', timestamp, meta };
-    const body = xmlDocument('response', head, result.xml, result.items as never[], { next_cursor: nextCursor });
-    res.status(status).type(CONTENT_TYPE.xml).send(body);
+    const collection = listText(result, 'xml', () => xmlCollection(xml, result.items as never[]));
+    res.status(status).type(CONTENT_TYPE.xml).send(xmlDocumentWith('response', head, xml, collection, { next_cursor: nextCursor }));
     return;
   }
-  const data = { items: result.items, next_cursor: nextCursor };
-  res.status(status).type(CONTENT_TYPE.json).send(JSON.stringify(successEnvelope(data, meta, timestamp)));
+  const data = listText(result, 'json', () => JSON.stringify({ items: result.items, next_cursor: nextCursor }));
+  res.status(status).type(CONTENT_TYPE.json).send(successEnvelopeJson(data, meta, timestamp));
+}
+
+type ListResult = Extract<HandlerResult, { kind: 'list' }>;
+
+/** What each format writes of a kept answer (shared-answers.ts), written once. */
+const keptTexts = new WeakMap<HandlerResult, Partial<Record<Format, string>>>();
+
+/** The part of a list's body that depends on its items alone: the items' JSON with the cursor,
+ * the whole CSV, the XML collection. */
+function listText(result: ListResult, format: Format, write: () => string): string {
+  if (!isSharedResult(result)) return write();
+  let texts = keptTexts.get(result);
+  if (!texts) keptTexts.set(result, (texts = {}));
+  return (texts[format] ??= write());
 }
 
 /** Comment lines keep idle proxies and clients from timing the stream out. */

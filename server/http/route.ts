@@ -94,6 +94,13 @@ export type RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodT
   successStatus?: number;
   /** Audit action recorded for every authenticated call; omitted for calls that touch no data. */
   audit?: string;
+  /**
+   * A GET list whose answer (and audit note) is a function of its path parameters, query and API
+   * version over the store's content: not of who asks, the clock, headers, or the request log
+   * tables (LOG_TABLES). Its answer is kept and given again while the store is unchanged
+   * (server/http/shared-answers.ts).
+   */
+  sharedAnswer?: boolean;
   handle(ctx: HandlerContext<z.output<P>, z.output<Q>, z.output<B>>): HandlerResult | Promise<HandlerResult>;
 };
 
@@ -117,10 +124,12 @@ export type Route = {
   formats: readonly Format[];
   successStatus: number;
   audit: string | undefined;
+  sharedAnswer: boolean;
   handle(ctx: HandlerContext<unknown, unknown, unknown>): HandlerResult | Promise<HandlerResult>;
 };
 
 export function defineRoute<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType>(spec: RouteSpec<P, Q, B>): Route {
+  if (spec.sharedAnswer && (spec.method !== 'get' || !spec.list)) throw new Error(`${spec.path}: only GET lists can share answers`);
   return {
     method: spec.method,
     path: spec.path,
@@ -140,6 +149,7 @@ export function defineRoute<P extends z.ZodType, Q extends z.ZodType, B extends 
     formats: spec.formats ?? ['json'],
     successStatus: spec.successStatus ?? 200,
     audit: spec.audit,
+    sharedAnswer: spec.sharedAnswer ?? false,
     // The wrapper parses input with the same schemas before calling, so the types hold.
     handle: spec.handle as Route['handle'],
   };

@@ -54,9 +54,20 @@ export type Database = {
    * Inside, `tx.transaction` nests as a savepoint.
    */
   transaction<T>(work: (tx: Database) => Promise<T>, options?: TransactionOptions): Promise<T>;
+  /**
+   * A token that stays the same only while no committed write can have changed what a read of
+   * this database returns, or null where the backend cannot tell (PostgreSQL: other processes and
+   * hub nodes commit without this one hearing of it). Writes to the request log tables
+   * (LOG_TABLES: every request adds to them) leave it alone, so what reads those must not be kept
+   * by it. For answers kept between requests (server/http/shared-answers.ts).
+   */
+  readVersion(): string | null;
   /** Closes the connection(s) after the statements already started. */
   close(): Promise<void>;
 };
+
+/** Written on every request (its audit event, its rate-limit count); readVersion ignores them. */
+export const LOG_TABLES: ReadonlySet<string> = new Set(['audit_events', 'rate_limits']);
 
 export function statementText(statement: Statement, dialect: Dialect): string {
   return typeof statement === 'string' ? statement : statement[dialect];

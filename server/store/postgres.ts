@@ -135,6 +135,7 @@ function clientHandle(client: pg.PoolClient, isOpen: () => boolean, savepoints: 
         open = false;
       }
     },
+    readVersion: () => null,
     close: () => Promise.reject(new Error('close the database, not a transaction')),
   };
 }
@@ -205,6 +206,7 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
       return (await query(pool, statement, params)).rowCount ?? 0;
     },
     transaction,
+    readVersion: () => null,
     close() {
       closing ??= pool.end();
       return closing;

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import BetterSqlite3 from 'better-sqlite3';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '#server/private-files.ts';
-import { statementText, type Database, type Params, type Statement, type TransactionOptions } from '#server/store/database.ts';
+import { LOG_TABLES, statementText, type Database, type Params, type Statement, type TransactionOptions } from '#server/store/database.ts';
 import { applySqliteMigrations } from '#server/store/migrations.ts';
 import { registerSearchFold } from '#server/store/search-fold.ts';
 
@@ -81,7 +81,33 @@ type Connection = {
   savepoints: number;
   /** The write-ahead log, opened at the first durable commit (see `syncWal`). */
   walFd?: number;
+  /** Prepared statements that write rows a read can return (changesContent). */
+  contentWriters: WeakSet<BetterSqlite3.Statement>;
+  /**
+   * Counts this connection's content writes as they run. A transaction's count moves before its
+   * commit, but the reads of this process wait at the gate until it ends, so a version read
+   * meanwhile is followed only by reads of the committed (or rolled back) state.
+   */
+  contentWrites: number;
+  /** PRAGMA data_version: changes when another connection (process, worker) commits. */
+  dataVersion?: BetterSqlite3.Statement;
 };
+
+/** The table an INSERT, REPLACE, UPDATE or DELETE names first; a statement it cannot read (a
+ * WITH before the write) counts as writing content. */
+const WRITE_TARGET = /^\s*(?:INSERT(?:\s+OR\s+\w+)?\s+INTO|REPLACE\s+INTO|UPDATE(?:\s+OR\s+\w+)?|DELETE\s+FROM)\s+["`[]?(\w+)/i;
+
+/** Whether running the statement may change what a read returns (readVersion). */
+function changesContent(prepared: BetterSqlite3.Statement, text: string): boolean {
+  if (prepared.readonly) return false;
+  const table = WRITE_TARGET.exec(text)?.[1]?.toLowerCase();
+  return table === undefined || !LOG_TABLES.has(table);
+}
+
+function readVersion(conn: Connection): string {
+  conn.dataVersion ??= conn.db.prepare('PRAGMA data_version').pluck();
+  return `${String(conn.dataVersion.get())}:${conn.contentWrites}`;
+}
 
 const fsyncAsync = promisify(fsync);
 
@@ -116,8 +142,11 @@ function prepare(conn: Connection, statement: Statement, rows: 'objects' | 'arra
   if (!prepared) {
     prepared = conn.db.prepare(text);
     if (rows === 'arrays') prepared.raw(true);
+    if (changesContent(prepared, text)) conn.contentWriters.add(prepared);
     cache.set(text, prepared);
   }
+  // Counted before it runs: a read that sees its change was made after the count moved.
+  if (conn.contentWriters.has(prepared)) conn.contentWrites++;
   return prepared;
 }
 
@@ -208,6 +237,8 @@ function transactionHandle(conn: Connection, isOpen: () => boolean): Database {
         open = false;
       }
     },
+    // Reads inside see the transaction's own writes before they are committed: nothing to keep.
+    readVersion: () => null,
     close: () => Promise.reject(new Error('close the database, not a transaction')),
   };
   return handle;
@@ -276,7 +307,15 @@ export function openDatabase(dataDir: string, options: OpenOptions = {}): Sqlite
     throw err;
   }
 
-  const conn: Connection = { db, gate: new Gate(), statements: new Map(), rawStatements: new Map(), savepoints: 0 };
+  const conn: Connection = {
+    db,
+    gate: new Gate(),
+    statements: new Map(),
+    rawStatements: new Map(),
+    savepoints: 0,
+    contentWriters: new WeakSet(),
+    contentWrites: 0,
+  };
   const run = executor(conn);
   let closing: Promise<void> | undefined;
   return {
@@ -287,6 +326,7 @@ export function openDatabase(dataDir: string, options: OpenOptions = {}): Sqlite
     get: <T>(statement: Statement, params?: Params) => outside(conn, () => run.get(statement, params) as T | undefined),
     run: (statement, params) => outside(conn, () => run.run(statement, params)),
     transaction: (work, options) => transaction(conn, work, options),
+    readVersion: () => readVersion(conn),
     async holdStatements(work) {
       await conn.gate.acquire();
       try {

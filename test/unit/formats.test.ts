@@ -2,7 +2,8 @@ import { XMLValidator } from 'fast-xml-parser';
 import { describe, expect, it } from 'vitest';
 import type { ScanResultV11 } from '#server/api/schemas.ts';
 import { csvField, toCsv } from '#server/formats/csv.ts';
-import { csvDocument } from '#server/formats/documents.ts';
+import { csvDocument, xmlCollection, xmlDocument, xmlDocumentWith } from '#server/formats/documents.ts';
+import { successEnvelope, successEnvelopeJson } from '#server/http/envelope.ts';
 import { scanResultSerializer } from '#server/formats/serializers.ts';
 import { escapeXml, toXmlDocument } from '#server/formats/xml.ts';
 import { parseCsv } from '../helpers/csv.ts';
@@ -117,5 +118,23 @@ describe('XML', () => {
 
   it('refuses element names that are not XML names', () => {
     expect(() => toXmlDocument('root', { 'bad name': 1 }, {})).toThrow(/not an XML element name/);
+  });
+
+  it('writes a document around a kept collection exactly as it writes it whole', () => {
+    const items = [{ a: 'x & y', n: [1, 2] }, { a: null, n: [] }];
+    const serializer = { ...scanResultSerializer, collection: 'things', item: 'thing', xmlItemNames: { n: 'v' } } as unknown as typeof scanResultSerializer;
+    const head = { status: 'success', timestamp: '2026-03-01T08:00:00.000Z', meta: { request_id: 'r1', version: '1.1' } };
+    const whole = xmlDocument('response', head, serializer, items as never[], { next_cursor: null });
+    expect(xmlDocumentWith('response', head, serializer, xmlCollection(serializer, items as never[]), { next_cursor: null })).toBe(whole);
+    expect(whole).toBe(toXmlDocument('response', { ...head, things: items, next_cursor: null }, { things: 'thing', n: 'v' }));
+  });
+});
+
+describe('JSON envelope around kept data', () => {
+  it('is the bytes JSON.stringify writes for the whole envelope', () => {
+    const data = { items: [{ id: 'a"b', n: 1.5, none: null }], next_cursor: null };
+    const meta = { request_id: 'req-\u2028', version: 'v1.1' as const };
+    const at = '2026-03-01T08:00:00.000Z';
+    expect(successEnvelopeJson(JSON.stringify(data), meta, at)).toBe(JSON.stringify(successEnvelope(data, meta, at)));
   });
 });

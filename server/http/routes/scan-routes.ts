@@ -45,6 +45,7 @@ export const scanRoutes: Route[] = [
     response: api.scan,
     list: true,
     audit: 'scans.list',
+    sharedAnswer: true,
     handle: async ({ services, query, audit }) => {
       audit({ patientId: query.patient_id ?? null });
       const page = await listScans(services, { patientId: query.patient_id, modality: query.modality, status: query.status }, pageRequest(query));
@@ -64,6 +65,7 @@ export const scanRoutes: Route[] = [
     response: api.study,
     list: true,
     audit: 'studies.list',
+    sharedAnswer: true,
     handle: async ({ services, query, audit }) => {
       // The search words may be a patient's name: the audit keeps which patients the read
       // reached (its patient_ids), not the name typed.
@@ -126,6 +128,7 @@ export const scanRoutes: Route[] = [
     list: true,
     formats: ['json', 'csv', 'xml'],
     audit: 'results.list',
+    sharedAnswer: true,
     handle: async ({ services, query, version, audit }) => {
       audit({ patientId: query.patient_id ?? null, target: query.scan_id ? `scan:${query.scan_id}` : null });
       const page = await listResults(
