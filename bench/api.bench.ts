@@ -25,6 +25,17 @@ const DURATION_S = 10;
  * unoptimized code (measured: 1.44 ms of CPU a request in the first 6 s, 1.03-1.12 after). */
 const WARM_UP_S = 2;
 
+/**
+ * Pages of 50 starting after scan 0, 1, ... : more than the server keeps (server/http/shared-answers.ts),
+ * asked in turn, so every answer is read and written anew.
+ */
+const COLD_PAGES = 950;
+
+function coldPaths(): () => string {
+  let next = 0;
+  return () => `/v1/scan/results?cursor=${Buffer.from(JSON.stringify({ a: next++ % COLD_PAGES })).toString('base64url')}`;
+}
+
 type Started = { url: string; key: string; child: ChildProcess };
 type Gc = { count: number; totalMs: number; maxMs: number };
 type Row = {
@@ -87,11 +98,15 @@ function toRow(name: string, { result, overSecond }: Measured, extra: Extra = {}
   };
 }
 
-/** A run, and how many of its answers took longer than SLOW_MS (the latency histogram gives no count above a value). */
-function cannon(url: string, key: string, connections: number, duration = DURATION_S): Promise<Measured> {
+/**
+ * A run, and how many of its answers took longer than SLOW_MS (the latency histogram gives no count
+ * above a value). `nextPath`: each request's path, for runs where every request asks another page.
+ */
+function cannon(url: string, key: string, connections: number, duration = DURATION_S, nextPath?: () => string): Promise<Measured> {
   return new Promise((resolve, reject) => {
     let overSecond = 0;
-    const options = { url, connections, duration, headers: key ? { Authorization: `Bearer ${key}` } : {} };
+    const options: autocannon.Options = { url, connections, duration, headers: key ? { Authorization: `Bearer ${key}` } : {} };
+    if (nextPath) options.requests = [{ setupRequest: (request) => ({ ...request, path: nextPath() }) }];
     const run = autocannon(options, (err: unknown, result) => {
       if (err) reject(err instanceof Error ? err : new Error(String(err)));
       else resolve({ result, overSecond });
@@ -107,10 +122,10 @@ const stealSince = (before: number | null): number | null => {
   return now === null || before === null ? null : now - before;
 };
 
-async function load(name: string, server: Started, url: string): Promise<Row> {
+async function load(name: string, server: Started, url: string, nextPath?: () => string): Promise<Row> {
   const before = await usageOf(server);
   const steal = stealMsNow();
-  const measured = await cannon(url, server.key, CONNECTIONS);
+  const measured = await cannon(url, server.key, CONNECTIONS, DURATION_S, nextPath);
   const stealMs = stealSince(steal);
   const after = await usageOf(server);
   return toRow(name, measured, { cpuMs: (after.cpuMs - before.cpuMs) / Math.max(1, measured.result.requests.total), gc: after.gc, loopMaxMs: after.loopMaxMs, stealMs });
@@ -158,6 +173,7 @@ export async function run(): Promise<string> {
     rows.push(await load('mia GET /v1/scan/results?format=csv', miaServer, `${results}?format=csv`));
     rows.push(await load('mia GET /v1/scan/results?format=xml', miaServer, `${results}?format=xml`));
     rows.push(await load('mia GET /v1/scan/results?limit=500', miaServer, `${results}?limit=500`));
+    rows.push(await load(`mia GET /v1/scan/results (limit 50), a page not kept: each request another of ${COLD_PAGES} cursors`, miaServer, results, coldPaths()));
     rows.push(await load('mia GET /v1/studies (limit 50, the worklist)', miaServer, `${miaServer.url}/v1/studies`));
     rows.push(...(await beside(miaServer, results, `${results}?limit=500`)));
     bareLast = await load(`bare Express handler (${payload} B body), last`, bareServer, bareUrl);
@@ -201,6 +217,13 @@ this one had work (/proc/stat): a tail beside a large figure is the machine, not
 "over 1 s" counts answers slower than 1 s (issue 15's goal at limit=500: none). "failed" counts non-2xx answers and connection errors; "over 10 s" requests autocannon gave up on.
 The two "beside" rows ran at the same time, half the connections each: the first is the small
 pages' latency while large pages are being served.
+
+Kept pages (2026-11-27, docs/architecture.md "Lists asked again"): a list asked again while the
+store is unchanged is answered from the page the last request read, with the text each format
+wrote of it; every request is still authenticated, rate-limit checked and audited. The rows that
+ask one URL measure that, as a worklist polled by many workstations is; the "page not kept" row
+asks a different page each time (a cursor walking ${COLD_PAGES} pages, more than the 32 kept), which is
+what every first request after a change costs. Before (same fixture, 2026-11-27, one URL): 1,363 req/s, p99 58 ms.
 
 Instance rows (2026-11-26): until this run the fixture's series had none, and a result's slice
 number and size in mm come from them. With ${SLICES} per series, as an imported CT series has, the
