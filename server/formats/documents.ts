@@ -24,7 +24,8 @@ export function xmlDocument<T>(
   items: readonly T[],
   tail: Readonly<Record<string, XmlValue>> = {},
 ): string {
-  return xmlDocumentAround(rootName, head, xmlCollection(serializer, items), tail, xmlItemNames(serializer));
+  const [before, after] = xmlDocumentAround(rootName, head, tail, xmlItemNames(serializer));
+  return before + xmlCollection(serializer, items) + after;
 }
 
 /** The collection element of xmlDocument alone: a kept page's XML, written once. */
@@ -32,15 +33,14 @@ export function xmlCollection<T>(serializer: ResourceSerializer<T>, items: reado
   return xmlElement(serializer.collection, items as unknown as XmlValue, xmlItemNames(serializer));
 }
 
-/** The rest of xmlDocument around a collection element xmlCollection wrote. */
-export function xmlDocumentWith<T>(
+/** The text of xmlDocument before and after the collection element xmlCollection writes. */
+export function xmlAroundCollection<T>(
   rootName: string,
   head: Readonly<Record<string, XmlValue>>,
   serializer: ResourceSerializer<T>,
-  collection: string,
   tail: Readonly<Record<string, XmlValue>> = {},
-): string {
-  return xmlDocumentAround(rootName, head, collection, tail, xmlItemNames(serializer));
+): [before: string, after: string] {
+  return xmlDocumentAround(rootName, head, tail, xmlItemNames(serializer));
 }
 
 function xmlItemNames<T>(serializer: ResourceSerializer<T>): Readonly<Record<string, string>> {

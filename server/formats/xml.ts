@@ -75,21 +75,17 @@ export function toXmlDocument(rootName: string, value: XmlValue, itemNames: Read
 }
 
 /**
- * toXmlDocument(rootName, { ...before, [name]: ..., ...after }) where the element between is
- * already written (`middle`, one element): a page's collection is written once and kept while the
- * envelope around it changes with every request (server/http/shared-answers.ts).
+ * The text of toXmlDocument(rootName, { ...before, [name]: ..., ...after }) before and after the
+ * element between: a page's collection is written once and kept while the envelope around it
+ * changes with every request (server/http/shared-answers.ts).
  */
 export function xmlDocumentAround(
   rootName: string,
   before: Readonly<Record<string, XmlValue>>,
-  middle: string,
   after: Readonly<Record<string, XmlValue>>,
   itemNames: Readonly<Record<string, string>>,
-): string {
+): [before: string, after: string] {
   const tag = elementName(rootName);
-  let out = `<?xml version="1.0" encoding="UTF-8"?>\n<${tag}>`;
-  out = appendChildren(out, before, itemNames);
-  out += middle;
-  out = appendChildren(out, after, itemNames);
-  return `${out}</${tag}>\n`;
+  const head = appendChildren(`<?xml version="1.0" encoding="UTF-8"?>\n<${tag}>`, before, itemNames);
+  return [head, `${appendChildren('', after, itemNames)}</${tag}>\n`];
 }

@@ -12,11 +12,11 @@ export function successEnvelope<T>(data: T, meta: Meta, timestamp: string): Succ
 }
 
 /**
- * JSON.stringify(successEnvelope(data, meta, timestamp)) for data already written as JSON, so a
- * kept page's text is reused while its envelope (request id, time) is new each request.
+ * The text of JSON.stringify(successEnvelope(data, meta, timestamp)) before and after the data's
+ * own JSON, so a kept page's bytes are reused while its envelope (request id, time) is new.
  */
-export function successEnvelopeJson(dataJson: string, meta: Meta, timestamp: string): string {
-  return `{"status":"success","timestamp":${JSON.stringify(timestamp)},"data":${dataJson},"meta":${JSON.stringify(meta)}}`;
+export function successEnvelopeAround(meta: Meta, timestamp: string): [before: string, after: string] {
+  return [`{"status":"success","timestamp":${JSON.stringify(timestamp)},"data":`, `,"meta":${JSON.stringify(meta)}}`];
 }
 
 export function errorEnvelope(error: ErrorBody, meta: Meta, timestamp: string): ErrorEnvelope {

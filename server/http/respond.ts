@@ -1,9 +1,9 @@
 /** Writes a handler's result in the negotiated format, and errors as the standard envelope. */
 import { pipeline } from 'node:stream/promises';
 import type { Request, Response } from 'express';
-import { csvDocument, xmlCollection, xmlDocumentWith } from '#server/formats/documents.ts';
+import { csvDocument, xmlAroundCollection, xmlCollection } from '#server/formats/documents.ts';
 import type { XmlValue } from '#server/formats/xml.ts';
-import { errorEnvelope, successEnvelope, successEnvelopeJson, type ErrorBody, type Meta } from '#server/http/envelope.ts';
+import { errorEnvelope, successEnvelope, successEnvelopeAround, type ErrorBody, type Meta } from '#server/http/envelope.ts';
 import { CONTENT_TYPE, type Format } from '#server/http/format.ts';
 import { encodeCursor } from '#server/http/pagination.ts';
 import { trackEventStream } from '#server/http/event-streams.ts';
@@ -54,32 +54,37 @@ export function sendResult(req: Request, res: Response, result: HandlerResult, f
   if (nextCursor) res.setHeader('X-Next-Cursor', nextCursor);
   const csv = result.csv;
   if (format === 'csv' && csv) {
-    res.status(status).type(CONTENT_TYPE.csv).send(listText(result, 'csv', () => csvDocument(csv.serializer, csv.items as never[])));
+    res.status(status).type(CONTENT_TYPE.csv).send(listBody(result, 'csv', ['', ''], () => csvDocument(csv.serializer, csv.items as never[])));
     return;
   }
   const xml = result.xml;
   if (format === 'xml' && xml) {
     const head: Record<string, XmlValue> = { status: 'success', timestamp, meta };
-    const collection = listText(result, 'xml', () => xmlCollection(xml, result.items as never[]));
-    res.status(status).type(CONTENT_TYPE.xml).send(xmlDocumentWith('response', head, xml, collection, { next_cursor: nextCursor }));
+    const around = xmlAroundCollection('response', head, xml, { next_cursor: nextCursor });
+    res.status(status).type(CONTENT_TYPE.xml).send(listBody(result, 'xml', around, () => xmlCollection(xml, result.items as never[])));
     return;
   }
-  const data = listText(result, 'json', () => JSON.stringify({ items: result.items, next_cursor: nextCursor }));
-  res.status(status).type(CONTENT_TYPE.json).send(successEnvelopeJson(data, meta, timestamp));
+  const data = (): string => JSON.stringify({ items: result.items, next_cursor: nextCursor });
+  res.status(status).type(CONTENT_TYPE.json).send(listBody(result, 'json', successEnvelopeAround(meta, timestamp), data));
 }
 
 type ListResult = Extract<HandlerResult, { kind: 'list' }>;
 
-/** What each format writes of a kept answer (shared-answers.ts), written once. */
-const keptTexts = new WeakMap<HandlerResult, Partial<Record<Format, string>>>();
+/** What each format writes of a kept answer (shared-answers.ts), encoded once. */
+const keptBytes = new WeakMap<HandlerResult, Partial<Record<Format, Buffer>>>();
 
-/** The part of a list's body that depends on its items alone: the items' JSON with the cursor,
- * the whole CSV, the XML collection. */
-function listText(result: ListResult, format: Format, write: () => string): string {
-  if (!isSharedResult(result)) return write();
-  let texts = keptTexts.get(result);
-  if (!texts) keptTexts.set(result, (texts = {}));
-  return (texts[format] ??= write());
+/**
+ * A list's body: `around` (this request's envelope) and between them the part that depends on
+ * the items alone (the items' JSON with the cursor, the XML collection, the whole CSV). For a kept
+ * answer that part is written and encoded once, and the body is a copy of its bytes.
+ */
+function listBody(result: ListResult, format: Format, around: readonly [string, string], write: () => string): string | Buffer {
+  if (!isSharedResult(result)) return around[0] + write() + around[1];
+  let kept = keptBytes.get(result);
+  if (!kept) keptBytes.set(result, (kept = {}));
+  const middle = (kept[format] ??= Buffer.from(write()));
+  if (around[0] === '' && around[1] === '') return middle;
+  return Buffer.concat([Buffer.from(around[0]), middle, Buffer.from(around[1])]);
 }
 
 /** Comment lines keep idle proxies and clients from timing the stream out. */
