@@ -60,6 +60,15 @@ describe('dependency direction', () => {
     expect(offenders).toEqual([]);
   });
 
+  it('server code uses the raw SQLite connection for pragmas only', () => {
+    // A write through it would go uncounted by readVersion, and kept answers
+    // (server/http/shared-answers.ts) would outlive it.
+    const offenders = sources(join(ROOT, 'server'))
+      .filter((file) => !file.endsWith(join('server', 'store', 'sqlite.ts')))
+      .flatMap((file) => [...readFileSync(file, 'utf8').matchAll(/\.connection\.(\w+)/g)].filter((m) => !['pragma', 'open', 'name'].includes(m[1] ?? '')).map((m) => `${relative(ROOT, file)}: .connection.${m[1]}`));
+    expect(offenders).toEqual([]);
+  });
+
   it('only the scan lifecycle writes a scan status', () => {
     // One owner of the state machine's moves (issue 12): the store's writer is called from
     // server/scans/lifecycle.ts alone, and no other store statement sets scans.status.

@@ -21,10 +21,10 @@ import { createRateLimiter } from '#server/http/rate-limit.ts';
 import { createSharedRateLimiter } from '#server/http/shared-rate-limit.ts';
 import { contextOf, requestContext } from '#server/http/request-context.ts';
 import { sendError, sendResult } from '#server/http/respond.ts';
-import { SharedAnswers } from '#server/http/shared-answers.ts';
+import { callerBlind, SharedAnswers } from '#server/http/shared-answers.ts';
 import { staticUi } from '#server/http/static-ui.ts';
 import { createTurns } from '#server/http/turns.ts';
-import type { AuditNote, Route, UploadBody, UploadSpec } from '#server/http/route.ts';
+import type { AuditNote, HandlerContext, Route, UploadBody, UploadSpec } from '#server/http/route.ts';
 import { ROUTES } from '#server/http/routes/index.ts';
 import { digestKey } from '#server/auth/key-format.ts';
 import type { Runtime } from '#server/runtime.ts';
@@ -310,7 +310,7 @@ export function createApp(services: Runtime): express.Express {
       sendResult(req, res, kept.result, format, route.successStatus, clock);
       return;
     }
-    const result = await route.handle({
+    const handlerContext: HandlerContext<unknown, unknown, unknown> = {
       params,
       query,
       body,
@@ -321,7 +321,8 @@ export function createApp(services: Runtime): express.Express {
       upload,
       audit: (extra) => Object.assign(note, extra),
       headers: headersOf(req),
-    });
+    };
+    const result = await route.handle(route.sharedAnswer ? callerBlind(handlerContext, route.path) : handlerContext);
     if (result.kind === 'list') {
       note.patientIds ??= patientsOf(result.items);
       note.target ??= filterTarget(query);

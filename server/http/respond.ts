@@ -7,7 +7,7 @@ import { errorEnvelope, successEnvelope, successEnvelopeAround, type ErrorBody, 
 import { CONTENT_TYPE, type Format } from '#server/http/format.ts';
 import { encodeCursor } from '#server/http/pagination.ts';
 import { trackEventStream } from '#server/http/event-streams.ts';
-import { isSharedResult } from '#server/http/shared-answers.ts';
+import { keptText } from '#server/http/shared-answers.ts';
 import { contextOf } from '#server/http/request-context.ts';
 import type { EventSink, HandlerResult } from '#server/http/route.ts';
 import type { Clock } from '#server/clock.ts';
@@ -70,19 +70,14 @@ export function sendResult(req: Request, res: Response, result: HandlerResult, f
 
 type ListResult = Extract<HandlerResult, { kind: 'list' }>;
 
-/** What each format writes of a kept answer (shared-answers.ts), encoded once. */
-const keptBytes = new WeakMap<HandlerResult, Partial<Record<Format, Buffer>>>();
-
 /**
  * A list's body: `around` (this request's envelope) and between them the part that depends on
  * the items alone (the items' JSON with the cursor, the XML collection, the whole CSV). For a kept
- * answer that part is written and encoded once, and the body is a copy of its bytes.
+ * answer that part is written and encoded once (shared-answers.ts), and the body is a copy of it.
  */
 function listBody(result: ListResult, format: Format, around: readonly [string, string], write: () => string): string | Buffer {
-  if (!isSharedResult(result)) return around[0] + write() + around[1];
-  let kept = keptBytes.get(result);
-  if (!kept) keptBytes.set(result, (kept = {}));
-  const middle = (kept[format] ??= Buffer.from(write()));
+  const middle = keptText(result, format, write);
+  if (middle === null) return around[0] + write() + around[1];
   if (around[0] === '' && around[1] === '') return middle;
   return Buffer.concat([Buffer.from(around[0]), middle, Buffer.from(around[1])]);
 }

@@ -10,48 +10,80 @@
  * Measured (BENCHMARKS.md, HTTP API): GET /v1/scan/results at 50 connections spent ~0.5 of its
  * 0.77 ms a request reading the page and writing its JSON.
  */
-import type { AuditNote, HandlerResult } from '#server/http/route.ts';
+import { MiaError } from '#server/errors.ts';
+import type { AuditNote, HandlerContext, HandlerResult } from '#server/http/route.ts';
 import type { Database } from '#server/store/database.ts';
 
-/** Pages kept at most, and their items at most in all: a few hot pages, not a second store. */
-const MAX_ENTRIES = 32;
-const MAX_ITEMS = 5_000;
+/**
+ * What is kept at most: a few hot pages, not a second store. Bytes are those each format wrote
+ * (a 500-result page with masks is megabytes of XML); an answer whose text alone passes a quarter
+ * of the budget is given once and not kept.
+ */
+export type SharedLimits = { entries: number; items: number; bytes: number };
+const LIMITS: SharedLimits = { entries: 32, items: 5_000, bytes: 32 * 1024 * 1024 };
 
-type Entry = { version: string; result: HandlerResult; note: AuditNote; items: number };
+type Entry = {
+  key: string;
+  version: string;
+  result: HandlerResult;
+  note: AuditNote;
+  items: number;
+  /** What each format wrote of it, as bytes (respond.ts). */
+  texts: Map<string, Buffer>;
+  bytes: number;
+  owner: SharedAnswers;
+};
 
 /** Where a request's answer is kept, and the store's read version when it was asked. */
 export type Sharing = { key: string; version: string };
 
-/** Results that came out of (or went into) SharedAnswers: their serialized bodies are kept too. */
-const sharedResults = new WeakSet<HandlerResult>();
+const entryOf = new WeakMap<HandlerResult, Entry>();
 
-export function isSharedResult(result: HandlerResult): boolean {
-  return sharedResults.has(result);
+/**
+ * The bytes `format` writes of a kept answer, written once while it stays kept; null when the
+ * result is not a kept one (the caller writes it itself).
+ */
+export function keptText(result: HandlerResult, format: string, write: () => string): Buffer | null {
+  const entry = entryOf.get(result);
+  if (!entry) return null;
+  const kept = entry.texts.get(format);
+  if (kept) return kept;
+  const text = Buffer.from(write());
+  entry.owner.account(entry, format, text);
+  return text;
 }
 
 export class SharedAnswers {
   private readonly entries = new Map<string, Entry>();
   private items = 0;
+  private bytes = 0;
+  /** The last read version seen: versions never come back, so a new one ends every entry. */
+  private lastVersion: string | null = null;
 
   constructor(
     private readonly db: Database,
-    private readonly limits: { entries: number; items: number } = { entries: MAX_ENTRIES, items: MAX_ITEMS },
+    private readonly limits: SharedLimits = LIMITS,
   ) {}
 
   /** The request's place, or null when the store cannot say whether it changed (PostgreSQL). */
   sharing(routePath: string, inputs: unknown): Sharing | null {
     const version = this.db.readVersion();
-    return version === null ? null : { key: `${routePath} ${JSON.stringify(inputs)}`, version };
+    if (version === null) return null;
+    if (version !== this.lastVersion) {
+      // Nothing kept can be given again: let it go now rather than when pushed out.
+      this.clear();
+      this.lastVersion = version;
+    }
+    return { key: `${routePath} ${JSON.stringify(inputs)}`, version };
   }
 
   /** The kept answer and its audit note, if the store is unchanged since it was computed. */
   get(sharing: Sharing): { result: HandlerResult; note: AuditNote } | undefined {
     const entry = this.entries.get(sharing.key);
-    if (!entry) return undefined;
-    this.drop(sharing.key, entry);
-    if (entry.version !== sharing.version) return undefined;
-    this.entries.set(sharing.key, entry); // now the most recently used
-    this.items += entry.items;
+    if (!entry || entry.version !== sharing.version) return undefined;
+    // Now the most recently used.
+    this.entries.delete(sharing.key);
+    this.entries.set(sharing.key, entry);
     return entry;
   }
 
@@ -61,19 +93,62 @@ export class SharedAnswers {
     // A write while the handler awaited: the answer may mix both sides of it.
     if (this.db.readVersion() !== sharing.version) return;
     const old = this.entries.get(sharing.key);
-    if (old) this.drop(sharing.key, old);
-    const entry: Entry = { version: sharing.version, result, note: { ...note }, items: result.items.length };
+    if (old) this.drop(old);
+    const entry: Entry = { key: sharing.key, version: sharing.version, result, note: { ...note }, items: result.items.length, texts: new Map(), bytes: 0, owner: this };
     this.entries.set(sharing.key, entry);
     this.items += entry.items;
-    sharedResults.add(result);
-    for (const [key, oldest] of this.entries) {
-      if (this.entries.size <= this.limits.entries && this.items <= this.limits.items) break;
-      this.drop(key, oldest);
+    entryOf.set(result, entry);
+    this.trim(entry);
+  }
+
+  /** Counts a text written of a kept entry (keptText), or lets the entry go if it is too large. */
+  account(entry: Entry, format: string, text: Buffer): void {
+    if (this.entries.get(entry.key) !== entry) return;
+    if (entry.bytes + text.byteLength > this.limits.bytes / 4) {
+      this.drop(entry);
+      return;
+    }
+    entry.texts.set(format, text);
+    entry.bytes += text.byteLength;
+    this.bytes += text.byteLength;
+    this.trim(entry);
+  }
+
+  /** Oldest first until within the limits; `keepIt` (just added or used) goes last of all. */
+  private trim(keepIt: Entry): void {
+    for (const entry of this.entries.values()) {
+      if (this.entries.size <= this.limits.entries && this.items <= this.limits.items && this.bytes <= this.limits.bytes) return;
+      if (entry !== keepIt) this.drop(entry);
     }
   }
 
-  private drop(key: string, entry: Entry): void {
-    this.entries.delete(key);
-    this.items -= entry.items;
+  private clear(): void {
+    for (const entry of this.entries.values()) entryOf.delete(entry.result);
+    this.entries.clear();
+    this.items = 0;
+    this.bytes = 0;
   }
+
+  private drop(entry: Entry): void {
+    this.entries.delete(entry.key);
+    entryOf.delete(entry.result);
+    this.items -= entry.items;
+    this.bytes -= entry.bytes;
+  }
+}
+
+/**
+ * A sharedAnswer route's context: its answer is given to every caller while the store is
+ * unchanged, so reading who asks (or how) is a mistake, refused where it is made.
+ */
+export function callerBlind<C extends HandlerContext<unknown, unknown, unknown>>(context: C, path: string): C {
+  const blind = { ...context };
+  for (const field of ['auth', 'requestId', 'headers', 'upload', 'body'] as const) {
+    Object.defineProperty(blind, field, {
+      get() {
+        throw new MiaError('internal', 'a shared answer may not depend on its caller', `${path} read ${field}`);
+      },
+    });
+  }
+  return blind;
 }

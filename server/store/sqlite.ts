@@ -23,6 +23,10 @@ export const DATABASE_FILE = 'mia.sqlite';
 /** The SQLite database, with the connection itself for what only SQLite has (tests, tools). */
 export type SqliteDatabase = Database & {
   readonly dialect: 'sqlite';
+  /**
+   * For pragmas and for tests. A write through it is not counted by readVersion, and kept answers
+   * would outlive it (architecture test: server code only sets pragmas through it).
+   */
   readonly connection: BetterSqlite3.Database;
   /**
    * Runs `work` while no statement of this process runs: the ones asked for meanwhile wait at the
