@@ -214,6 +214,15 @@ export async function run(): Promise<string> {
     'this thread idles matches the bare pass).',
     'On this shared host single rounds range from about 0.65x to 1.0x, hence medians of many rounds.',
     '',
+    'What slows inference beside this thread (2026-11-27, this benchmark run whole, interleaved, same minutes): V8\'s',
+    'garbage collection. This thread\'s collections run helper threads (parallel scavenges, concurrent marking; V8\'s',
+    'platform pool is process-wide) on the core the worker computes on: `--trace-gc` shows ~34 full collections a run,',
+    'each 12-28 ms of marking. With `node --single-threaded-gc` CT 0.92-0.93x and MR 0.92-0.94x (3 of 3 runs) against',
+    '0.88-0.89x and 0.87-0.90x without; `--v8-pool-size=1` CT 0.88-0.91x, MR 0.86-0.89x; `--max-semi-space-size` 32 or 64',
+    'no better. Other processes busy on the other core (an integer loop, a 64 MB sweep) did not slow a worker\'s',
+    'session.run at all (110.8-112.8 ms against 109.4-112.6 alone). V8 flags can only be given at start (set at run',
+    'time, `--single-threaded-gc` aborts V8), and the flag costs the API ~10 % of its throughput: not adopted yet.',
+    '',
   ];
   return lines.join('\n');
 }
