@@ -28,7 +28,7 @@ import { DATABASE_FILE } from '#server/store/sqlite.ts';
 import { startOrthanc, type Orthanc } from '../test/helpers/orthanc.ts';
 import { freePort } from './free-port.ts';
 import { probeFsyncChain } from './fsync-chain.ts';
-import { cpuSeconds, machineSeconds } from './hub/cpu.ts';
+import { cpuSeconds, machineSeconds, orthancPid } from './hub/cpu.ts';
 
 const BIN = join(import.meta.dirname, '../bin/mia.js');
 const PHANTOMS = join(import.meta.dirname, '../models/mia-phantom-detector/phantoms.py');
@@ -155,20 +155,6 @@ function miaInstanceCount(dataDir: string): number {
   }
 }
 
-/** Orthanc's own process, for its CPU time: the one whose command line names its storage folder's parent. */
-function orthancPid(orthanc: Orthanc): number {
-  const dir = join(orthanc.storageDir, '..');
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(dir)) return Number(name);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return 0;
-}
-
 // ---------------------------------------------------------------------------------------------
 // C-STORE
 
@@ -210,7 +196,7 @@ async function startReceiver(id: ReceiverId, work: string): Promise<Receiver> {
   }
   if (id === 'orthanc') {
     const orthanc = await withDcmtkEnv(() => startOrthanc({ modalities: { bench: { aeTitle: SCU_AE, host: '127.0.0.1', port: 1 } } }));
-    const pid = orthancPid(orthanc);
+    const pid = orthancPid(orthanc.storageDir);
     return {
       port: orthanc.dicomPort,
       aeTitle: orthanc.aeTitle,

@@ -5,6 +5,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
 
@@ -44,6 +45,25 @@ export function cpuSeconds(pid: number, tree = false): number {
   };
   walk(pid);
   return ticks / CLK_TCK;
+}
+
+/** Seconds of CPU used by this process's children that have exited and been reaped (cutime + cstime). */
+export function reapedChildrenSeconds(): number {
+  return (stat(process.pid)?.children ?? 0) / CLK_TCK;
+}
+
+/** Orthanc's own process (test/helpers/orthanc.ts): the one whose command line names its storage folder's parent; 0 if none. */
+export function orthancPid(storageDir: string): number {
+  const dir = join(storageDir, '..');
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      if (readFileSync(`/proc/${name}/cmdline`, 'utf8').includes(dir)) return Number(name);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return 0;
 }
 
 /**
