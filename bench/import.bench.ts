@@ -247,7 +247,7 @@ export async function run(): Promise<string> {
     // Every contender reads from memory: the page cache for paths, these buffers for uploads.
     const buffers = files.map((f) => readFileSync(f));
     const bytes = buffers.reduce((n, b) => n + b.length, 0);
-    // A user's first start after an update compiles the CLI (bin/compiled-cli.js); every later
+    // A user's first start after an update compiles the CLI (bin/compiled-cli.mjs); every later
     // one, which is what is timed here, loads that copy.
     if (mia(['--help']).status !== 0) throw new Error('mia --help failed');
     let orthancVersion = '';
@@ -330,7 +330,7 @@ export async function run(): Promise<string> {
         `Node ${process.version}, ${new Date().toISOString().slice(0, 10)}; load average at the start ${load.map((l) => l.toFixed(2)).join(', ')} ` +
         `(a shared machine: compare rows of one run, not runs). Contenders take turns in a rotated order, ${ROUNDS} rounds, each on fresh storage; ` +
         `the median is shown, every round in brackets. mia runs as its user runs it (\`node bin/mia.js\`, no UV_THREADPOOL_SIZE from the bench); ` +
-        `HTTP times exclude the server's start, the CLI's include its own (with the compiled CLI of bin/compiled-cli.js, built before the rounds as at a user's first start after an update). The run took ${minutes.toFixed(1)} minutes.`,
+        `HTTP times exclude the server's start, the CLI's include its own (with the compiled CLI of bin/compiled-cli.mjs, built before the rounds as at a user's first start after an update). The run took ${minutes.toFixed(1)} minutes.`,
       '',
       '| contender | s (median) | rounds, s | files/s | MB/s | CPU s | vs floor (b) | vs Orthanc (c) | |',
       '|---|---|---|---|---|---|---|---|---|',
@@ -357,7 +357,7 @@ export async function run(): Promise<string> {
         'this was measured during development, with other benchmarks running) that thread gets a share of a core and the ratio drops (job alone 360-520 files/s against ' +
         'a floor of 1,700 in the same minutes); the floor\'s work is mostly kernel time on the pool. Fixed in issue 15: the CLI loaded every ' +
         'command\'s modules through tsx (2.7 s for --help, 0.6-0.8 s before the first file of an import): it now loads one command\'s, ' +
-        'compiled (bin/compiled-cli.js); the archive\'s creates, writes, mkdirs and folder opens ran in the event loop, where on ext4 ' +
+        'compiled (bin/compiled-cli.mjs); the archive\'s creates, writes, mkdirs and folder opens ran in the event loop, where on ext4 ' +
         'they waited for the journal commits of other files\' fsyncs (half of the CLI\'s main thread in open(2)): they run on the pool; ' +
         'two batches flush while the next is prepared; staged files are created in 16 folders of the staging folder instead of one, ' +
         'where creating and fsyncing many at once serialized on the folder (2026-11-27, `mia import DIR` of these files, the tree before ' +

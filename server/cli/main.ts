@@ -423,7 +423,7 @@ async function keysCommand(sub: string | undefined, args: string[], values: Reco
 /**
  * Each command's module is loaded when that command runs: loading all of them at start (the HTTP
  * server, PACS clients, analysis) cost `mia import` 0.4-0.6 s before its first file through tsx.
- * Compiled (bin/compiled-cli.js), these imports are the chunk boundaries, so the same holds.
+ * Compiled (bin/compiled-cli.mjs), these imports are the chunk boundaries, so the same holds.
  */
 export async function main(argv: string[], io: Out = stdio): Promise<number> {
   let parsed;

@@ -20,7 +20,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const OUT = join(ROOT, 'dist', 'cli');
 const ENTRY = join(OUT, 'main.mjs');
 const SOURCES = ['server', 'common'];
-const INPUTS = ['package.json', 'bin/compiled-cli.js'];
+const INPUTS = ['package.json', 'bin/package.json', 'bin/compiled-cli.mjs'];
 /** Entry points beside main.mjs: worker threads, each started from its own file. */
 const WORKERS = {
   'inference-worker': 'server/analysis/inference-worker.ts',
