@@ -84,8 +84,11 @@ export async function generateScale(dir: string, options: ScaleOptions): Promise
   const highest = (table: string) => (db.prepare(`SELECT coalesce(max(id), 0) AS n FROM ${table}`).get() as { n: number }).n;
   const [base, patientBase, studyBase, highestFinding] = [highest('scans'), highest('patients'), highest('studies'), highest('findings')];
 
-  const insertPatient = db.prepare('INSERT INTO patients (patient_id, name, birth_date, sex, created_at) VALUES (?, ?, ?, ?, ?)');
-  const insertStudy = db.prepare('INSERT INTO studies (study_uid, patient_ref, study_date, study_time, description, accession_number, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)');
+  // The folded columns as store/archive-index.ts writes them (searches read those).
+  const insertPatient = db.prepare(`INSERT INTO patients (patient_id, name, birth_date, sex, name_fold, patient_id_fold, created_at)
+    VALUES (@id, @name, @birth, @sex, mia_search_fold(@name), mia_search_fold(@id), @at)`);
+  const insertStudy = db.prepare(`INSERT INTO studies (study_uid, patient_ref, study_date, study_time, description, accession_number, text_fold, created_at)
+    VALUES (@uid, @patient, @date, @time, @description, @accession, mia_search_fold(@accession || ' ' || @description), @at)`);
   const insertScan = db.prepare(`INSERT INTO scans (scan_id, study_ref, modality, body_part, description, series_number, instance_count, status, status_reason, created_at, updated_at)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const insertAnalysis = db.prepare(`INSERT INTO analyses (public_id, scan_ref, model_id, model_name, model_version, model_sha256, thresholds, triage_labels, status,
@@ -117,7 +120,7 @@ export async function generateScale(dir: string, options: ScaleOptions): Promise
           const p = patientBase + counts.patients + 1;
           const birthYear = 1930 + Math.floor(next() * 90);
           patientRef = Number(
-            insertPatient.run(`SC${p.toString().padStart(9, '0')}`, `${pick(next, FAMILY)}^${pick(next, GIVEN)}`, `${birthYear}0${1 + Math.floor(next() * 9)}15`, next() < 0.5 ? 'F' : 'M', now).lastInsertRowid,
+            insertPatient.run({ id: `SC${p.toString().padStart(9, '0')}`, name: `${pick(next, FAMILY)}^${pick(next, GIVEN)}`, birth: `${birthYear}0${1 + Math.floor(next() * 9)}15`, sex: next() < 0.5 ? 'F' : 'M', at: now }).lastInsertRowid,
           );
           counts.patients += 1;
           studiesLeft = 1 + Math.floor(next() * 5);
@@ -125,7 +128,10 @@ export async function generateScale(dir: string, options: ScaleOptions): Promise
         const day = new Date(Date.UTC(2016, 0, 1) + Math.floor(next() * 3650) * 86_400_000);
         study = { date: day.toISOString().slice(0, 10).replaceAll('-', ''), description: pick(next, STUDY_DESCRIPTIONS), number: 0 };
         studyRef = Number(
-          insertStudy.run(`1.2.826.0.1.3680043.10.${salt}.${studyBase + counts.studies + 1}`, patientRef, study.date, '101500', study.description, `A${(studyBase + counts.studies + 1).toString().padStart(9, '0')}`, now).lastInsertRowid,
+          insertStudy.run({
+            uid: `1.2.826.0.1.3680043.10.${salt}.${studyBase + counts.studies + 1}`, patient: patientRef, date: study.date, time: '101500',
+            description: study.description, accession: `A${(studyBase + counts.studies + 1).toString().padStart(9, '0')}`, at: now,
+          }).lastInsertRowid,
         );
         counts.studies += 1;
         studiesLeft -= 1;

@@ -5,6 +5,7 @@
  */
 import type { Database } from '#server/store/database.ts';
 import type { InstanceImagingInput } from '#server/store/instances.ts';
+import { searchFold } from '#server/store/search-fold.ts';
 
 export type PatientInput = { patientId: string; name: string | null; birthDate: string | null; sex: string | null };
 export type StudyInput = {
@@ -54,15 +55,17 @@ async function idOf(db: Database, select: string, key: string, insert: () => Pro
 
 export async function upsertPatient(db: Database, input: PatientInput, at: string): Promise<number> {
   return await idOf(db, 'SELECT id FROM patients WHERE patient_id = ?', input.patientId, async () =>
-    (await db.get(`INSERT INTO patients (patient_id, name, birth_date, sex, created_at) VALUES (?, ?, ?, ?, ?)
-       ON CONFLICT (patient_id) DO NOTHING RETURNING id`, [input.patientId, input.name, input.birthDate, input.sex, at])) as { id: number } | undefined);
+    (await db.get(`INSERT INTO patients (patient_id, name, birth_date, sex, name_fold, patient_id_fold, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (patient_id) DO NOTHING RETURNING id`,
+      [input.patientId, input.name, input.birthDate, input.sex, searchFold(input.name ?? ''), searchFold(input.patientId), at])) as { id: number } | undefined);
 }
 
 export async function upsertStudy(db: Database, patientRef: number, input: StudyInput, at: string): Promise<number> {
   return await idOf(db, 'SELECT id FROM studies WHERE study_uid = ?', input.studyUid, async () =>
-    (await db.get(`INSERT INTO studies (study_uid, patient_ref, study_date, study_time, description, accession_number, created_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (study_uid) DO NOTHING RETURNING id`,
-      [input.studyUid, patientRef, input.studyDate, input.studyTime, input.description, input.accessionNumber, at])) as { id: number } | undefined);
+    (await db.get(`INSERT INTO studies (study_uid, patient_ref, study_date, study_time, description, accession_number, text_fold, created_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (study_uid) DO NOTHING RETURNING id`,
+      [input.studyUid, patientRef, input.studyDate, input.studyTime, input.description, input.accessionNumber,
+        searchFold(`${input.accessionNumber ?? ''} ${input.description ?? ''}`), at])) as { id: number } | undefined);
 }
 
 export async function upsertScan(db: Database, studyRef: number, input: ScanInput, at: string): Promise<number> {

@@ -30,6 +30,9 @@ export type QidoColumn =
   | 'sop_class_uid'
   | 'instance_number';
 
+/** Columns kept folded (searchFold) beside the value, for case- and accent-blind matching. */
+const FOLDED_SQL: Readonly<Partial<Record<QidoColumn, string>>> = { patient_name: 'p.name_fold' };
+
 const COLUMN_SQL: Readonly<Record<QidoColumn, string>> = {
   patient_name: 'p.name',
   patient_id: 'p.patient_id',
@@ -133,7 +136,9 @@ function conditionSql(d: Dialect, c: QidoCondition, name: string, params: Record
     return `EXISTS (SELECT 1 FROM scans ms WHERE ms.study_ref = st.id AND ms.modality IN (SELECT value FROM ${jsonElements(d, `@${name}`)}))`;
   }
   const column = COLUMN_SQL[c.column];
-  const fold = (sql: string): string => `${SEARCH_FOLD_FUNCTION}(${sql})`;
+  // The stored fold where there is one (migration 35): folding each row when asked calls a
+  // function per row, on SQLite a JavaScript one.
+  const fold = (sql: string): string => FOLDED_SQL[c.column] ?? `${SEARCH_FOLD_FUNCTION}(${sql})`;
   switch (c.kind) {
     case 'equals':
       params[name] = c.value;

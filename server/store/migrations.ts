@@ -1002,6 +1002,25 @@ const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX sync_inbox_waits_for ON sync_inbox (waits_for);
     `,
   },
+  {
+    version: 35,
+    name: 'patients and studies keep their searchable text folded',
+    sql: `
+      -- Name searches (the worklist's, QIDO-RS PatientName and fuzzy matching) folded every row
+      -- through mia_search_fold when asked, on SQLite a JavaScript function called once a row:
+      -- ~1 us, 10 ms for 10,000 studies (SQLite's own LIKE: 1.2 ms), a second at a hospital's
+      -- million. Rows are written once (store/archive-index.ts) and folded then; these fold the
+      -- rows already there. The worklist searches name, patient ID, accession and description
+      -- as one text; the fold maps character by character, so the folds joined by spaces are the
+      -- fold of the text joined by spaces.
+      ALTER TABLE patients ADD COLUMN name_fold TEXT NOT NULL DEFAULT '';
+      ALTER TABLE patients ADD COLUMN patient_id_fold TEXT NOT NULL DEFAULT '';
+      ALTER TABLE studies ADD COLUMN text_fold TEXT NOT NULL DEFAULT '';
+      UPDATE patients SET name_fold = mia_search_fold(name), patient_id_fold = mia_search_fold(patient_id);
+      UPDATE studies SET text_fold = mia_search_fold(coalesce(accession_number, '') || ' ' || coalesce(description, ''));
+      CREATE INDEX patients_name_fold ON patients (name_fold);
+    `,
+  },
 ];
 
 /** The newest step's number (steps are assigned numbers per branch, so the list may skip one). */

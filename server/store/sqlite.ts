@@ -304,8 +304,9 @@ export function openDatabase(dataDir: string, options: OpenOptions = {}): Sqlite
   db.pragma('busy_timeout = 10000');
   if (options.cacheKib !== undefined) db.pragma(`cache_size = -${Math.max(1, Math.trunc(options.cacheKib))}`);
   try {
-    applySqliteMigrations(db);
+    // Before the migrations: migration 35 folds the rows already stored with it.
     registerSearchFold(db);
+    applySqliteMigrations(db);
   } catch (err) {
     db.close();
     throw err;

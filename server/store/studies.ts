@@ -2,7 +2,6 @@
 import { allOf } from '#server/store/conditions.ts';
 import { jsonElements, perDialect, type Database } from '#server/store/database.ts';
 import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
-import { SEARCH_FOLD_FUNCTION } from '#server/store/search-fold.ts';
 
 export type StudyRow = {
   id: number;
@@ -29,7 +28,7 @@ export async function listStudies(db: Database, filter: StudyFilter, page: PageR
            filter.patientId !== undefined && 'p.patient_id = @patientId',
            (filter.words ?? []).length > 0 && `NOT EXISTS (
              SELECT 1 FROM ${jsonElements(d, '@words')}
-             WHERE ${d === 'sqlite' ? 'instr' : 'strpos'}(${SEARCH_FOLD_FUNCTION}(coalesce(p.name, '') || ' ' || p.patient_id || ' ' || coalesce(st.accession_number, '') || ' ' || coalesce(st.description, '')), value) = 0)`,
+             WHERE ${d === 'sqlite' ? 'instr' : 'strpos'}(p.name_fold || ' ' || p.patient_id_fold || ' ' || st.text_fold, value) = 0)`,
          ])}
        ORDER BY st.id LIMIT @limit`), {
       after: page.afterId,

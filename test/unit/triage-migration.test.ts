@@ -42,6 +42,7 @@ it('backfills the bundled model\'s label urgencies into analyses made before mig
   db.connection.exec('DROP INDEX instances_slice_order; CREATE INDEX instances_scan_order ON instances (scan_ref, position, instance_number)');
   db.connection.exec('DROP TABLE study_assignments; DROP TABLE report_writes; DROP TABLE audit_gaps; DROP INDEX audit_events_device_seq; ALTER TABLE audit_events DROP COLUMN device_id; ALTER TABLE audit_events DROP COLUMN device_seq');
   db.connection.exec('DROP TABLE sync_receipts; DROP TABLE devices; DROP TABLE sync_changes');
+  db.connection.exec('DROP INDEX patients_name_fold; ALTER TABLE patients DROP COLUMN name_fold; ALTER TABLE patients DROP COLUMN patient_id_fold; ALTER TABLE studies DROP COLUMN text_fold');
   db.connection.pragma('user_version = 12');
   await db.close();
 
