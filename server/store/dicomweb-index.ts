@@ -237,32 +237,14 @@ function fromOf(level: QidoLevel, conditions: readonly QidoCondition[]): { selec
   };
 }
 
-const EMPTY_ROW: Omit<QidoRow, 'id' | 'study_uid' | 'patient_id'> = {
-  study_date: null,
-  study_time: null,
-  study_description: null,
-  accession_number: null,
-  patient_name: null,
-  patient_birth_date: null,
-  patient_sex: null,
-  study_series: null,
-  study_instances: null,
-  study_modalities: null,
-  series_uid: null,
-  modality: null,
-  series_number: null,
-  series_description: null,
-  body_part: null,
-  series_instances: null,
-  sop_instance_uid: null,
-  sop_class_uid: null,
-  instance_number: null,
-  transfer_syntax: null,
-  rows: null,
-  columns: null,
-  frames: null,
-  bits_allocated: null,
-};
+/** A column a level's select may leave out (undefined) or a row may hold NULL in. */
+function text(value: unknown): string | null {
+  return value === undefined || value === null ? null : String(value);
+}
+
+function numeric(value: unknown): number | null {
+  return value === undefined || value === null ? null : Number(value);
+}
 
 /**
  * One page of matches at a level, in a stable order (studies and series as stored, instances in
@@ -290,14 +272,38 @@ export async function searchIndex(
   const counts = level === 'study' ? await studyCounts(db, found.slice(0, page.limit).map((r) => Number(r['study_id']))) : new Map<number, never>();
   const rows = found.slice(0, page.limit).map((r): QidoRow => {
     const c = counts.get(Number(r['study_id']));
-    if (c) Object.assign(r, { study_series: c.series, study_instances: c.instances, study_modalities: c.modalities });
-    const row = { ...EMPTY_ROW, ...r } as QidoRow & { study_id: number };
+    // Every field named once, in one order: one object shape for every row (spreading rows of
+    // different levels into a template cost ~27 us a row in a CPU profile of QIDO searches).
     // pg returns COUNT and SUM as numbers (postgres.ts parses int8) but SUM of bigint is numeric.
-    for (const key of ['study_series', 'study_instances', 'series_instances', 'series_number', 'instance_number', 'rows', 'columns', 'frames', 'bits_allocated'] as const) {
-      const value = row[key];
-      if (value !== null) row[key] = Number(value);
-    }
-    return { ...row, id: row.study_id };
+    return {
+      id: Number(r['study_id']),
+      study_uid: String(r['study_uid']),
+      study_date: text(r['study_date']),
+      study_time: text(r['study_time']),
+      study_description: text(r['study_description']),
+      accession_number: text(r['accession_number']),
+      patient_id: String(r['patient_id']),
+      patient_name: text(r['patient_name']),
+      patient_birth_date: text(r['patient_birth_date']),
+      patient_sex: text(r['patient_sex']),
+      study_series: c ? c.series : numeric(r['study_series']),
+      study_instances: c ? c.instances : numeric(r['study_instances']),
+      study_modalities: c ? c.modalities : text(r['study_modalities']),
+      series_uid: text(r['series_uid']),
+      modality: text(r['modality']),
+      series_number: numeric(r['series_number']),
+      series_description: text(r['series_description']),
+      body_part: text(r['body_part']),
+      series_instances: numeric(r['series_instances']),
+      sop_instance_uid: text(r['sop_instance_uid']),
+      sop_class_uid: text(r['sop_class_uid']),
+      instance_number: numeric(r['instance_number']),
+      transfer_syntax: text(r['transfer_syntax']),
+      rows: numeric(r['rows']),
+      columns: numeric(r['columns']),
+      frames: numeric(r['frames']),
+      bits_allocated: numeric(r['bits_allocated']),
+    };
   });
   return { rows, more: found.length > page.limit };
 }
