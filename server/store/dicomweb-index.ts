@@ -138,13 +138,13 @@ function conditionSql(d: Dialect, c: QidoCondition, name: string, params: Record
   const column = COLUMN_SQL[c.column];
   // The stored fold where there is one (migration 35): folding each row when asked calls a
   // function per row, on SQLite a JavaScript one.
-  const fold = (sql: string): string => FOLDED_SQL[c.column] ?? `${SEARCH_FOLD_FUNCTION}(${sql})`;
+  const folded = FOLDED_SQL[c.column] ?? `${SEARCH_FOLD_FUNCTION}(${column})`;
   switch (c.kind) {
     case 'equals':
       params[name] = c.value;
-      return c.folded ? `${fold(column)} = @${name}` : `${column} = @${name}`;
+      return c.folded ? `${folded} = @${name}` : `${column} = @${name}`;
     case 'wildcard': {
-      const target = c.folded ? fold(column) : column;
+      const target = c.folded ? folded : column;
       if (d === 'sqlite') {
         params[name] = globPattern(c.pattern);
         return `${target} GLOB @${name}`;
@@ -172,7 +172,7 @@ function conditionSql(d: Dialect, c: QidoCondition, name: string, params: Record
       return `(${c.words
         .map((word, i) => {
           params[`${name}_${i}`] = ` ${word}`;
-          return `${find}(' ' || ${fold(column)}, @${name}_${i}) > 0`;
+          return `${find}(' ' || ${folded}, @${name}_${i}) > 0`;
         })
         .join(' AND ')})`;
     }
