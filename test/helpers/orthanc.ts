@@ -32,6 +32,12 @@ export type OrthancOptions = {
   dicomWebServers?: Record<string, OrthancDicomWebServer>;
   /** Only known modalities may call (default), or any calling AE. */
   acceptUnknownCallers?: boolean;
+  /**
+   * An empty folder for its configuration, index and storage, left in place when it stops (the
+   * caller removes it later: benchmarks time the next receiver right after, see bench/dicom.bench.ts).
+   * By default a temporary folder, removed when it stops.
+   */
+  dir?: string;
 };
 
 export type Orthanc = {
@@ -62,7 +68,10 @@ export { freePort };
 
 export async function startOrthanc(options: OrthancOptions = {}): Promise<Orthanc> {
   if (!orthancInstalled()) throw new Error(`Orthanc is not installed: ${INSTALL_HINT}`);
-  const dir = await mkdtemp(join(tmpdir(), 'mia-orthanc-'));
+  const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'mia-orthanc-')));
+  const removeDir = async (): Promise<void> => {
+    if (options.dir === undefined) await rm(dir, { recursive: true, force: true });
+  };
   const aeTitle = options.aeTitle ?? 'ORTHANC';
   const dicomPort = await freePort();
   const httpPort = await freePort();
@@ -109,7 +118,7 @@ export async function startOrthanc(options: OrthancOptions = {}): Promise<Orthan
     await waitUntilUp(url, () => exited, readLog);
   } catch (err) {
     await stopChild(child);
-    await rm(dir, { recursive: true, force: true });
+    await removeDir();
     throw err;
   }
 
@@ -131,7 +140,7 @@ export async function startOrthanc(options: OrthancOptions = {}): Promise<Orthan
     log: readLog,
     async stop() {
       await stopChild(child);
-      await rm(dir, { recursive: true, force: true });
+      await removeDir();
     },
   };
 }
