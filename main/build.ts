@@ -1,15 +1,17 @@
 /**
- * Bundles Electron main (ESM), the worker threads (the analysis inference worker, the WAL
- * checkpoint worker and the export worker: ESM, loaded from beside main.mjs through
- * server/worker-threads.ts) and the preload (CommonJS, as sandboxed preloads must be)
- * into dist-desktop/. Native modules stay external:
+ * Bundles Electron main (ESM, loaded by the CommonJS entry main/entry.cjs, copied as main.cjs),
+ * the worker threads (the analysis inference worker, the WAL checkpoint worker and the export
+ * worker: ESM, loaded from beside main.mjs through server/worker-threads.ts) and the preload
+ * (CommonJS, as sandboxed preloads must be) into dist-desktop/. Native modules stay external:
  * electron-builder unpacks and rebuilds them.
  */
+import { copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 
 const root = join(import.meta.dirname, '..');
-const out = join(root, 'dist-desktop');
+// Another folder may be named (the tests build into a temporary one).
+const out = process.argv[2] ?? join(root, 'dist-desktop');
 const external = ['electron', 'better-sqlite3', 'onnxruntime-node'];
 
 for (const [entry, outfile] of [
@@ -41,4 +43,6 @@ await build({
   external: ['electron'],
   logLevel: 'warning',
 });
+// The entry Electron loads (package.json "main"): it sizes libuv's thread pool, then loads main.mjs.
+copyFileSync(join(root, 'main', 'entry.cjs'), join(out, 'main.cjs'));
 process.stdout.write(`desktop bundles written to ${out}\n`);

@@ -54,7 +54,7 @@ function main(): void {
     check = checkSqliteBinding(root, binding, binary, { ELECTRON_RUN_AS_NODE: '1' });
     if (!check.ok) throw new Error(`better-sqlite3 built for Electron ${version} does not load:\n${check.output}`);
   }
-  const child = spawn(binary, [join(root, 'dist-desktop', 'main.mjs')], { stdio: 'inherit', env: { ...process.env, MIA_SQLITE_BINDING: binding } });
+  const child = spawn(binary, [join(root, 'dist-desktop', 'main.cjs')], { stdio: 'inherit', env: { ...process.env, MIA_SQLITE_BINDING: binding } });
   child.on('exit', (code) => process.exit(code ?? 0));
 }
 
