@@ -5,7 +5,7 @@
  * same session and batch size, in the same run. One CT and one MR phantom series.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { InferenceSession, Tensor } from 'onnxruntime-node';
@@ -21,6 +21,7 @@ import { openDataFolder } from '#server/data-folder.ts';
 import { createProgressBus } from '#server/events/progress-bus.ts';
 import { listScanInstances } from '#server/store/instances.ts';
 import { findScan } from '#server/store/scans.ts';
+import { setAside } from './set-aside.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const SLICES = 100;
@@ -166,7 +167,7 @@ export async function run(): Promise<string> {
     await queue.stop();
     await log.close();
     await close();
-    rmSync(work, { recursive: true, force: true });
+    setAside(work);
   }
 
   const cpu = cpus()[0]?.model ?? 'unknown CPU';

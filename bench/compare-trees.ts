@@ -12,11 +12,12 @@
  * other can read (each builds its own folders here, so any two mia versions compare).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import autocannon from 'autocannon';
 import { firstLine } from './child-line.ts';
+import { setAside } from './set-aside.ts';
 
 const args = process.argv.slice(2);
 if (args.length === 0) throw new Error('usage: compare-trees.ts BASELINE_CHECKOUT [OTHER_CHECKOUT...]');
@@ -50,7 +51,7 @@ function importSeconds(dir: string, corpus: string): number {
     if (run.status !== 0) throw new Error(`${dir}: mia import failed: ${run.stderr}`);
     return (performance.now() - started) / 1000;
   } finally {
-    rmSync(data, { recursive: true, force: true });
+    setAside(data);
   }
 }
 
@@ -88,5 +89,5 @@ try {
   }
   process.stdout.write(`Medians of ${ROUNDS} interleaved rounds, ${new Date().toISOString().slice(0, 10)}, Node ${process.version}:\n\n${lines.join('\n')}\n`);
 } finally {
-  rmSync(work, { recursive: true, force: true });
+  setAside(work);
 }

@@ -17,7 +17,7 @@
  * MIA_DICOM_BENCH_ROUNDS=1 MIA_DICOM_BENCH_QIDO_N=20 MIA_DICOM_BENCH_STUDIES=2000.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -29,6 +29,7 @@ import { startOrthanc, type Orthanc } from '../test/helpers/orthanc.ts';
 import { freePort } from './free-port.ts';
 import { probeFsyncChain } from './fsync-chain.ts';
 import { cpuSeconds, machineSeconds, orthancPid } from './hub/cpu.ts';
+import { setAside } from './set-aside.ts';
 
 const BIN = join(import.meta.dirname, '../bin/mia.js');
 const PHANTOMS = join(import.meta.dirname, '../models/mia-phantom-detector/phantoms.py');
@@ -257,7 +258,6 @@ async function storeRun(id: ReceiverId, processes: number, round: number, files:
     if (stored !== files.length) problems.push(`${stored} of ${files.length} instances stored after storescu exited`);
     return { receiver: id, processes, round, seconds: sent.seconds, stored, cpu, problems };
   } finally {
-    // The storage stays until every round is done (cstore says why).
     await receiver.stop();
   }
 }
@@ -270,14 +270,10 @@ async function cstore(work: string, miaHasScp: boolean): Promise<string[]> {
   for (const file of files) bytes += readFileSync(file).length; // and the page cache is warm
   const receivers: ReceiverId[] = miaHasScp ? ['mia', 'orthanc', 'floor'] : ['orthanc', 'floor'];
   const runs: StoreRun[] = [];
-  // Each round's storage is kept until the last round is done. This machine's ext4 runs without a
-  // journal, and there the kernel will not reuse an inode freed in the last minute (more if its
-  // table block is still dirty): a file created just after thousands were removed costs a scan past
-  // each of them. Removed after every round, the storage of one receiver made the next one pay for
-  // it: mia's thread pool spent 1.92 s of system CPU receiving the same 2,000 files right after a
-  // removal against 0.61 s a minute later, 3.13 s against 2.54 s of wall time.
-  // All of it is removed with the work folder at the end of the run, not before the QIDO section:
-  // its Orthanc, started just after the stores were removed, once failed to create its files.
+  // Each round's storage stays until the run ends (bench/set-aside.ts: on this machine's file
+  // system, removing one receiver's files made the next receiver pay for it: mia's thread pool
+  // spent 1.92 s of system CPU receiving the same 2,000 files right after a removal against 0.61 s
+  // a minute later, 3.13 s against 2.54 s of wall time).
   const stores = join(work, 'stores');
   mkdirSync(stores);
   for (let round = 0; round < ROUNDS; round++) {
@@ -299,7 +295,7 @@ async function cstore(work: string, miaHasScp: boolean): Promise<string[]> {
     `${files.length} phantom CT/MR slices (models/mia-phantom-detector/phantoms.py, ${SERIES} series x ${SLICES}, 128x128 16-bit, explicit VR little endian, ` +
       `${(bytes / files.length / 1024).toFixed(1)} KiB each, ${(bytes / 1e6).toFixed(1)} MB), page cache warm. dcmtk ${dcmtkVersion()} storescu with its default ` +
       `presentation contexts (uncompressed syntaxes), one association per process; ${PARALLEL_SCU} processes send disjoint quarters at once. ` +
-      `Receivers take turns (order reversed every other round), ${ROUNDS} rounds, each on fresh storage, all of it removed only after the last round (on ext4 without a journal, as here, files created just after thousands were removed cost the kernel a scan past each freed inode, which charged each receiver for the one before it); the median round is shown, all rounds in brackets. ` +
+      `Receivers take turns (order reversed every other round), ${ROUNDS} rounds, each on fresh storage, all of it set aside until the run ends (on ext4 without a journal, as here, files created just after thousands were removed cost the kernel a scan past each freed inode, which charged each receiver for the one before it: bench/set-aside.ts); the median round is shown, all rounds in brackets. ` +
       `Wall time is storescu's start to its (last) exit; receiver CPU is the receiving process's user+system time over the run.`,
     '',
     '| receiver | associations | s (median) | instances/s | MB/s | receiver CPU s | rounds, s | stored | vs Orthanc | vs floor |',
@@ -565,7 +561,10 @@ async function qido(work: string): Promise<string[]> {
   mia(['import', corpus, '--data', dataDir]);
   const miaImportS = (performance.now() - started) / 1000;
   const server = await startMia(dataDir, null);
-  const orthanc = await startOrthanc();
+  // In the work folder, set aside with it at the end (bench/set-aside.ts), not removed when it stops.
+  const orthancDir = join(work, 'qido-orthanc');
+  mkdirSync(orthancDir);
+  const orthanc = await startOrthanc({ dir: orthancDir });
   const db = new Database(join(dataDir, DATABASE_FILE), { readonly: true, fileMustExist: true });
   try {
     const orthancLoadS = await loadOrthanc(orthanc, files);
@@ -734,7 +733,7 @@ export async function run(): Promise<string> {
       '',
     ].join('\n');
   } finally {
-    rmSync(work, { recursive: true, force: true });
+    setAside(work);
   }
 }
 

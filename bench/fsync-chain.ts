@@ -8,8 +8,9 @@
  *   - an intake log: the instance appended to one file and fdatasynced, all a receiver must do
  *     before answering if it indexes later (and replays the log after a crash).
  */
-import { closeSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, fdatasyncSync, fsyncSync, mkdirSync, openSync, renameSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { setAside } from './set-aside.ts';
 
 export type ChainProbe = {
   instances: number;
@@ -67,7 +68,7 @@ export function probeFsyncChain(dir: string, instanceBytes: number, instances = 
     closeSync(walFd);
     closeSync(logFd);
     closeSync(dirFd);
-    rmSync(dir, { recursive: true, force: true });
+    setAside(dir);
   }
   return {
     instances,

@@ -10,7 +10,7 @@
  * `node --import tsx bench/hub.bench.ts`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { availableParallelism, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -20,6 +20,7 @@ import { instance, loadTemplate, SERIES, STUDIES, type Template } from './hub/di
 import { BALANCE, startHaproxy, type Haproxy } from './hub/haproxy.ts';
 import { postmasterPid, startDurableCluster, type BenchCluster } from './hub/postgres.ts';
 import { firstLine } from './child-line.ts';
+import { setAside } from './set-aside.ts';
 
 const NODE = join(import.meta.dirname, 'hub', 'node.ts');
 const BARE = join(import.meta.dirname, 'hub', 'bare.ts');
@@ -273,7 +274,7 @@ export async function run(): Promise<string> {
   const interrupted = (): void => {
     for (const child of children) child.kill('SIGKILL');
     proxy?.child.kill('SIGKILL');
-    rmSync(work, { recursive: true, force: true });
+    setAside(work);
     process.exit(130);
   };
   process.once('SIGINT', interrupted);
@@ -388,7 +389,7 @@ export async function run(): Promise<string> {
     await Promise.all([...children].map((child) => stopChild(child)));
     if (proxy) await stopChild(proxy.child);
     await cluster?.stop();
-    rmSync(work, { recursive: true, force: true });
+    setAside(work);
   }
 }
 

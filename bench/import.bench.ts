@@ -14,7 +14,7 @@
  * `node --import tsx bench/import.bench.ts`.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -22,6 +22,7 @@ import dicomParser from 'dicom-parser';
 import { startOrthanc } from '../test/helpers/orthanc.ts';
 import { durableFloor } from './durable-floor.ts';
 import { cpuSeconds, orthancPid, reapedChildrenSeconds } from './hub/cpu.ts';
+import { setAside } from './set-aside.ts';
 
 const ROOT = join(import.meta.dirname, '..');
 const MIA = join(ROOT, 'bin', 'mia.js');
@@ -284,8 +285,8 @@ export async function run(): Promise<string> {
     for (let round = 0; round < ROUNDS; round++) {
       // Rotated each round, so no contender always runs right after the same neighbour.
       const order = contenders.map((_, i) => contenders[(i + round * 2) % contenders.length]!);
-      // What each contender stored stays until the last round: see bench/dicom.bench.ts on removing
-      // thousands of files just before the next contender creates its own.
+      // What each contender stored stays until the run ends (bench/set-aside.ts): removing thousands
+      // of files just before the next contender creates its own charged it for them.
       for (const c of order) times.get(c.id)!.push(await c.run(round));
     }
     // The CLI's fixed cost: start, open the data folder, list, import one file, exit.
@@ -328,7 +329,7 @@ export async function run(): Promise<string> {
       `${files.length} generated CT/MR phantom slices (models/mia-phantom-detector/phantoms.py, ${SERIES} series x ${SLICES}, ` +
         `128x128 16-bit, ${(bytes / files.length / 1024).toFixed(1)} KiB each, ${(bytes / 1e6).toFixed(1)} MB), page cache warm; ` +
         `Node ${process.version}, ${new Date().toISOString().slice(0, 10)}; load average at the start ${load.map((l) => l.toFixed(2)).join(', ')} ` +
-        `(a shared machine: compare rows of one run, not runs). Contenders take turns in a rotated order, ${ROUNDS} rounds, each on fresh storage, all of it removed only after the last round (on ext4 without a journal, as here, files created just after thousands were removed cost the kernel a scan past each freed inode, which charged each contender for the one before it); ` +
+        `(a shared machine: compare rows of one run, not runs). Contenders take turns in a rotated order, ${ROUNDS} rounds, each on fresh storage, all of it set aside until the run ends (on ext4 without a journal, as here, files created just after thousands were removed cost the kernel a scan past each freed inode, which charged each contender for the one before it: bench/set-aside.ts); ` +
         `the median is shown, every round in brackets. mia runs as its user runs it (\`node bin/mia.js\`, no UV_THREADPOOL_SIZE from the bench); ` +
         `HTTP times exclude the server's start, the CLI's include its own (with the compiled CLI of bin/compiled-cli.mjs, built before the rounds as at a user's first start after an update). The run took ${minutes.toFixed(1)} minutes.`,
       '',
@@ -378,7 +379,7 @@ export async function run(): Promise<string> {
       '',
     ].join('\n');
   } finally {
-    rmSync(work, { recursive: true, force: true });
+    setAside(work);
   }
 }
 

@@ -6,7 +6,7 @@
  * 1,000,000 findings (rows/s and the server's peak RSS, VmHWM from /proc).
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -15,6 +15,7 @@ import Database from 'better-sqlite3';
 import { DATABASE_FILE } from '#server/store/sqlite.ts';
 import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR } from '../test/helpers/browser.ts';
 import { generateScale, type ScaleCounts } from './generate-scale.ts';
+import { setAside } from './set-aside.ts';
 
 const MIA = join(import.meta.dirname, '..', 'bin', 'mia.js');
 const CONNECTIONS = 50;
@@ -221,8 +222,8 @@ export async function run(): Promise<string> {
     ui = await worklist(served);
   } finally {
     await stop(served);
-    rmSync(small.dir, { recursive: true, force: true });
-    rmSync(large.dir, { recursive: true, force: true });
+    setAside(small.dir);
+    setAside(large.dir);
   }
 
   // A million findings: about 333,000 scans at three each.
@@ -248,11 +249,11 @@ export async function run(): Promise<string> {
         exports.push({ format, seconds, rows, findings: million.counts.findings, mb: record.size_bytes / 1e6, peakMb: peakRssMb(served.child.pid!) });
       } finally {
         await stop(served);
-        rmSync(join(million.dir, 'exports'), { recursive: true, force: true });
+        setAside(join(million.dir, 'exports'));
       }
     }
   } finally {
-    rmSync(million.dir, { recursive: true, force: true });
+    setAside(million.dir);
   }
 
   const ms = (n: number) => n.toFixed(0);

@@ -16,11 +16,12 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { BUCKET_TYPE, encodeBucket } from '#server/sync/blobs.ts';
+import { setAside } from './set-aside.ts';
 
 const BIN = join(import.meta.dirname, '../bin/mia.js');
 const PHANTOMS = join(import.meta.dirname, '../models/mia-phantom-detector/phantoms.py');
@@ -198,7 +199,7 @@ async function waitingRounds(work: string, rounds: number): Promise<{ empty: num
     return { empty, waiting, sweep: swept.seconds, retried };
   } finally {
     await stop(hub.server);
-    for (const dir of [hub.dir, quiet, busy]) rmSync(dir, { recursive: true, force: true });
+    for (const dir of [hub.dir, quiet, busy]) setAside(dir);
   }
 }
 
@@ -308,7 +309,7 @@ export async function run(): Promise<string> {
               else row.bucket.push(row.bytes / 1e6 / (await bucketAll(hub.server.url, hub.key, blobs)));
             } finally {
               await stop(hub.server);
-              rmSync(hub.dir, { recursive: true, force: true });
+              setAside(hub.dir);
             }
           } else {
             const dir = join(work, `bare-${round}`);
@@ -318,7 +319,7 @@ export async function run(): Promise<string> {
               row.bare.push(row.bytes / 1e6 / (await putAll(bare.url, null, blobs, (b) => `/${b.sha}`)));
             } finally {
               await stop(bare);
-              rmSync(dir, { recursive: true, force: true });
+              setAside(dir);
             }
           }
         }
@@ -366,7 +367,7 @@ export async function run(): Promise<string> {
           pullRates[String(batch)]!.push(count / ((performance.now() - pulled) / 1000));
         } finally {
           await stop(hub.server);
-          rmSync(hub.dir, { recursive: true, force: true });
+          setAside(hub.dir);
         }
       }
 
@@ -382,8 +383,8 @@ export async function run(): Promise<string> {
         if (!/pushed 1000 change\(s\) and 1000 file\(s\)/.test(out)) throw new Error(`cold sync: ${out}`);
       } finally {
         await stop(hub.server);
-        rmSync(hub.dir, { recursive: true, force: true });
-        rmSync(fresh, { recursive: true, force: true });
+        setAside(hub.dir);
+        setAside(fresh);
       }
       process.stderr.write(`sync bench: round ${round + 1} of ${ROUNDS} done\n`);
     }
@@ -422,7 +423,7 @@ export async function run(): Promise<string> {
     ];
     return lines.join('\n');
   } finally {
-    rmSync(work, { recursive: true, force: true });
+    setAside(work);
   }
 }
 

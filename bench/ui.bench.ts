@@ -4,12 +4,13 @@
  * 200-slice series (frames per second, first pass while frames stream in, then cached).
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR } from '../test/helpers/browser.ts';
 import { seedAnalysis, seedScan } from '../test/helpers/seed.ts';
 import { startTestServer, type TestServer } from '../test/helpers/server.ts';
+import { setAside } from './set-aside.ts';
 
 const PHANTOMS = join(import.meta.dirname, '..', 'models', 'mia-phantom-detector', 'phantoms.py');
 
@@ -29,7 +30,7 @@ async function importSeries(t: TestServer, slices: number): Promise<string> {
     if (!scan) throw new Error('the 200-slice series was not imported');
     return scan.scan_id as string;
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    setAside(dir);
   }
 }
 
