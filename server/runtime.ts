@@ -142,7 +142,7 @@ export async function createRuntime(input: ServerConfigInput, options: RuntimeOp
     await recovering;
     await storeReceiver.stop();
     // The requests are done; their audit events must be stored before the database closes.
-    await audit.flush();
+    await audit.stop();
     await imports.stop();
     await auditRetention?.stop();
     await progress.stop();
