@@ -154,6 +154,12 @@ export function createAuditWriter(db: Database, log: Logger): AuditWriter {
   };
   const onHub = db.dialect === 'postgres';
 
+  const flush = async (): Promise<void> => {
+    writeBatch();
+    retryHeld();
+    await Promise.all([...pending]);
+  };
+
   return {
     write(event, kind = 'event') {
       if (kind === 'refusal') return writeItems([{ event, kind }]);
@@ -170,15 +176,9 @@ export function createAuditWriter(db: Database, log: Logger): AuditWriter {
         }
       }
     },
-    async flush() {
-      writeBatch();
-      retryHeld();
-      await Promise.all([...pending]);
-    },
+    flush,
     async stop() {
-      writeBatch();
-      retryHeld();
-      await Promise.all([...pending]);
+      await flush();
       stopped = true;
       clearTimeout(retryTimer);
       retryTimer = undefined;

@@ -34,8 +34,8 @@ export type OrthancOptions = {
   acceptUnknownCallers?: boolean;
   /**
    * An empty folder for its configuration, index and storage, left in place when it stops (the
-   * caller removes it later: benchmarks time the next receiver right after, see bench/dicom.bench.ts).
-   * By default a temporary folder, removed when it stops.
+   * caller removes it later: benchmarks set it aside, see bench/set-aside.ts). By default a
+   * temporary folder, removed when it stops.
    */
   dir?: string;
 };
