@@ -411,6 +411,24 @@ class _Head:
 
 
 @dataclasses.dataclass
+class _Wedge:
+    """A vascular territory's infarct: a wedge with its apex in the deep white matter that widens
+    out to the cortex (the brain's outline clips its base, so the base follows the gyri) and
+    stays on its own side of the midline, as an arterial territory does."""
+    apex: tuple[float, float]  # head frame, mm
+    axis: tuple[float, float]  # unit vector, apex towards the cortex
+    tan_half: float  # in-plane half-angle's tangent
+    side: float  # sign of u on the lesion's hemisphere
+
+    def q(self, u: np.ndarray, v: np.ndarray, dz: float, semi_z: float) -> np.ndarray:
+        wu, wv = u - self.apex[0], v - self.apex[1]
+        along = wu * self.axis[0] + wv * self.axis[1]
+        across = np.abs(wu * self.axis[1] - wv * self.axis[0])
+        q = np.sqrt((across / (np.maximum(along, 1e-3) * self.tan_half)) ** 2 + (dz / semi_z) ** 2)
+        return np.where((along > 0) & (u * self.side >= 0), q, np.inf)
+
+
+@dataclasses.dataclass
 class _RandLesion:
     kind: str
     center: np.ndarray  # head frame, mm
@@ -426,12 +444,17 @@ class _RandLesion:
     shell_factor: float  # oedema / rim extent in q units; 0 = none
     dark_rim_q: float  # MR haemorrhage: q above this in the core is dark; 0 = none
     calcified: float | None = None  # tumour calcification specks: their value, None = none
+    wedge: _Wedge | None = None  # territorial infarct: a wedge from a deep apex out to the cortex
+    relative: float = 0.0  # infarct drawn relative to the tissue under it (CT: HU added; MR: gain - 1); 0 = absolute
+    collapse: bool = False  # CT: grey matter in the infarct falls to white matter (lost grey/white border)
 
     def q(self, u: np.ndarray, v: np.ndarray, z: float) -> tuple[np.ndarray, np.ndarray]:
         du, dv, dz = u - self.center[0], v - self.center[1], z - self.center[2]
         c, s = math.cos(self.phi), math.sin(self.phi)
         ru, rv = du * c + dv * s, -du * s + dv * c
         wob = 1.0 + self.outline_amp * self.outline(du, dv, dz)
+        if self.wedge is not None:
+            return self.wedge.q(u, v, dz, self.semi[2]) * wob, np.full_like(u, np.inf)
         q = np.sqrt((ru / self.semi[0]) ** 2 + (rv / self.semi[1]) ** 2 + (dz / self.semi[2]) ** 2) * wob
         for off, rad in self.lobes:
             ql = np.sqrt((du - off[0]) ** 2 + (dv - off[1]) ** 2 + (dz - off[2]) ** 2) / rad * wob
@@ -533,6 +556,63 @@ def _draw_lesion(rng: np.random.Generator, kind: str, head: _Head, tissue: dict[
                        values={'core': vals['core'], 'inner': vals['inner'], 'shell': vals['shell']},
                        inner_q=vals['inner_q'], shell_factor=vals['shell_factor'], dark_rim_q=vals['dark_rim_q'],
                        calcified=_calcification(rng, kind, modality, tissue))
+
+
+# Infarcts as they look in a real head (train.py --territorial-infarcts). Without it an infarct is an
+# ellipsoid of one absolute value, its long axis radial, so narrow where it meets the cortex and
+# 10-38 HU below grey matter. An arterial territory's infarct is a wedge that widens to the
+# cortex and stops at the midline, and an acute one is subtle: 6-16 HU below the tissue it is in,
+# grey matter falling to white matter's value (the lost grey/white border), FLAIR brighter by a
+# fraction. These come from their own random stream ([seed, INFARCT_STREAM]), so every other draw
+# of a series, and every tumour and haemorrhage, stays as it was.
+
+INFARCT_STREAM = 0x1FA2
+
+
+def _territorial(rng: np.random.Generator, les: _RandLesion, modality: str) -> None:
+    if les.kind != 'infarct':
+        return
+    c = les.center
+    reach = math.hypot(float(c[0]), float(c[1]))
+    if reach > 12.0 and rng.random() < 0.6:
+        ang = math.atan2(float(c[1]), float(c[0])) + math.radians(float(rng.uniform(-12.0, 12.0)))
+        axis = (math.cos(ang), math.sin(ang))
+        depth = reach * float(rng.uniform(0.25, 0.7))
+        side = math.copysign(1.0, float(c[0])) if abs(float(c[0])) > 1.0 else float(rng.choice([-1.0, 1.0]))
+        les.wedge = _Wedge(apex=(axis[0] * depth, axis[1] * depth), axis=axis,
+                           tan_half=math.tan(math.radians(float(rng.uniform(10.0, 32.0)))), side=side)
+        les.semi = np.array([les.semi[0], les.semi[1], float(rng.uniform(8.0, 30.0))])
+    if rng.random() < 0.6:
+        if modality == 'CT':
+            les.relative = -float(rng.uniform(6.0, 16.0))
+            les.collapse = bool(rng.random() < 0.5)
+        else:
+            les.relative = float(rng.uniform(0.15, 0.7))
+
+
+# Tumours across the densities real ones have (train.py --tumour-spectrum). Without it a tumour's
+# solid part is always brighter than grey matter (CT 46-80 HU, MR 1.5-2.3x), which a model can
+# learn as "bright and round". On CT many gliomas are hypodense and many masses isodense, seen by
+# their oedema and the mass effect; on FLAIR a solid tumour may be barely brighter than the cortex.
+# Drawn from their own stream ([seed, TUMOUR_STREAM]), so everything else of a series stays.
+
+TUMOUR_STREAM = 0x7A55
+
+
+def _tumour_spectrum(rng: np.random.Generator, les: _RandLesion, modality: str, tissue: dict[str, float]) -> None:
+    if les.kind != 'tumor':
+        return
+    look = str(rng.choice(['as drawn', 'iso', 'hypo'], p=[0.4, 0.35, 0.25]))
+    if look == 'as drawn':
+        return
+    gm = tissue['gm']
+    if modality == 'CT':
+        les.values['core'] = gm + (float(rng.uniform(-3.0, 5.0)) if look == 'iso' else -float(rng.uniform(4.0, 14.0)))
+    else:
+        les.values['core'] = gm * (float(rng.uniform(0.95, 1.25)) if look == 'iso' else float(rng.uniform(0.6, 0.85)))
+    # An isodense tumour without oedema would be invisible: a truth box on nothing.
+    if les.shell_factor == 0.0 and (look == 'iso' or rng.random() < 0.5):
+        les.shell_factor = float(rng.uniform(1.3, 1.9))
 
 
 def _calcification(rng: np.random.Generator, kind: str, modality: str, tissue: dict[str, float]) -> float | None:
@@ -678,10 +758,13 @@ def _paint_blobs(img: np.ndarray, blobs: list[_Blob], u: np.ndarray, v: np.ndarr
 
 def generate_randomized_series(seed: int, modality: str, rows: int = 256, cols: int | None = None,
                                kinds: list[str] | None = None, n_slices: int | None = None,
-                               normal_anatomy: bool = False) -> Series:
+                               normal_anatomy: bool = False, territorial_infarcts: bool = False,
+                               tumour_spectrum: bool = False) -> Series:
     """One domain-randomized phantom series (see the section comment). Same Series contract as
     generate_series; truth boxes are on the partial-volume core (fraction >= 0.5).
-    `normal_anatomy`: also structures that are not lesions (_draw_distractors)."""
+    `normal_anatomy`: also structures that are not lesions (_draw_distractors).
+    `territorial_infarcts`: infarcts as wedges and subtle relative changes (_territorial).
+    `tumour_spectrum`: tumours also iso- or hypodense, seen by their oedema (_tumour_spectrum)."""
     if modality not in ('CT', 'MR'):
         raise ValueError(f'modality must be CT or MR, got {modality!r}')
     cols = rows if cols is None else cols
@@ -738,6 +821,14 @@ def generate_randomized_series(seed: int, modality: str, rows: int = 256, cols: 
         les = _draw_lesion(rng, kind, head, tissue, modality, z_first + 2.0, z_last - 2.0, placed)
         if les is not None:
             rand_lesions.append(les)
+    if territorial_infarcts:
+        infarct_rng = np.random.default_rng([seed, INFARCT_STREAM])
+        for les in rand_lesions:
+            _territorial(infarct_rng, les, modality)
+    if tumour_spectrum:
+        tumour_rng = np.random.default_rng([seed, TUMOUR_STREAM])
+        for les in rand_lesions:
+            _tumour_spectrum(tumour_rng, les, modality, tissue)
 
     # Acquisition: in-plane blur, noise texture and level, bias field.
     blur = float(rng.uniform(0.0, 1.2)) if rng.random() < 0.6 else 0.0
@@ -812,8 +903,14 @@ def generate_randomized_series(seed: int, modality: str, rows: int = 256, cols: 
                 if core.any():
                     fld = les.texture(u - les.center[0], v - les.center[1], z - les.center[2])
                     tex = 1.0 + les.texture_amp * fld
-                    base = tissue['gm']
-                    img[core] = (base + (les.values['core'] - base) * tex)[core]
+                    if les.relative and modality == 'CT':
+                        under = np.minimum(img, tissue['wm']) if les.collapse else img
+                        img[core] = (under + les.relative * tex)[core]
+                    elif les.relative:
+                        img[core] = (img * (1.0 + les.relative * tex))[core]
+                    else:
+                        base = tissue['gm']
+                        img[core] = (base + (les.values['core'] - base) * tex)[core]
                     if les.inner_q > 0:
                         img[core & (q < les.inner_q)] = les.values['inner']
                     if les.dark_rim_q > 0:

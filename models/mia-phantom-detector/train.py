@@ -79,12 +79,14 @@ FP_BUDGET_PER_LABEL = 0.15
 
 
 def series_slices(seed: int, modality: str, size: int, randomized: bool = False,
-                  cols: int | None = None, normal_anatomy: bool = False) -> tuple[np.ndarray, list[list[tuple[int, list[float]]]], Any]:
+                  cols: int | None = None, normal_anatomy: bool = False,
+                  territorial_infarcts: bool = False, tumour_spectrum: bool = False) -> tuple[np.ndarray, list[list[tuple[int, list[float]]]], Any]:
     """Preprocessed slices (n, 128, 128) and per-slice targets [(label index, [x, y, w, h] in
     model-input pixels)] of one phantom series (family A, or domain-randomized, optionally with
     normal structures that are not lesions)."""
     if randomized:
-        s = phantoms.generate_randomized_series(seed, modality, rows=size, cols=cols, normal_anatomy=normal_anatomy)
+        s = phantoms.generate_randomized_series(seed, modality, rows=size, cols=cols, normal_anatomy=normal_anatomy,
+                                                territorial_infarcts=territorial_infarcts, tumour_spectrum=tumour_spectrum)
     else:
         s = phantoms.generate_series(seed, modality, size=size)
     vals = s.values
@@ -125,16 +127,18 @@ def training_spec(seed: int, i: int, rng: np.random.Generator) -> tuple[int, str
     return series_seed, modality, rows, cols, True
 
 
-def _make_training_series(spec: tuple[int, str, int, int, bool, bool]) -> tuple[np.ndarray, list[list[tuple[int, list[float]]]]]:
-    seed, modality, rows, cols, randomized, normal_anatomy = spec
-    x, targets, _ = series_slices(seed, modality, rows, randomized=randomized, cols=cols, normal_anatomy=normal_anatomy)
+def _make_training_series(spec: tuple[int, str, int, int, bool, bool, bool, bool]) -> tuple[np.ndarray, list[list[tuple[int, list[float]]]]]:
+    seed, modality, rows, cols, randomized, normal_anatomy, territorial, spectrum = spec
+    x, targets, _ = series_slices(seed, modality, rows, randomized=randomized, cols=cols, normal_anatomy=normal_anatomy,
+                                  territorial_infarcts=territorial, tumour_spectrum=spectrum)
     return x.astype(np.float16), targets
 
 
 def build_training_set(n_series: int, seed: int, log: Any, workers: int = 2,
-                       normal_anatomy: bool = False) -> tuple[np.ndarray, list[list[tuple[int, list[float]]]]]:
+                       normal_anatomy: bool = False, territorial_infarcts: bool = False,
+                       tumour_spectrum: bool = False) -> tuple[np.ndarray, list[list[tuple[int, list[float]]]]]:
     rng = np.random.default_rng(seed)
-    specs = [(*training_spec(seed, i, rng), normal_anatomy) for i in range(n_series)]
+    specs = [(*training_spec(seed, i, rng), normal_anatomy, territorial_infarcts, tumour_spectrum) for i in range(n_series)]
     xs: list[np.ndarray] = []
     ts: list[list[tuple[int, list[float]]]] = []
     t0 = time.time()
@@ -755,6 +759,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument('--cache', default=None, help='keep the generated training set here (npz) for reruns')
     p.add_argument('--normal-anatomy', action='store_true',
                    help='randomized training series also hold normal structures that are not lesions (README.md)')
+    p.add_argument('--territorial-infarcts', action='store_true',
+                   help='randomized training series draw infarcts as territorial wedges and subtle relative changes (README.md)')
+    p.add_argument('--tumour-spectrum', action='store_true',
+                   help='randomized training series also draw iso- and hypodense tumours, seen by their oedema (README.md)')
     p.add_argument('--eval-only', action='store_true',
                    help='skip training: load checkpoint.pt from --out, then export and evaluate')
     args = p.parse_args(argv)
@@ -797,7 +805,8 @@ def main(argv: list[str] | None = None) -> int:
 def train(torch: Any, model: Any, args: Any, log: Any) -> tuple[int, int, float]:
     t0 = time.time()
     log(f'building training set: {args.train_series} series (seed {args.seed})')
-    anatomy = '-anatomy' if args.normal_anatomy else ''
+    anatomy = (('-anatomy' if args.normal_anatomy else '') + ('-territorial' if args.territorial_infarcts else '')
+               + ('-spectrum' if args.tumour_spectrum else ''))
     cache = os.path.join(args.cache, f'train-{args.seed}-{args.train_series}{anatomy}.npz') if args.cache else None
     if cache and os.path.exists(cache):
         with np.load(cache, allow_pickle=False) as z:
@@ -805,7 +814,8 @@ def train(torch: Any, model: Any, args: Any, log: Any) -> tuple[int, int, float]
             T = json.loads(str(z['t']))
         log(f'training set from cache {cache}')
     else:
-        X, T = build_training_set(args.train_series, args.seed, log, normal_anatomy=args.normal_anatomy)
+        X, T = build_training_set(args.train_series, args.seed, log, normal_anatomy=args.normal_anatomy,
+                                  territorial_infarcts=args.territorial_infarcts, tumour_spectrum=args.tumour_spectrum)
         if cache:
             os.makedirs(args.cache, exist_ok=True)
             np.savez(cache, x=X, t=json.dumps(T))
@@ -961,7 +971,9 @@ def export_and_evaluate(torch: Any, model: Any, args: Any, log: Any, t_start: fl
         'command': (f'/usr/bin/python3 models/mia-phantom-detector/train.py --seed {args.seed} --epochs {args.epochs} '
                     f'--train-series {args.train_series} --steps-per-epoch {args.steps_per_epoch} --lr {args.lr}'
                     + (f' --init-onnx {args.init_onnx}' if args.init_onnx else '')
-                    + (' --normal-anatomy' if args.normal_anatomy else '') + ' --out models/mia-phantom-detector'),
+                    + (' --normal-anatomy' if args.normal_anatomy else '')
+                    + (' --territorial-infarcts' if args.territorial_infarcts else '')
+                    + (' --tumour-spectrum' if args.tumour_spectrum else '') + ' --out models/mia-phantom-detector'),
     }
     manifest = build_manifest(model_path, thresholds, metrics, training)
     manifest_path = os.path.join(args.out, 'manifest.json')
