@@ -962,7 +962,12 @@ def export_and_evaluate(torch: Any, model: Any, args: Any, log: Any, t_start: fl
                         'correlated and Rician noise; 0-3 lesions per series. One in four is the original '
                         'family A (ellipsoid heads, 0-2 lesions). Train-time augmentation on the normalised '
                         'input: flips, rotation +-15 degrees, scale 0.85-1.18, shift, gamma, contrast, '
-                        'brightness, blur and noise.'),
+                        'brightness, blur and noise.')
+                       + (' Normal structures that are not lesions (calcifications, sinuses, vessels, orbits, petrous '
+                          'bone) in the randomized series.' if args.normal_anatomy else '')
+                       + (' Territorial infarcts: wedges widening to the cortex that stop at the midline; acute ones '
+                          '6-16 HU below the tissue under them or FLAIR-brighter by a fraction.' if args.territorial_infarcts else '')
+                       + (' Tumours also iso- or hypodense, seen by their oedema.' if args.tumour_spectrum else ''),
         'generator': 'phantoms.py',
         'series': args.train_series,
         'randomized_series': sum(1 for i in range(args.train_series) if i % FAMILY_A_EVERY != 0),
