@@ -11,6 +11,7 @@ import { holdsAnyScope } from '#server/auth/scopes.ts';
 import { patientsOf } from '#server/audit/audit.ts';
 import type { AuditInput } from '#server/store/audit.ts';
 import { MiaError } from '#server/errors.ts';
+import { nulCharacterAt } from '#server/http/nul-characters.ts';
 import { apiVersion } from '#server/http/api-version.ts';
 import { cors } from '#server/http/cors.ts';
 import type { ErrorBody } from '#server/http/envelope.ts';
@@ -53,6 +54,8 @@ function describeIssues(error: z.ZodError, where: string): string {
 function parseInput(schema: z.ZodType | undefined, value: unknown, where: 'body' | 'query' | 'path'): unknown {
   const effective = schema ?? (where === 'body' ? undefined : emptyQuery);
   if (!effective) return undefined;
+  const nulAt = nulCharacterAt(value, where);
+  if (nulAt !== null) throw new MiaError('invalid', `Invalid request ${where}`, `${nulAt}: contains a NUL character (U+0000)`);
   const parsed = effective.safeParse(value);
   if (!parsed.success) throw new MiaError('invalid', `Invalid request ${where}`, describeIssues(parsed.error, where));
   return parsed.data;

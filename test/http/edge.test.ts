@@ -114,6 +114,20 @@ describe('bad input gets the right status, the error envelope, and loses nothing
     expect(reply.status).toBe(400);
     expect(reply.json.error.details).toMatch(/modalty: unknown parameter/);
   });
+
+  it('a NUL character anywhere (path, query, body): 400 naming where, on SQLite and PostgreSQL alike', async () => {
+    const path = await t.request('GET', '/v1/users/usr%00x');
+    expect(path.status).toBe(400);
+    expect(path.json.error.details).toBe('id: contains a NUL character (U+0000)');
+    const query = await t.request('GET', '/v1/scans?patient_id=P%00');
+    expect(query.status).toBe(400);
+    expect(query.json.error.details).toBe('patient_id: contains a NUL character (U+0000)');
+    const before = (await t.request('GET', '/v1/users')).json.data.items.length;
+    const body = await t.request('POST', '/v1/users', { body: { email: 'nul@hospital.test', role: 'radiologist', name: 'A\u0000B' } });
+    expect(body.status).toBe(400);
+    expect(body.json.error.details).toBe('name: contains a NUL character (U+0000)');
+    expect((await t.request('GET', '/v1/users')).json.data.items).toHaveLength(before);
+  });
 });
 
 describe('CORS', () => {
