@@ -9,7 +9,7 @@ export type ValueReader = {
   has(tag: string): boolean;
   /**
    * Text in the data set's character set (PN, LO, SH, ST, LT, UT), trailing padding (space
-   * or NUL, PS3.5 6.2) removed; '' when absent.
+   * or NUL, PS3.5 6.2) removed, a NUL left inside shown as U+FFFD (withoutNul); '' when absent.
    */
   text(tag: string): string;
   /** A value of a VR restricted to the default repertoire (CS, UI, DA, TM, DS, IS...): no charset. */
@@ -38,6 +38,16 @@ export function trimPadding(value: string): string {
   return end === value.length ? value : value.slice(0, end);
 }
 
+/**
+ * A NUL inside a value (after the padding is gone) as U+FFFD. No text VR allows one there, yet
+ * writers leave them; PostgreSQL cannot store U+0000 in text, so on a hub one such file failed
+ * its whole import job ("invalid byte sequence for encoding UTF8: 0x00"). The archived file keeps
+ * its bytes; the index, the API and both backends show the same replacement.
+ */
+export function withoutNul(value: string): string {
+  return value.includes('\0') ? value.replaceAll('\0', '\uFFFD') : value;
+}
+
 export function valueReader(bytes: Uint8Array, elements: Elements, bigEndian: boolean, charset: string | undefined): ValueReader {
   const raw = (tag: string): Uint8Array | null => {
     const el = elements.get(tag);
@@ -48,12 +58,12 @@ export function valueReader(bytes: Uint8Array, elements: Elements, bigEndian: bo
   const text = (tag: string): string => {
     const b = raw(tag);
     if (!b) return '';
-    return trimPadding(decode(b));
+    return withoutNul(trimPadding(decode(b)));
   };
   const code = (tag: string): string => {
     const b = raw(tag);
     if (!b) return '';
-    return trimPadding(decodeLatin1(b));
+    return withoutNul(trimPadding(decodeLatin1(b)));
   };
   const texts = (tag: string): string[] => {
     const t = code(tag);
