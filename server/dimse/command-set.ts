@@ -4,7 +4,7 @@
  * fields of C-ECHO, C-STORE, C-FIND and C-MOVE are read; other elements are skipped by length.
  */
 import { PduError } from '#server/dimse/pdu.ts';
-import { trimPadding } from '#server/dicom/values.ts';
+import { trimPadding, withoutNul } from '#server/dicom/values.ts';
 
 export const COMMAND = {
   cStoreRq: 0x0001,
@@ -113,7 +113,7 @@ export function encodeCommand(command: Command): Buffer {
   return Buffer.concat([element(0x0000, length), body]);
 }
 
-const text = (value: Buffer): string => trimPadding(value.toString('latin1')).replace(/^ +/, '');
+const text = (value: Buffer): string => withoutNul(trimPadding(value.toString('latin1')).replace(/^ +/, ''));
 
 export function decodeCommand(bytes: Buffer): Command {
   if (bytes.length > MAX_COMMAND_BYTES) throw new PduError(`command set of ${bytes.length} bytes`);

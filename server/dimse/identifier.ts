@@ -7,7 +7,7 @@
 import { decodeText } from '#server/dicom/charset.ts';
 import { EXPLICIT_VR_LITTLE_ENDIAN, IMPLICIT_VR_LITTLE_ENDIAN } from '#server/dicom/transfer-syntax.ts';
 import { PduError } from '#server/dimse/pdu.ts';
-import { trimPadding } from '#server/dicom/values.ts';
+import { trimPadding, withoutNul } from '#server/dicom/values.ts';
 
 /** A tag as group << 16 | element. */
 export type Tag = number;
@@ -167,6 +167,6 @@ export function stringValues(values: Map<Tag, Buffer>): (tag: Tag) => string {
   return (tag) => {
     const raw = values.get(tag);
     if (!raw) return '';
-    return trimPadding(decodeText(new Uint8Array(raw.buffer, raw.byteOffset, raw.length), charset)).replace(/^ +/, '');
+    return withoutNul(trimPadding(decodeText(new Uint8Array(raw.buffer, raw.byteOffset, raw.length), charset)).replace(/^ +/, ''));
   };
 }

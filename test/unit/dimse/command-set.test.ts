@@ -76,6 +76,14 @@ describe('query identifiers', () => {
     });
   }
 
+  it('a peer\'s NUL inside a value reads as U+FFFD, its trailing padding as nothing (PostgreSQL cannot store U+0000)', () => {
+    const syntax = '1.2.840.10008.1.2.1';
+    const bytes = encodeIdentifier([{ tag: TAG.patientName, vr: 'PN', value: 'DOE\0JOHN\0' }], syntax);
+    expect(stringValues(readTopLevel(bytes, syntax))(TAG.patientName)).toBe('DOE\uFFFDJOHN');
+    const rsp = full({ commandField: COMMAND.cStoreRsp, messageIdBeingRespondedTo: 7, status: 0xc000, errorComment: 'disk\0full', dataSetType: NO_DATA_SET });
+    expect(decodeCommand(encodeCommand(rsp)).errorComment).toBe('disk\uFFFDfull');
+  });
+
   it('skips sequences of undefined length and refuses ones without their end', () => {
     // (0008,1110) SQ, undefined length, one item of undefined length holding (0008,1150), then (0010,0020).
     const seq = Buffer.concat([
