@@ -1,7 +1,7 @@
 /**
  * Text with a NUL character (U+0000) is refused at the edge, wherever it is in a request: PostgreSQL
- * cannot store it in a text value (a hub answered 500 to `GET /v1/users/%00`), SQLite would store
- * it and cut it short in C strings, and no identifier, filter or free text mia keeps needs it.
+ * cannot store it in a text value (a hub answered 500 to `GET /v1/users/%00`), SQLite stores it but
+ * some of its string functions stop at it, and no identifier, filter or free text mia keeps needs it.
  */
 
 /** Nesting beyond this is not searched: request bodies are small JSON, limited in size already. */
