@@ -805,9 +805,9 @@ def main(argv: list[str] | None = None) -> int:
 def train(torch: Any, model: Any, args: Any, log: Any) -> tuple[int, int, float]:
     t0 = time.time()
     log(f'building training set: {args.train_series} series (seed {args.seed})')
-    anatomy = (('-anatomy' if args.normal_anatomy else '') + ('-territorial' if args.territorial_infarcts else '')
+    options = (('-anatomy' if args.normal_anatomy else '') + ('-territorial' if args.territorial_infarcts else '')
                + ('-spectrum' if args.tumour_spectrum else ''))
-    cache = os.path.join(args.cache, f'train-{args.seed}-{args.train_series}{anatomy}.npz') if args.cache else None
+    cache = os.path.join(args.cache, f'train-{args.seed}-{args.train_series}{options}.npz') if args.cache else None
     if cache and os.path.exists(cache):
         with np.load(cache, allow_pickle=False) as z:
             X = z['x']

@@ -9,16 +9,25 @@ const MAX_DEPTH = 64;
 
 /** Where the first NUL is ("text", "findings.2.note", or `where` for a bare string), or null. */
 export function nulCharacterAt(value: unknown, where: string): string | null {
-  const search = (v: unknown, path: string[], depth: number): string | null => {
-    if (typeof v === 'string') return v.includes('\u0000') ? (path.length > 0 ? path.join('.') : where) : null;
-    if (typeof v !== 'object' || v === null || depth >= MAX_DEPTH) return null;
-    for (const [key, item] of Array.isArray(v) ? v.entries() : Object.entries(v)) {
-      const at = [...path, String(key)];
-      if (typeof key === 'string' && key.includes('\u0000')) return at.join('.');
-      const found = search(item, at, depth + 1);
-      if (found !== null) return found;
+  const found = search(value, 0);
+  if (found === null) return null;
+  return found.length > 0 ? found.reverse().join('.') : where;
+}
+
+/**
+ * The keys leading to the first NUL, innermost first, or null. Every request's path, query and
+ * body pass through here, so the path is only built on the way back from a find.
+ */
+function search(value: unknown, depth: number): string[] | null {
+  if (typeof value === 'string') return value.includes('\u0000') ? [] : null;
+  if (typeof value !== 'object' || value === null || depth >= MAX_DEPTH) return null;
+  for (const [key, item] of Array.isArray(value) ? value.entries() : Object.entries(value)) {
+    if (typeof key === 'string' && key.includes('\u0000')) return [key];
+    const found = search(item, depth + 1);
+    if (found !== null) {
+      found.push(String(key));
+      return found;
     }
-    return null;
-  };
-  return search(value, [], 0);
+  }
+  return null;
 }

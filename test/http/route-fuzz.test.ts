@@ -10,13 +10,11 @@ import { startTestServer, type TestServer } from '../helpers/server.ts';
 
 let t: TestServer;
 let seeded: SeededInstance;
-let seriesUid: string;
 let routes: { method: string; path: string; query: string[] }[] = [];
 
 beforeAll(async () => {
   t = await startTestServer();
   seeded = await seedImportedInstance(t);
-  seriesUid = seeded.scanId;
   const doc = (await t.request('GET', '/v1/openapi.json')).json.data as {
     paths: Record<string, Record<string, { parameters?: { in: string; name: string }[] }>>;
   };
@@ -58,7 +56,7 @@ describe('hostile requests to every route', () => {
     const rand = random(20261128);
     const pick = <T>(list: readonly T[]): T => list[Math.floor(rand() * list.length)] as T;
     const real: Record<string, string> = {
-      scan_id: seeded.scanId, study: seeded.studyUid, series: seriesUid, instance: seeded.instanceUid, instance_uid: seeded.instanceUid, frame: '1', frames: '1',
+      scan_id: seeded.scanId, study: seeded.studyUid, series: seeded.scanId, instance: seeded.instanceUid, instance_uid: seeded.instanceUid, frame: '1', frames: '1',
     };
     const problems: string[] = [];
     let asked = 0;
