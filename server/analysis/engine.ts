@@ -17,7 +17,7 @@ import { decodeSegmentation, SegmentationPlanes, type Region } from '#server/ana
 import { preprocessSlice, type InputBatch, type SliceValues } from '#server/analysis/preprocess.ts';
 import { recommend } from '#server/analysis/recommend.ts';
 import { decisionOf } from '#server/analysis/operating-points.ts';
-import type { InferenceSession, RunResult } from '#server/analysis/worker-session.ts';
+import type { InferenceSession, InputArea, RunResult } from '#server/analysis/worker-session.ts';
 import { frameValues, readDicom, type DicomInstance } from '#server/dicom/parse.ts';
 import { decodeFrame, type PixelArray } from '#server/dicom/pixels.ts';
 import { MiaError } from '#server/errors.ts';
@@ -101,13 +101,17 @@ function frameRescale(instance: DicomInstance, frame: number): { slope: number; 
   return { slope: v.rescaleSlope, intercept: v.rescaleIntercept };
 }
 
-/** spacings: each slice's pixel spacing (row, column mm), for a segmentation model's min_region_mm2. */
-type PreparedBatch = { input: InputBatch; sizes: ImageSize[]; spacings: ({ row: number; column: number } | null)[] };
+/**
+ * spacings: each slice's pixel spacing (row, column mm), for a segmentation model's
+ * min_region_mm2. The input lives in `area` until the batch's outputs are read.
+ */
+type PreparedBatch = { input: InputBatch; area: InputArea; sizes: ImageSize[]; spacings: ({ row: number; column: number } | null)[] };
 
 /** Stored files of one batch -> its model input; a file the model cannot take ends the run. */
 class BatchLoader {
   readonly #manifest: Manifest;
   readonly #modality: string;
+  readonly #session: InferenceSession;
   /** The last parsed file: a multi-frame instance is parsed once for all its frames. */
   #parsed: (LoadedFile & { path: string }) | null = null;
   #stored = new Float32Array(0);
@@ -115,7 +119,8 @@ class BatchLoader {
   /** Time spent reading stored files, part of load(). */
   readMs = 0;
 
-  constructor(manifest: Manifest, modality: string) {
+  constructor(session: InferenceSession, manifest: Manifest, modality: string) {
+    this.#session = session;
     this.#manifest = manifest;
     this.#modality = modality;
   }
@@ -135,8 +140,21 @@ class BatchLoader {
 
   async load(batch: readonly EngineSlice[]): Promise<PreparedBatch | { notApplicable: string }> {
     const { height, width } = this.#manifest.input.size;
+    const area = this.#session.inputArea(batch.length * height * width);
+    let handedOver = false;
+    try {
+      const prepared = await this.#fill(batch, area);
+      handedOver = !('notApplicable' in prepared);
+      return prepared;
+    } finally {
+      if (!handedOver) area.release();
+    }
+  }
+
+  async #fill(batch: readonly EngineSlice[], area: InputArea): Promise<PreparedBatch | { notApplicable: string }> {
+    const { height, width } = this.#manifest.input.size;
     const plane = height * width;
-    const data = new Float32Array(batch.length * plane);
+    const data = area.data;
     const sizes: ImageSize[] = [];
     const spacings: PreparedBatch['spacings'] = [];
     for (const [i, slice] of batch.entries()) {
@@ -179,7 +197,7 @@ class BatchLoader {
       const spacing = frameValues(loaded.instance, slice.frame).pixelSpacing;
       spacings.push(spacing ? { row: spacing[0], column: spacing[1] } : null);
     }
-    return { input: { data, dims: [batch.length, 1, height, width] }, sizes, spacings };
+    return { input: { data, dims: [batch.length, 1, height, width] }, area, sizes, spacings };
   }
 }
 
@@ -231,7 +249,7 @@ const FIRST_BATCH = 2;
 const MAX_IN_FLIGHT = 3;
 
 /** A batch handed to the inference worker, not yet decoded. */
-type InFlight = { outputs: Promise<RunResult>; sizes: ImageSize[]; spacings: PreparedBatch['spacings']; done: number };
+type InFlight = { outputs: Promise<RunResult>; area: InputArea; sizes: ImageSize[]; spacings: PreparedBatch['spacings']; done: number };
 
 export async function runAnalysis(
   session: InferenceSession,
@@ -254,7 +272,7 @@ export async function runAnalysis(
   const perSlice: (Detection | Region)[][] = [];
   const planes = new SegmentationPlanes();
   const spec = manifest.output;
-  const loader = new BatchLoader(manifest, scan.modality);
+  const loader = new BatchLoader(session, manifest, scan.modality);
   const thresholds = { ...(options.thresholds ?? decisionOf(manifest, null).thresholds) };
   const calibrator = calibratorOf(manifest.calibration);
   // The decoder compares raw peaks: each calibrated threshold goes back to the raw scale once.
@@ -264,18 +282,23 @@ export async function runAnalysis(
   /** Waits for a batch's outputs and decodes them; false: stop (cancel, shutdown, job taken). */
   const settle = async (flight: InFlight): Promise<boolean> => {
     let t = performance.now();
-    const { outputs, runMs } = await flight.outputs;
-    timings.inferenceMs += performance.now() - t;
-    timings.workerRunMs += runMs;
-    t = performance.now();
-    if (spec.decoding === 'segmentation') {
-      // Regions' boxes are their masks' bounds, inside the image already.
-      perSlice.push(...decodeSegmentation(outputs, { ...manifest, output: spec }, flight.sizes, { spacings: flight.spacings, thresholds: decodeAt }, planes));
-    } else {
-      decodeOutputs(outputs, manifest, flight.sizes, { thresholds: decodeAt }).forEach((list, i) => {
-        const size = flight.sizes[i] as ImageSize;
-        perSlice.push(list.map((d) => ({ ...d, box: clampBox(d.box, size) })));
-      });
+    try {
+      const { outputs, runMs } = await flight.outputs;
+      timings.inferenceMs += performance.now() - t;
+      timings.workerRunMs += runMs;
+      t = performance.now();
+      if (spec.decoding === 'segmentation') {
+        // Regions' boxes are their masks' bounds, inside the image already.
+        perSlice.push(...decodeSegmentation(outputs, { ...manifest, output: spec }, flight.sizes, { spacings: flight.spacings, thresholds: decodeAt }, planes));
+      } else {
+        decodeOutputs(outputs, manifest, flight.sizes, { thresholds: decodeAt }).forEach((list, i) => {
+          const size = flight.sizes[i] as ImageSize;
+          perSlice.push(list.map((d) => ({ ...d, box: clampBox(d.box, size) })));
+        });
+      }
+    } finally {
+      // The outputs may be views into the area: decoded, or never to be.
+      flight.area.release();
     }
     timings.decodeMs += performance.now() - t;
     return !hooks.onProgress || (await hooks.onProgress(flight.done, total));
@@ -288,8 +311,9 @@ export async function runAnalysis(
   // with three, in one in ten.
   const inFlight: InFlight[] = [];
   const abandon = (): void => {
-    // Their results no longer matter, but a rejection must not go unhandled.
-    for (const flight of inFlight) flight.outputs.catch(() => undefined);
+    // Their results no longer matter, but a rejection must not go unhandled, and an area is
+    // reused only once the worker is done writing into it.
+    for (const flight of inFlight) flight.outputs.then(flight.area.release, flight.area.release);
   };
   try {
     // Batches start small and double: nothing overlaps the first one's preprocessing, so the
@@ -304,10 +328,10 @@ export async function runAnalysis(
       timings.preprocessMs += performance.now() - t - (loader.readMs - readBefore);
       if ('notApplicable' in prepared) return { kind: 'not_applicable', reason: prepared.notApplicable };
 
-      hooks.onInput?.(prepared.input);
-      // The input's buffer is transferred to the worker: this thread no longer touches it.
+      // The input stays in its area, which this thread no longer writes until the outputs are read.
       const outputs = session.run({ [manifest.input.tensor]: prepared.input });
-      inFlight.push({ outputs, sizes: prepared.sizes, spacings: prepared.spacings, done: Math.min(start + size, total) });
+      inFlight.push({ outputs, area: prepared.area, sizes: prepared.sizes, spacings: prepared.spacings, done: Math.min(start + size, total) });
+      hooks.onInput?.(prepared.input);
       const oldest = inFlight.length >= MAX_IN_FLIGHT ? inFlight.shift() : undefined;
       if (oldest && !(await settle(oldest))) return { kind: 'stopped' };
     }

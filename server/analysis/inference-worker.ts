@@ -7,7 +7,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import * as ort from 'onnxruntime-node';
 import type { Tensor } from '#server/analysis/decode.ts';
-import type { FromWorker, SessionOptions, ToWorker } from '#server/analysis/inference-protocol.ts';
+import type { AreaTensor, FromWorker, SessionOptions, ToWorker } from '#server/analysis/inference-protocol.ts';
 
 if (!parentPort) throw new Error('inference-worker.ts runs as a worker thread');
 const port = parentPort;
@@ -49,26 +49,83 @@ async function createSession(): Promise<ort.InferenceSession | null> {
 const session = await createSession();
 if (session) serve(session);
 
+/**
+ * Shared areas by number, and one buffer of this thread's own that a feed in an area is copied
+ * into: onnxruntime-node refuses a SharedArrayBuffer's memory as a tensor's data.
+ */
+const areas = new Map<number, SharedArrayBuffer>();
+let scratch = new Float32Array(0);
+
+function areaOf(area: number): SharedArrayBuffer {
+  const buffer = areas.get(area);
+  if (!buffer) throw new Error(`shared area ${area} is not registered`);
+  return buffer;
+}
+
+function feedsFromArea(buffer: SharedArrayBuffer, feeds: Record<string, AreaTensor>): Record<string, ort.Tensor> {
+  const total = Object.values(feeds).reduce((n, t) => n + t.length, 0);
+  if (scratch.length < total) scratch = new Float32Array(total);
+  const out: Record<string, ort.Tensor> = {};
+  let at = 0;
+  for (const [name, t] of Object.entries(feeds)) {
+    const own = scratch.subarray(at, at + t.length);
+    own.set(new Float32Array(buffer, t.offset, t.length));
+    out[name] = new ort.Tensor('float32', own, t.dims);
+    at += t.length;
+  }
+  return out;
+}
+
+/** Copies the outputs into the area from byte `at`; null when they do not fit (then they travel). */
+function outputsToArea(buffer: SharedArrayBuffer, at: number, outputs: Record<string, Tensor>): Record<string, AreaTensor> | null {
+  const bytes = Object.values(outputs).reduce((n, t) => n + t.data.byteLength, 0);
+  if (at % Float32Array.BYTES_PER_ELEMENT !== 0 || at + bytes > buffer.byteLength) return null;
+  const placed: Record<string, AreaTensor> = {};
+  let offset = at;
+  for (const [name, t] of Object.entries(outputs)) {
+    new Float32Array(buffer, offset, t.data.length).set(t.data);
+    placed[name] = { offset, length: t.data.length, dims: t.dims };
+    offset += t.data.byteLength;
+  }
+  return placed;
+}
+
+async function runOne(session: ort.InferenceSession, message: Extract<ToWorker, { type: 'run' | 'run-in-area' }>): Promise<void> {
+  const buffer = message.type === 'run-in-area' ? areaOf(message.area) : null;
+  const feeds: Record<string, ort.Tensor> = {};
+  if (message.type === 'run-in-area') Object.assign(feeds, feedsFromArea(buffer as SharedArrayBuffer, message.feeds));
+  else for (const [name, t] of Object.entries(message.feeds)) feeds[name] = new ort.Tensor('float32', t.data, t.dims);
+  const started = performance.now();
+  const outputs = plainOutputs(await session.run(feeds));
+  const runMs = performance.now() - started;
+  const placed = message.type === 'run-in-area' ? outputsToArea(buffer as SharedArrayBuffer, message.outputsAt, outputs) : null;
+  if (placed) post({ type: 'result-in-area', id: message.id, outputs: placed, runMs });
+  else post({ type: 'result', id: message.id, outputs, runMs }, [...new Set(Object.values(outputs).map((t) => t.data.buffer as ArrayBuffer))]);
+}
+
 function serve(session: ort.InferenceSession): void {
   // One run at a time, in arrival order: the session is not re-entrant with these settings.
   let queue: Promise<void> = Promise.resolve();
   port.on('message', (message: ToWorker) => {
     queue = queue.then(async () => {
-      if (message.type === 'release') {
-        await session.release().catch(() => undefined);
-        post({ type: 'released' });
-        port.close();
-        return;
-      }
-      try {
-        const feeds: Record<string, ort.Tensor> = {};
-        for (const [name, t] of Object.entries(message.feeds)) feeds[name] = new ort.Tensor('float32', t.data, t.dims);
-        const started = performance.now();
-        const outputs = plainOutputs(await session.run(feeds));
-        const runMs = performance.now() - started;
-        post({ type: 'result', id: message.id, outputs, runMs }, [...new Set(Object.values(outputs).map((t) => t.data.buffer as ArrayBuffer))]);
-      } catch (err) {
-        post({ type: 'error', id: message.id, message: messageOf(err) });
+      switch (message.type) {
+        case 'area':
+          areas.set(message.area, message.buffer);
+          return;
+        case 'drop-area':
+          areas.delete(message.area);
+          return;
+        case 'release':
+          await session.release().catch(() => undefined);
+          post({ type: 'released' });
+          port.close();
+          return;
+        default:
+          try {
+            await runOne(session, message);
+          } catch (err) {
+            post({ type: 'error', id: message.id, message: messageOf(err) });
+          }
       }
     });
   });
