@@ -104,10 +104,13 @@ export async function readPulledSeq(db: Database): Promise<number> {
 export class SyncError extends Error {
   /** The connection failed before an answer (not a timeout, not the hub's refusal). */
   readonly retryable: boolean;
-  constructor(message: string, retryable = false) {
+  /** The hub's refusal: its HTTP status and the error envelope's details (what was wrong, where). */
+  readonly refusal: { status: number; details: string } | null;
+  constructor(message: string, retryable = false, refusal: { status: number; details: string } | null = null) {
     super(message);
     this.name = 'SyncError';
     this.retryable = retryable;
+    this.refusal = refusal;
   }
 }
 
@@ -198,7 +201,7 @@ async function call<T>(link: HubLink, c: Call, signal?: AbortSignal): Promise<T>
   }
   if (!res.ok) {
     const e = (parsed as { error?: { message?: string; details?: string } }).error;
-    throw new SyncError(`hub refused ${c.method} ${c.path.split('?')[0] ?? ''}: ${res.status} ${e?.message ?? ''}${e?.details ? ` (${e.details})` : ''}`);
+    throw new SyncError(`hub refused ${c.method} ${c.path.split('?')[0] ?? ''}: ${res.status} ${e?.message ?? ''}${e?.details ? ` (${e.details})` : ''}`, false, { status: res.status, details: e?.details ?? '' });
   }
   return (parsed as { data: T }).data;
 }
@@ -304,7 +307,23 @@ function batchOf(rows: readonly ChangeRow[]): ChangeRow[] {
   return batch;
 }
 
-async function push(deps: SyncDeps, link: HubLink, report: SyncReport, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal }): Promise<void> {
+/**
+ * Whether the hub refused a push for what its changes carry (a value it will not store, a body
+ * too large), not for who sent it or when: the same changes would be refused again. `alone`: the
+ * push held one change, which the refusal must then name (its details point at `changes.0`).
+ */
+function refusedForContent(err: unknown, alone: boolean): boolean {
+  if (!(err instanceof SyncError) || err.refusal === null) return false;
+  const { status, details } = err.refusal;
+  if (status === 413) return true;
+  return status === 400 && (!alone || /\bchanges\.0\b/.test(details));
+}
+
+type PushOptions = { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal };
+/** What a batch's push came to: changes taken, and whether the hub refused none for good. */
+type BatchOutcome = { taken: number; noneRefused: boolean };
+
+async function push(deps: SyncDeps, link: HubLink, report: SyncReport, options: PushOptions): Promise<void> {
   const { pending } = await countPendingOwnChanges(deps.db, deps.replica.deviceId);
   let done = 0;
   // Changes the hub asked to send later: not sent again this round.
@@ -313,43 +332,70 @@ async function push(deps: SyncDeps, link: HubLink, report: SyncReport, options: 
     for (;;) {
       const rows = (await readPendingOwnChanges(deps.db, deps.replica.deviceId, PUSH_BATCH + waiting.size)).filter((r) => !waiting.has(r.change_id));
       if (rows.length === 0) return;
-      const batch = batchOf(rows.slice(0, PUSH_BATCH));
-      await sendFiles(deps, link, batch, report, options);
-      const body = { changes: batch.map((r) => ({ change_id: r.change_id, entity: r.entity, key: r.entity_key, op: r.op, hlc: r.hlc, user_id: r.user_id, payload: JSON.parse(r.payload) as unknown })) };
-      // The key names this exact batch: the same changes sent again after a lost answer get the
-      // first answer; changes re-labelled since (their user became the hub's) are a new batch.
-      const answer = await call<PushResponse>(link, {
-        method: 'POST',
-        path: '/v1/sync/push',
-        headers: { 'idempotency-key': createHash('sha256').update(JSON.stringify(body)).digest('hex'), 'mia-device-time': deps.clock.now().toISOString() },
-        body,
-      }, options.signal);
-      report.warning ??= answer.warning;
-      let taken = 0;
-      await deps.db.transaction(async (tx) => {
-        for (const r of answer.results) {
-          if (r.status === 'accepted') {
-            await markPushed(tx, r.change_id, 'accepted', null);
-            taken += 1;
-          } else if (r.retry) {
-            waiting.add(r.change_id);
-            await notePushDeferred(tx, r.change_id, r.reason ?? 'the hub asked to send it later');
-          }
-          else {
-            await markPushed(tx, r.change_id, 'rejected', r.reason ?? 'refused by the hub');
-            report.refused += 1;
-          }
-        }
-      });
-      report.pushed += taken;
-      done += taken;
+      const outcome = await pushSplitting(deps, link, batchOf(rows.slice(0, PUSH_BATCH)), report, waiting, options);
+      report.pushed += outcome.taken;
+      done += outcome.taken;
       options.onProgress?.({ phase: 'push', done, total: pending });
       // Nothing of this batch could be taken now: what waits goes in a later round.
-      if (taken === 0 && answer.results.every((r) => r.status === 'accepted' || r.retry)) return;
+      if (outcome.taken === 0 && outcome.noneRefused) return;
     }
   } finally {
     report.deferred = waiting.size;
   }
+}
+
+/**
+ * A batch the hub refuses as a whole for its content is sent again in halves, down to the
+ * changes it refuses alone, which are marked refused with the hub's reason. Otherwise one such
+ * change (a value stored before this version refused it, a field a newer hub checks) would stop
+ * every later change of this workstation from ever reaching the hub.
+ */
+async function pushSplitting(deps: SyncDeps, link: HubLink, batch: readonly ChangeRow[], report: SyncReport, waiting: Set<string>, options: PushOptions): Promise<BatchOutcome> {
+  try {
+    return await pushBatch(deps, link, batch, report, waiting, options);
+  } catch (err) {
+    if (!refusedForContent(err, batch.length === 1)) throw err;
+    if (batch.length === 1) {
+      await markPushed(deps.db, (batch[0] as ChangeRow).change_id, 'rejected', (err as SyncError).message);
+      report.refused += 1;
+      return { taken: 0, noneRefused: false };
+    }
+    const half = Math.ceil(batch.length / 2);
+    const first = await pushSplitting(deps, link, batch.slice(0, half), report, waiting, options);
+    const second = await pushSplitting(deps, link, batch.slice(half), report, waiting, options);
+    return { taken: first.taken + second.taken, noneRefused: first.noneRefused && second.noneRefused };
+  }
+}
+
+async function pushBatch(deps: SyncDeps, link: HubLink, batch: readonly ChangeRow[], report: SyncReport, waiting: Set<string>, options: PushOptions): Promise<BatchOutcome> {
+  await sendFiles(deps, link, batch, report, options);
+  const body = { changes: batch.map((r) => ({ change_id: r.change_id, entity: r.entity, key: r.entity_key, op: r.op, hlc: r.hlc, user_id: r.user_id, payload: JSON.parse(r.payload) as unknown })) };
+  // The key names this exact batch: the same changes sent again after a lost answer get the
+  // first answer; changes re-labelled since (their user became the hub's) are a new batch.
+  const answer = await call<PushResponse>(link, {
+    method: 'POST',
+    path: '/v1/sync/push',
+    headers: { 'idempotency-key': createHash('sha256').update(JSON.stringify(body)).digest('hex'), 'mia-device-time': deps.clock.now().toISOString() },
+    body,
+  }, options.signal);
+  report.warning ??= answer.warning;
+  let taken = 0;
+  await deps.db.transaction(async (tx) => {
+    for (const r of answer.results) {
+      if (r.status === 'accepted') {
+        await markPushed(tx, r.change_id, 'accepted', null);
+        taken += 1;
+      } else if (r.retry) {
+        waiting.add(r.change_id);
+        await notePushDeferred(tx, r.change_id, r.reason ?? 'the hub asked to send it later');
+      }
+      else {
+        await markPushed(tx, r.change_id, 'rejected', r.reason ?? 'refused by the hub');
+        report.refused += 1;
+      }
+    }
+  });
+  return { taken, noneRefused: answer.results.every((r) => r.status === 'accepted' || r.retry) };
 }
 
 /** Uploads the files a batch's instance changes name that the hub lacks, before the batch. */

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDataFolder } from '#server/data-folder.ts';
+import { uuid7 } from '#server/sync/uuid7.ts';
 import { phantomDicom } from '../analysis/analysis-helpers.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
 import { freshPostgresDatabase } from '../helpers/postgres-cluster.ts';
@@ -605,6 +606,46 @@ describe('the hub\'s refusals', () => {
     const other = await request(hub.url, ws[0]!.key, 'POST', '/v1/sync/push', { headers: headers({ 'idempotency-key': 'settled-batch-1' }), body: { changes: [change(now, 3)] } });
     expect(other.status).toBe(409);
   });
+
+  it('sets aside a change it refuses for what it holds, with its reason, and still takes the changes behind it', async () => {
+    // A report edit kept with a NUL character in its text, as a workstation could before mia
+    // refused them (eeb31a7), then an ordinary change: the hub refuses any request carrying a
+    // NUL, so the first would hold back every later change of this workstation for good.
+    const [w] = ws;
+    type Row = { entity: string; entity_key: string; op: string; hlc: string; user_id: string | null; payload: string; device_id: string };
+    const folder = await openDataFolder(w!.data);
+    const ids = { nul: uuid7(Date.now()), plain: uuid7(Date.now() + 1) };
+    try {
+      const source = await folder.db.get<Row>("SELECT * FROM sync_changes WHERE entity = 'report' AND push_state = 'accepted' ORDER BY seq DESC LIMIT 1");
+      expect(source).toBeDefined();
+      const payload = JSON.parse(source!.payload) as { fields: { impression?: unknown } };
+      const withNul = JSON.stringify({ ...payload, fields: { ...payload.fields, impression: 'dictated before\u0000the fix' } });
+      // Stamped after this workstation's newest change, as its own clock would have.
+      const newest = (await folder.db.get<{ hlc: string }>('SELECT MAX(hlc) AS hlc FROM sync_changes WHERE device_id = ?', [source!.device_id]))!.hlc;
+      const [wall, , ...node] = newest.split('-');
+      const stamp = (ms: number): string => `${String(Number(wall) + ms).padStart(15, '0')}-0000-${node.join('-')}`;
+      const insert = 'INSERT INTO sync_changes (change_id, device_id, entity, entity_key, op, hlc, user_id, payload, committed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)';
+      for (const [id, body, ms] of [[ids.nul, withNul, 1], [ids.plain, source!.payload, 2]] as const) {
+        await folder.db.run(insert, [id, source!.device_id, source!.entity, source!.entity_key, source!.op, stamp(ms), source!.user_id, body, new Date().toISOString()]);
+      }
+    } finally {
+      await folder.close();
+    }
+    const run = await mia(['sync', 'now', '--data', w!.data]);
+    // Exit 1 says a change was refused; the round itself went through.
+    expect(run.status, run.stderr).toBe(1);
+    expect(run.stdout).toMatch(/pushed 1 change\(s\) .*; refused 1; waiting 0/);
+    const states = await queryFolder<{ change_id: string; push_state: string; push_error: string | null }>(w!.data, 'SELECT change_id, push_state, push_error FROM sync_changes WHERE change_id IN (?, ?)', [ids.nul, ids.plain]);
+    const byId = new Map(states.map((r) => [r.change_id, r]));
+    expect(byId.get(ids.nul)).toMatchObject({ push_state: 'rejected' });
+    expect(byId.get(ids.nul)?.push_error).toMatch(/400 .*changes\.0\.payload\.fields\.impression: contains a NUL character/);
+    expect(byId.get(ids.plain)).toMatchObject({ push_state: 'accepted', push_error: null });
+    expect(await hubCount(`SELECT COUNT(*) AS n FROM sync_changes WHERE change_id = '${ids.plain}'`)).toBe(1);
+    expect(await hubCount(`SELECT COUNT(*) AS n FROM sync_changes WHERE change_id = '${ids.nul}'`)).toBe(0);
+    // Set aside, not sent again.
+    const again = await mia(['sync', 'now', '--data', w!.data]);
+    expect(again.stdout).toMatch(/pushed 0 change\(s\) .*; refused 0;/);
+  }, 120_000);
 
   it('refuses a person\'s key, and a revoked device at once', async () => {
     const admin = await request(hub.url, adminKey, 'GET', '/v1/sync/pull', { headers: headers() });
