@@ -367,8 +367,22 @@ async function pushSplitting(deps: SyncDeps, link: HubLink, batch: readonly Chan
   }
 }
 
-async function pushBatch(deps: SyncDeps, link: HubLink, batch: readonly ChangeRow[], report: SyncReport, waiting: Set<string>, options: PushOptions): Promise<BatchOutcome> {
-  await sendFiles(deps, link, batch, report, options);
+async function pushBatch(deps: SyncDeps, link: HubLink, all: readonly ChangeRow[], report: SyncReport, waiting: Set<string>, options: PushOptions): Promise<BatchOutcome> {
+  const damaged = await sendFiles(deps, link, all, report, options);
+  // A change whose file no longer matches its digest here would be refused for that file in
+  // every round: set aside with the reason, so the rest go on and an admin can see which.
+  const batch: ChangeRow[] = [];
+  for (const row of all) {
+    const sha = instanceFileOf(row);
+    const actual = sha === null ? undefined : damaged.get(sha);
+    if (actual === undefined) {
+      batch.push(row);
+      continue;
+    }
+    await markPushed(deps.db, row.change_id, 'rejected', `its file in this workstation's archive is damaged: it hashes to ${actual}, not ${sha ?? ''}`);
+    report.refused += 1;
+  }
+  if (batch.length === 0) return { taken: 0, noneRefused: false };
   const body = { changes: batch.map((r) => ({ change_id: r.change_id, entity: r.entity, key: r.entity_key, op: r.op, hlc: r.hlc, user_id: r.user_id, payload: JSON.parse(r.payload) as unknown })) };
   // The key names this exact batch: the same changes sent again after a lost answer get the
   // first answer; changes re-labelled since (their user became the hub's) are a new batch.
@@ -398,15 +412,28 @@ async function pushBatch(deps: SyncDeps, link: HubLink, batch: readonly ChangeRo
   return { taken, noneRefused: answer.results.every((r) => r.status === 'accepted' || r.retry) };
 }
 
-/** Uploads the files a batch's instance changes name that the hub lacks, before the batch. */
-async function sendFiles(deps: SyncDeps, link: HubLink, batch: readonly ChangeRow[], report: SyncReport, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal }): Promise<void> {
-  const hashes: string[] = [];
-  for (const row of batch) {
-    if (row.entity !== 'instance') continue;
-    const payload = instancePayload.safeParse(JSON.parse(row.payload));
-    if (payload.success && hasBlob(deps.dataDir, payload.data.sha256)) hashes.push(payload.data.sha256);
-  }
-  if (hashes.length === 0) return;
+/** The archived file an instance change names, or null. */
+function instanceFileOf(row: ChangeRow): string | null {
+  if (row.entity !== 'instance') return null;
+  const payload = instancePayload.safeParse(JSON.parse(row.payload));
+  return payload.success ? payload.data.sha256 : null;
+}
+
+async function fileDigest(path: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
+}
+
+/**
+ * Uploads the files a batch's instance changes name that the hub lacks, before the batch.
+ * Resolves with the files found damaged here (their digest now), which are not sent: a small
+ * file is checked as it is read for its bucket, a large one once the hub refused it.
+ */
+async function sendFiles(deps: SyncDeps, link: HubLink, batch: readonly ChangeRow[], report: SyncReport, options: { onProgress?: (p: SyncProgress) => void; signal?: AbortSignal }): Promise<Map<string, string>> {
+  const damaged = new Map<string, string>();
+  const hashes = batch.map(instanceFileOf).filter((sha): sha is string => sha !== null && hasBlob(deps.dataDir, sha));
+  if (hashes.length === 0) return damaged;
   const { missing } = await call<{ missing: string[] }>(link, { method: 'POST', path: '/v1/sync/blobs/missing', body: { sha256: [...new Set(hashes)] } }, options.signal);
   let done = 0;
   const progress = (files: number, bytes: number): void => {
@@ -430,15 +457,31 @@ async function sendFiles(deps: SyncDeps, link: HubLink, batch: readonly ChangeRo
     const file = blobPath(deps.dataDir, sha);
     const bytes = statSync(file).size;
     if (bytes > BUCKET_FILE_MAX) {
-      await sendInRanges(link, sha, file, bytes, options.signal);
+      try {
+        await sendInRanges(link, sha, file, bytes, options.signal);
+      } catch (err) {
+        // 422: what the hub received does not hash to the name; damaged here, or on the way.
+        const refusedFile = err instanceof SyncError && err.refusal?.status === 422;
+        const actual = refusedFile ? await fileDigest(file) : sha;
+        if (actual === sha) throw err;
+        damaged.set(sha, actual);
+        continue;
+      }
       progress(1, bytes);
       continue;
     }
+    const content = readFileSync(file);
+    const actual = createHash('sha256').update(content).digest('hex');
+    if (actual !== sha) {
+      damaged.set(sha, actual);
+      continue;
+    }
     if (bucketBytes + bytes > CLIENT_BUCKET_BYTES || bucket.length >= CLIENT_BUCKET_FILES) await flushBucket();
-    bucket.push({ sha256: sha, bytes: readFileSync(file) });
+    bucket.push({ sha256: sha, bytes: content });
     bucketBytes += bytes;
   }
   await flushBucket();
+  return damaged;
 }
 
 /**

@@ -6,11 +6,12 @@
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDataFolder } from '#server/data-folder.ts';
+import { blobPath } from '#server/sync/blobs.ts';
 import { uuid7 } from '#server/sync/uuid7.ts';
 import { phantomDicom } from '../analysis/analysis-helpers.ts';
 import { startFaultProxy, type FaultProxy } from '../helpers/fault-proxy.ts';
@@ -645,6 +646,34 @@ describe('the hub\'s refusals', () => {
     // Set aside, not sent again.
     const again = await mia(['sync', 'now', '--data', w!.data]);
     expect(again.stdout).toMatch(/pushed 0 change\(s\) .*; refused 0;/);
+  }, 120_000);
+
+  it('sets aside an instance whose archived file was damaged on the workstation, and sends its series-mate', async () => {
+    const [w] = ws;
+    await phantomDicom(work, 'damaged', { seed: 20_014_000, series: 1, modality: 'CT', slices: 2, size: 64, kinds: 'none' });
+    expect((await mia(['import', join(work, 'damaged'), '--data', w!.data])).status).toBe(0);
+    const pending = await queryFolder<{ change_id: string; entity_key: string; payload: string }>(w!.data, "SELECT change_id, entity_key, payload FROM sync_changes WHERE entity = 'instance' AND push_state IS NULL AND device_id = (SELECT value FROM settings WHERE key = 'sync.device_id') ORDER BY seq");
+    expect(pending).toHaveLength(2);
+    const [bad, good] = pending.map((r) => ({ ...r, sha: (JSON.parse(r.payload) as { sha256: string }).sha256 }));
+    // One byte flipped inside the stored file, as a failing disk would.
+    const file = blobPath(w!.data, bad!.sha);
+    const bytes = readFileSync(file);
+    const at = bytes.length >> 1;
+    bytes[at] = (bytes[at] ?? 0) ^ 0xff;
+    chmodSync(file, 0o600);
+    writeFileSync(file, bytes);
+
+    const run = await mia(['sync', 'now', '--data', w!.data]);
+    expect(run.status, run.stderr).toBe(1);
+    expect(run.stdout).toMatch(/; refused 1;/);
+    const states = new Map((await queryFolder<{ change_id: string; push_state: string; push_error: string | null }>(w!.data, 'SELECT change_id, push_state, push_error FROM sync_changes WHERE change_id IN (?, ?)', [bad!.change_id, good!.change_id])).map((r) => [r.change_id, r]));
+    expect(states.get(bad!.change_id)?.push_state).toBe('rejected');
+    expect(states.get(bad!.change_id)?.push_error).toMatch(new RegExp(`damaged: it hashes to [0-9a-f]{64}, not ${bad!.sha}`));
+    expect(states.get(good!.change_id)).toMatchObject({ push_state: 'accepted', push_error: null });
+    const onHub = async (uid: string): Promise<number> => Number((await queryFolder<{ n: number }>(hubData, 'SELECT COUNT(*) AS n FROM instances WHERE sop_instance_uid = ?', [uid], place.databaseUrl))[0]?.n);
+    expect(await onHub(good!.entity_key)).toBe(1);
+    expect(await onHub(bad!.entity_key)).toBe(0);
+    expect(existsSync(blobPath(hubData, bad!.sha))).toBe(false);
   }, 120_000);
 
   it('refuses a person\'s key, and a revoked device at once', async () => {
