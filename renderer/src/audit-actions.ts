@@ -93,6 +93,8 @@ export const AUDIT_ACTIONS = [
   'sync.quarantine',
   'sync.quarantine_discard',
   'sync.quarantine_release',
+  'sync.refused',
+  'sync.refused_send_again',
   'sync.run',
   'sync.unassign',
   'users.create',

@@ -87,6 +87,10 @@ const USAGE = `Usage: mia <command> [options]   (every command takes --data DIR,
                                with a progress bar; exit 1 if the hub refused
                                a change (mia sync status says why)
   sync status                  hub, state, pending changes, last sync, error
+  sync refused                 this workstation's changes the hub refused, why
+  sync send-again (CHANGE_ID... | --all)
+                               send refused changes again with the next sync
+                               (once the cause is mended: a file restored)
   analyze (--all | SCAN_ID...) [--model ID]
                                analyse scans with the selected (or named) model,
                                in this process; --all takes every scan not yet
@@ -230,6 +234,7 @@ function syncIo(io: Out): SyncIo {
     stderrIsTty: process.stderr.isTTY === true,
     writeErr: (text) => process.stderr.write(text),
     readStdin: () => (process.stdin.isTTY ? '' : readFileSync(0, 'utf8')),
+    audit,
   };
 }
 
@@ -459,7 +464,7 @@ export async function main(argv: string[], io: Out = stdio): Promise<number> {
       case 'devices':
         return await (await import('#server/cli/sync-command.ts')).devicesCommand(sub, rest, place, syncIo(io));
       case 'sync':
-        return await (await import('#server/cli/sync-command.ts')).syncCommand(sub, rest, values['key-file'], place, syncIo(io));
+        return await (await import('#server/cli/sync-command.ts')).syncCommand(sub, rest, { keyFile: values['key-file'], all: values['all'] }, place, syncIo(io));
       case 'import':
         return await (await import('#server/cli/import-command.ts')).importCommand([sub, ...rest].filter((p): p is string => p !== undefined), place, {
           ...io,

@@ -15,8 +15,17 @@ import { enrollDevice, listDeviceViews, revokeDeviceById } from '#server/sync/de
 import { assign, toAssignment } from '#server/sync/assignments.ts';
 import { listAssignments } from '#server/store/assignments.ts';
 import { openHubLink, writeHubLink } from '#server/sync/hub-link.ts';
+import { listRefused, sendRefusedAgain } from '#server/sync/refused.ts';
 
-export type SyncIo = { out(line: string): void; err(line: string): void; stderrIsTty: boolean; writeErr(text: string): void; readStdin(): string };
+export type SyncIo = {
+  out(line: string): void;
+  err(line: string): void;
+  stderrIsTty: boolean;
+  writeErr(text: string): void;
+  readStdin(): string;
+  /** Records what an admin did from the CLI in the audit log. */
+  audit(db: Database, action: string, target: string | null): Promise<void>;
+};
 type Place = { dataDir: string; databaseUrl: string | null };
 
 const usage = (message: string): never => {
@@ -82,7 +91,8 @@ function bar(p: SyncProgress): string {
   return `${p.phase.padEnd(5)} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${p.done}/${p.total}`;
 }
 
-export async function syncCommand(sub: string | undefined, args: readonly string[], keyFile: string | undefined, place: Place, io: SyncIo): Promise<number> {
+export async function syncCommand(sub: string | undefined, args: readonly string[], options: { keyFile?: string | undefined; all?: boolean | undefined }, place: Place, io: SyncIo): Promise<number> {
+  const { keyFile } = options;
   switch (sub) {
     case 'join': {
       const url = args[0] ?? usage('sync join needs the hub URL, e.g. mia sync join https://mia-hub.example.org');
@@ -142,7 +152,35 @@ export async function syncCommand(sub: string | undefined, args: readonly string
         await folder.close();
       }
     }
+    case 'refused': {
+      const folder = await openDataFolder(place.dataDir, { databaseUrl: place.databaseUrl });
+      try {
+        const rows = (await listRefused(folder, { afterId: 0, limit: 100_000 })).items;
+        io.out(formatTable(['CHANGE', 'KIND', 'KEY', 'MADE', 'REFUSED BECAUSE'], rows.map((r) => [r.id, r.entity, r.key, r.made_at, r.reason])));
+        return 0;
+      } finally {
+        await folder.close();
+      }
+    }
+    case 'send-again': {
+      if (options.all === (args.length > 0)) return usage('sync send-again needs CHANGE_ID... (see mia sync refused) or --all');
+      const folder = await openDataFolder(place.dataDir, { databaseUrl: place.databaseUrl });
+      try {
+        let count = 0;
+        for (const id of options.all ? [null] : args) {
+          count += await sendRefusedAgain(folder, id);
+          await io.audit(folder.db, 'sync.refused_send_again', `change:${id ?? 'all'}`);
+        }
+        io.out(`${count} refused change(s) will be sent again with the next sync (mia sync now)`);
+        return 0;
+      } catch (err) {
+        if (err instanceof MiaError) usage(`sync send-again: ${err.message}`);
+        throw err;
+      } finally {
+        await folder.close();
+      }
+    }
     default:
-      return usage('sync: expected join, now or status');
+      return usage('sync: expected join, now, status, refused or send-again');
   }
 }

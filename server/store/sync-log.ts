@@ -8,6 +8,7 @@
  * until it commits, so numbers are taken in commit order. SQLite has one writer at a time already.
  */
 import { jsonElements, perDialect, type Database } from '#server/store/database.ts';
+import { toPage, type Page, type PageRequest } from '#server/store/page.ts';
 
 export type ChangeInput = {
   changeId: string;
@@ -85,6 +86,18 @@ export async function countPendingOwnChanges(db: Database, deviceId: string): Pr
 /** The hub's answer to one pushed change: accepted, or refused for good (the reason is kept). */
 export async function markPushed(db: Database, changeId: string, state: 'accepted' | 'rejected', error: string | null): Promise<void> {
   await db.run('UPDATE sync_changes SET push_state = ?, push_error = ? WHERE change_id = ?', [state, error, changeId]);
+}
+
+/** A page of a workstation's own changes the hub refused for good, oldest first; `id` is `seq`. */
+export async function listRefusedOwnChanges(db: Database, deviceId: string, page: PageRequest): Promise<Page<ChangeRow & { id: number }>> {
+  const rows = (await db.all("SELECT seq AS id, sync_changes.* FROM sync_changes WHERE device_id = ? AND push_state = 'rejected' AND seq > ? ORDER BY seq LIMIT ?", [deviceId, page.afterId, page.limit + 1])) as (ChangeRow & { id: number })[];
+  return toPage(rows, page.limit);
+}
+
+/** Refused changes of this workstation made pending again, the named one or all; how many. */
+export async function resendRefusedOwnChanges(db: Database, deviceId: string, changeId: string | null): Promise<number> {
+  const again = "UPDATE sync_changes SET push_state = NULL, push_error = NULL WHERE device_id = ? AND push_state = 'rejected'";
+  return changeId === null ? await db.run(again, [deviceId]) : await db.run(`${again} AND change_id = ?`, [deviceId, changeId]);
 }
 
 /**

@@ -375,11 +375,11 @@ async function pushBatch(deps: SyncDeps, link: HubLink, all: readonly ChangeRow[
   for (const row of all) {
     const sha = instanceFileOf(row);
     const actual = sha === null ? undefined : damaged.get(sha);
-    if (actual === undefined) {
+    if (sha === null || actual === undefined) {
       batch.push(row);
       continue;
     }
-    await markPushed(deps.db, row.change_id, 'rejected', `its file in this workstation's archive is damaged: it hashes to ${actual}, not ${sha ?? ''}`);
+    await markPushed(deps.db, row.change_id, 'rejected', `its file in this workstation's archive is damaged: it hashes to ${actual}, not ${sha}`);
     report.refused += 1;
   }
   if (batch.length === 0) return { taken: 0, noneRefused: false };

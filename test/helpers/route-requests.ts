@@ -16,6 +16,7 @@ import { createPeer } from '#server/peers/peers.ts';
 import { createRule } from '#server/routing/rules.ts';
 import { sendAnalysisNow } from '#server/routing/send-jobs.ts';
 import { quarantineChange } from '#server/store/quarantine.ts';
+import { appendChanges, markPushed } from '#server/store/sync-log.ts';
 import { uuid7 } from '#server/sync/uuid7.ts';
 import { CT_SMALL, fixtureFolder, seedImportedInstance } from './image-fixture.ts';
 import { installOperatingPointModel } from './operating-point-model.ts';
@@ -124,6 +125,15 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
     });
     return changeId;
   };
+  // A change of this server's own that the hub refused, as a push marks one.
+  const refusedChange = async (): Promise<string> => {
+    const { db, replica, clock } = t.server.services;
+    const now = clock.now();
+    const changeId = uuid7(now.getTime());
+    await appendChanges(db, [{ changeId, deviceId: replica.deviceId, entity: 'scan', entityKey: uuid7(now.getTime()), op: 'put', hlc: `${String(now.getTime()).padStart(15, '0')}-0000-${replica.deviceId}`, userId: null, payload: '{}' }], now.toISOString());
+    await markPushed(db, changeId, 'rejected', 'matrix');
+    return changeId;
+  };
   // A study of its own for each assignment, so one taken back does not touch another's.
   const studyUid = async (): Promise<string> => (await seedScan(t.server.services.db)).studyUid;
   const revocable = async (): Promise<string> => (await enrollDevice(t.server.services, 'to revoke', 'test')).device.id;
@@ -187,6 +197,8 @@ export async function routeRequests(t: TestServer): Promise<Record<string, Build
     'POST /v1/dicom/sends/{id}/retry': async () => ({ path: `/v1/dicom/sends/${await failedSend()}/retry` }),
     'POST /v1/analyses/{id}/send': async () => ({ path: `/v1/analyses/${await analysisId()}/send`, body: { peer: (await newPeer()).id } }),
     'GET /v1/sync/quarantine': () => ({ path: '/v1/sync/quarantine' }),
+    'GET /v1/sync/refused': () => ({ path: '/v1/sync/refused' }),
+    'POST /v1/sync/refused/{change_id}/send-again': async () => ({ path: `/v1/sync/refused/${await refusedChange()}/send-again` }),
     'POST /v1/sync/quarantine/{change_id}/release': async () => ({ path: `/v1/sync/quarantine/${await quarantinedVerdict()}/release` }),
     'POST /v1/sync/quarantine/{change_id}/discard': async () => ({ path: `/v1/sync/quarantine/${await quarantinedVerdict()}/discard` }),
     'POST /v1/devices': () => ({ path: '/v1/devices', body: { name: 'reading room 3' } }),

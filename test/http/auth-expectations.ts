@@ -82,6 +82,9 @@ export const EXPECTED: Readonly<Record<string, Expectation>> = {
   'POST /v1/dicom/sends/{id}/retry': needs('manage:users', [A]),
   'POST /v1/analyses/{id}/send': needs('manage:users', [A]),
   'GET /v1/sync/quarantine': needs('manage:users', [A]),
+  // A workstation's changes the hub refused, and sending one again: the admin's.
+  'GET /v1/sync/refused': needs('manage:users', [A]),
+  'POST /v1/sync/refused/{change_id}/send-again': needs('manage:users', [A]),
   'POST /v1/devices': needs('manage:users', [A], true),
   'DELETE /v1/devices/{device_id}': needs('manage:users', [A], true),
 

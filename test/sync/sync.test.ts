@@ -657,7 +657,8 @@ describe('the hub\'s refusals', () => {
     const [bad, good] = pending.map((r) => ({ ...r, sha: (JSON.parse(r.payload) as { sha256: string }).sha256 }));
     // One byte flipped inside the stored file, as a failing disk would.
     const file = blobPath(w!.data, bad!.sha);
-    const bytes = readFileSync(file);
+    const original = readFileSync(file);
+    const bytes = Buffer.from(original);
     const at = bytes.length >> 1;
     bytes[at] = (bytes[at] ?? 0) ^ 0xff;
     chmodSync(file, 0o600);
@@ -674,6 +675,24 @@ describe('the hub\'s refusals', () => {
     expect(await onHub(good!.entity_key)).toBe(1);
     expect(await onHub(bad!.entity_key)).toBe(0);
     expect(existsSync(blobPath(hubData, bad!.sha))).toBe(false);
+
+    // The admin sees which change and why, restores the file from a backup, and sends it again.
+    const listed = await mia(['sync', 'refused', '--data', w!.data]);
+    expect(listed.status, listed.stderr).toBe(0);
+    expect(listed.stdout).toMatch(new RegExp(`${bad!.change_id}\\s+instance\\s+${bad!.entity_key.replace(/\./g, '\\.')}.*damaged: it hashes to`));
+    writeFileSync(file, original);
+    const unknown = await mia(['sync', 'send-again', uuid7(Date.now()), '--data', w!.data]);
+    expect(unknown.status).not.toBe(0);
+    expect(unknown.stderr).toMatch(/sync send-again: Refused change not found/);
+    const again = await mia(['sync', 'send-again', bad!.change_id, '--data', w!.data]);
+    expect(again.stdout).toMatch(/^1 refused change\(s\) will be sent again/m);
+    const resent = await mia(['sync', 'now', '--data', w!.data]);
+    expect(resent.status, resent.stderr + resent.stdout).toBe(0);
+    expect(resent.stdout).toMatch(/; refused 0;/);
+    expect(await onHub(bad!.entity_key)).toBe(1);
+    expect(existsSync(blobPath(hubData, bad!.sha))).toBe(true);
+    const audited = await queryFolder<{ target: string }>(w!.data, "SELECT target FROM audit_events WHERE action = 'sync.refused_send_again'");
+    expect(audited.map((a) => a.target)).toEqual([`change:${bad!.change_id}`]);
   }, 120_000);
 
   it('refuses a person\'s key, and a revoked device at once', async () => {

@@ -24,6 +24,7 @@ import { receivePush, requireDevice } from '#server/sync/push.ts';
 import { notFound } from '#server/errors.ts';
 import { listQuarantine } from '#server/store/quarantine.ts';
 import { discardQuarantined, quarantined, quarantineParams, quarantineQuery, releaseQuarantined, toQuarantined } from '#server/sync/quarantine.ts';
+import { listRefused, refusedChange, refusedParams, sendRefusedAgain } from '#server/sync/refused.ts';
 
 const admin = scopes('manage:users');
 
@@ -256,6 +257,34 @@ export const syncRoutes: Route[] = [
     audit: 'sync.run',
     handle: async ({ services }) => {
       await services.sync.runNow();
+      return { kind: 'data', data: await services.sync.status() };
+    },
+  }),
+  defineRoute({
+    method: 'get',
+    path: '/v1/sync/refused',
+    summary: 'This workstation\'s changes the hub refused for good, with the reason, oldest first',
+    access: admin,
+    query: pageQuery,
+    response: refusedChange,
+    list: true,
+    audit: 'sync.refused',
+    handle: async ({ services, query }) => {
+      const page = await listRefused(services, pageRequest(query));
+      return { kind: 'list', items: page.items, nextAfterId: page.nextAfterId };
+    },
+  }),
+  defineRoute({
+    method: 'post',
+    path: '/v1/sync/refused/{change_id}/send-again',
+    summary: 'Send a refused change again with the next sync round (its cause mended: a file restored, the hub upgraded)',
+    access: admin,
+    params: refusedParams,
+    response: sync.syncStatus,
+    audit: 'sync.refused_send_again',
+    handle: async ({ services, params, audit }) => {
+      audit({ target: `change:${params.change_id}` });
+      await sendRefusedAgain(services, params.change_id);
       return { kind: 'data', data: await services.sync.status() };
     },
   }),
