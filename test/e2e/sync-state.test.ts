@@ -5,6 +5,7 @@
  */
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { markPushed } from '#server/store/sync-log.ts';
 import { enrollDevice } from '#server/sync/devices.ts';
 import { writeHubLink } from '#server/sync/hub-link.ts';
 import { ensureRendererBuilt, launchBrowser, openUi, UI_DIR } from '../helpers/browser.ts';
@@ -65,6 +66,33 @@ describe('sync state in the header', () => {
     await ui.screenshot('sync-online');
     // The hub has the instance.
     expect((await hub.request('GET', '/v1/scans')).json.data.items).toHaveLength(1);
+  }, 120_000);
+
+  it('lists a change the hub refused on the workstation\'s Admin screen with the reason, and sends it again', async () => {
+    const { db, replica } = ws.server.services;
+    const own = await db.get<{ change_id: string }>("SELECT change_id FROM sync_changes WHERE device_id = ? AND entity = 'instance' ORDER BY seq LIMIT 1", [replica.deviceId]);
+    // As a round marks one whose file no longer matches its digest here.
+    await markPushed(db, own!.change_id, 'rejected', `its file in this workstation's archive is damaged: it hashes to ${'0'.repeat(64)}, not ${'f'.repeat(64)}`);
+    // A local admin of its own (after a round, the hub's people are this workstation's too).
+    const admin = (await ws.keyFor('admin', { email: 'ws-admin@hospital.test' })).key;
+    const ui = await openUi(browser, ws.url);
+    await ui.signIn(admin);
+    await ui.page.getByTestId('sync-refused').waitFor(WAIT);
+    await ui.openAdmin();
+    const panel = ui.page.getByTestId('refused');
+    await panel.waitFor(WAIT);
+    const row = panel.locator(`tr[data-change-id="${own!.change_id}"]`);
+    await row.waitFor(WAIT);
+    expect(await row.getByTestId('refused-reason').textContent()).toMatch(/archive is damaged: it hashes to 0{64}, not f{64}/);
+    await panel.scrollIntoViewIfNeeded();
+    await ui.screenshot('sync-refused');
+    ui.page.once('dialog', (dialog) => void dialog.accept());
+    await row.getByTestId('send-again').click();
+    await panel.getByText('The hub has taken every change sent from here').waitFor(WAIT);
+    const status = (await ws.request('GET', '/v1/sync/status', { key: admin })).json.data as { refused: number; pending: number };
+    expect(status).toMatchObject({ refused: 0, pending: 1 });
+    const audited = (await ws.request('GET', '/v1/audit?action=sync.refused_send_again', { key: admin })).json.data.items as { target: string }[];
+    expect(audited.map((a) => a.target)).toEqual([`change:${own!.change_id}`]);
   }, 120_000);
 
   it('lists the workstation on the hub with its last contact and clock, enrolls another, and revokes one at once', async () => {

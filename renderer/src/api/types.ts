@@ -433,6 +433,15 @@ export type SyncStatus = {
   last_error: string | null;
 };
 
+/** GET /v1/sync/refused: one of this workstation's changes the hub refused for good. */
+export type RefusedChange = {
+  id: string;
+  entity: string;
+  key: string;
+  reason: string;
+  made_at: string;
+};
+
 /** GET /v1/devices: a workstation enrolled on this hub (docs/sync.md, Devices). */
 export type Device = {
   id: string;

@@ -14,6 +14,7 @@ import { useLoad } from '../use-load.ts';
 import { DevicesPanel } from './DevicesPanel.tsx';
 import { DicomPanel } from './DicomPanel.tsx';
 import { QuarantinePanel } from './QuarantinePanel.tsx';
+import { RefusedPanel } from './RefusedPanel.tsx';
 import { SecretNotice, type Secret } from './SecretNotice.tsx';
 
 export function AdminScreen() {
@@ -23,6 +24,7 @@ export function AdminScreen() {
       {hasScope(me, 'manage:users') ? <UsersAndKeys /> : null}
       {hasScope(me, 'manage:users') ? <DevicesPanel /> : null}
       {hasScope(me, 'manage:users') ? <QuarantinePanel /> : null}
+      {hasScope(me, 'manage:users') ? <RefusedPanel /> : null}
       {hasScope(me, 'manage:users') ? <DicomPanel /> : null}
       {hasScope(me, 'read:audit') ? <AuditTrail /> : null}
     </section>
