@@ -178,10 +178,11 @@ describe('C-STORE through the intake log', () => {
     const archived = archivedFiles(dataDir);
     expect(archived).toHaveLength(1);
     expect(archived[0]?.dataSetDigest).toBe(sha256(dataSet));
-    const job = await restarted.services.db.get<{ status: string; imported: number; created_by: string }>(
-      "SELECT status, imported, created_by FROM import_jobs WHERE created_by = 'dicom:recovered'",
-    );
-    expect(job).toMatchObject({ status: 'completed', imported: 1 });
+    // The job finishes in its own commit, which may come after the segment is recycled.
+    const recoveredJob = async () =>
+      await restarted.services.db.get<{ status: string; imported: number; created_by: string }>("SELECT status, imported, created_by FROM import_jobs WHERE created_by = 'dicom:recovered'");
+    await waitFor(async () => ((await recoveredJob())?.status ?? 'running') !== 'running', 'the recovery job to finish');
+    expect(await recoveredJob()).toMatchObject({ status: 'completed', imported: 1 });
     await restarted.services.log.flush();
     const logText = readFileSync(join(dataDir, 'logs', 'mia.log'), 'utf8');
     expect(logText).toMatch(/dimse\.intake_torn_tail/);
