@@ -10,8 +10,7 @@ import { dateTime } from '../format.ts';
 import { useSession } from '../session.ts';
 import { useAction } from '../use-action.ts';
 import { useLoad } from '../use-load.ts';
-
-const WHAT: Record<string, string> = { instance: 'Image file', review: 'Verdict', report: 'Report', addendum: 'Addendum', finding: 'Reader finding', analysis: 'Analysis' };
+import { CHANGE_KINDS } from '../change-kinds.ts';
 
 export function QuarantinePanel() {
   const { client } = useSession();
@@ -20,8 +19,8 @@ export function QuarantinePanel() {
   const decide = (item: QuarantinedChange, decision: 'release' | 'discard') => {
     const question =
       decision === 'release'
-        ? `Release this ${WHAT[item.entity]?.toLowerCase() ?? item.entity}? It is applied as it was made and sent to every workstation.`
-        : `Discard this ${WHAT[item.entity]?.toLowerCase() ?? item.entity}? It stays out for good; the workstation keeps its own copy.`;
+        ? `Release this ${CHANGE_KINDS[item.entity]?.toLowerCase() ?? item.entity}? It is applied as it was made and sent to every workstation.`
+        : `Discard this ${CHANGE_KINDS[item.entity]?.toLowerCase() ?? item.entity}? It stays out for good; the workstation keeps its own copy.`;
     if (!window.confirm(question)) return;
     void act(async () => {
       await client.post<QuarantinedChange>(`/v1/sync/quarantine/${encodeURIComponent(item.id)}/${decision}`);
@@ -56,7 +55,7 @@ export function QuarantinePanel() {
             {items.value.map((q) => (
               <tr key={q.id} data-change-id={q.id}>
                 <td>
-                  {WHAT[q.entity] ?? q.entity} <span className="mono muted">{q.key}</span>
+                  {CHANGE_KINDS[q.entity] ?? q.entity} <span className="mono muted">{q.key}</span>
                 </td>
                 <td data-testid="quarantine-reason">{q.reason}</td>
                 <td className="mono muted">{q.device_id}</td>

@@ -10,8 +10,7 @@ import { dateTime } from '../format.ts';
 import { useSession } from '../session.ts';
 import { useAction } from '../use-action.ts';
 import { useLoad } from '../use-load.ts';
-
-const WHAT: Record<string, string> = { instance: 'Image file', review: 'Verdict', report: 'Report', addendum: 'Addendum', finding: 'Reader finding', analysis: 'Analysis', scan: 'Scan' };
+import { CHANGE_KINDS } from '../change-kinds.ts';
 
 export function RefusedPanel() {
   const { client } = useSession();
@@ -24,7 +23,7 @@ export function RefusedPanel() {
   );
   const { error, act } = useAction(loaded.reload);
   const sendAgain = (item: RefusedChange) => {
-    const what = WHAT[item.entity]?.toLowerCase() ?? item.entity;
+    const what = CHANGE_KINDS[item.entity]?.toLowerCase() ?? item.entity;
     if (!window.confirm(`Send this ${what} to the hub again with the next sync? Do so once its cause is mended: the hub refuses it again otherwise.`)) return;
     void act(async () => {
       await client.post<SyncStatus>(`/v1/sync/refused/${encodeURIComponent(item.id)}/send-again`);
@@ -60,7 +59,7 @@ export function RefusedPanel() {
             {items.map((r) => (
               <tr key={r.id} data-change-id={r.id}>
                 <td>
-                  {WHAT[r.entity] ?? r.entity} <span className="mono muted">{r.key}</span>
+                  {CHANGE_KINDS[r.entity] ?? r.entity} <span className="mono muted">{r.key}</span>
                 </td>
                 <td data-testid="refused-reason">{r.reason}</td>
                 <td>{dateTime(r.made_at)}</td>
