@@ -16,16 +16,24 @@ const options = workerData as SessionOptions;
 const post = (message: FromWorker, transfer: ArrayBuffer[] = []): void => port.postMessage(message, transfer);
 const messageOf = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
-function plainOutputs(results: ort.InferenceSession.OnnxValueMapType): Record<string, Tensor> {
+/** The run's outputs as float32 views on onnxruntime's memory (copied into an area or transferred next). */
+function float32Outputs(results: ort.InferenceSession.OnnxValueMapType): Record<string, Tensor> {
   const outputs: Record<string, Tensor> = {};
   for (const [name, value] of Object.entries(results)) {
     const data = (value as ort.Tensor).data;
     if (!(data instanceof Float32Array)) throw new Error(`model output ${name} is not float32`);
-    // Transferred back whole, so each output gets a buffer of its own.
-    const own = data.byteOffset === 0 && data.byteLength === data.buffer.byteLength ? data : data.slice();
-    outputs[name] = { data: own, dims: (value as ort.Tensor).dims };
+    outputs[name] = { data, dims: (value as ort.Tensor).dims };
   }
   return outputs;
+}
+
+/** Transferred back whole, so each output gets a buffer of its own. */
+function ownBuffers(outputs: Record<string, Tensor>): Record<string, Tensor> {
+  const own: Record<string, Tensor> = {};
+  for (const [name, t] of Object.entries(outputs)) {
+    own[name] = t.data.byteOffset === 0 && t.data.byteLength === t.data.buffer.byteLength ? t : { data: t.data.slice(), dims: t.dims };
+  }
+  return own;
 }
 
 async function createSession(): Promise<ort.InferenceSession | null> {
@@ -96,11 +104,15 @@ async function runOne(session: ort.InferenceSession, message: Extract<ToWorker, 
   if (message.type === 'run-in-area') Object.assign(feeds, feedsFromArea(buffer as SharedArrayBuffer, message.feeds));
   else for (const [name, t] of Object.entries(message.feeds)) feeds[name] = new ort.Tensor('float32', t.data, t.dims);
   const started = performance.now();
-  const outputs = plainOutputs(await session.run(feeds));
+  const outputs = float32Outputs(await session.run(feeds));
   const runMs = performance.now() - started;
   const placed = message.type === 'run-in-area' ? outputsToArea(buffer as SharedArrayBuffer, message.outputsAt, outputs) : null;
-  if (placed) post({ type: 'result-in-area', id: message.id, outputs: placed, runMs });
-  else post({ type: 'result', id: message.id, outputs, runMs }, [...new Set(Object.values(outputs).map((t) => t.data.buffer as ArrayBuffer))]);
+  if (placed) {
+    post({ type: 'result-in-area', id: message.id, outputs: placed, runMs });
+    return;
+  }
+  const own = ownBuffers(outputs);
+  post({ type: 'result', id: message.id, outputs: own, runMs }, [...new Set(Object.values(own).map((t) => t.data.buffer as ArrayBuffer))]);
 }
 
 function serve(session: ort.InferenceSession): void {
