@@ -25,7 +25,7 @@ import { sendError, sendResult } from '#server/http/respond.ts';
 import { callerBlind, SharedAnswers } from '#server/http/shared-answers.ts';
 import { staticUi } from '#server/http/static-ui.ts';
 import { createTurns } from '#server/http/turns.ts';
-import type { AuditNote, HandlerContext, Route, UploadBody, UploadSpec } from '#server/http/route.ts';
+import type { AuditNote, HandlerContext, HandlerResult, Route, UploadBody, UploadSpec } from '#server/http/route.ts';
 import { ROUTES } from '#server/http/routes/index.ts';
 import { digestKey } from '#server/auth/key-format.ts';
 import type { Runtime } from '#server/runtime.ts';
@@ -307,12 +307,17 @@ export function createApp(services: Runtime): express.Express {
     // held some over 1 s (bench/api.bench.ts, limit=500).
     await turns.take(largePage(query) ? 'large' : 'small');
     const sharing = route.sharedAnswer ? sharedAnswers.sharing(route.path, [params, query, ctx.version]) : null;
-    const kept = sharing && sharedAnswers.get(sharing);
-    if (kept) {
-      Object.assign(note, kept.note);
-      sendResult(req, res, kept.result, format, route.successStatus, clock);
+    let shared = sharing ? sharedAnswers.get(sharing) : undefined;
+    // Awaited only when there is one to join: requests let in together must not all pause here,
+    // find none under way, and each compute the answer.
+    const underway = sharing && !shared ? sharedAnswers.joining(sharing) : undefined;
+    if (underway) shared = await underway;
+    if (shared) {
+      Object.assign(note, shared.note);
+      sendResult(req, res, shared.result, format, route.successStatus, clock);
       return;
     }
+    const settle = sharing ? sharedAnswers.computing(sharing) : undefined;
     const handlerContext: HandlerContext<unknown, unknown, unknown> = {
       params,
       query,
@@ -325,12 +330,18 @@ export function createApp(services: Runtime): express.Express {
       audit: (extra) => Object.assign(note, extra),
       headers: headersOf(req),
     };
-    const result = await route.handle(route.sharedAnswer ? callerBlind(handlerContext, route.path) : handlerContext);
-    if (result.kind === 'list') {
-      note.patientIds ??= patientsOf(result.items);
-      note.target ??= filterTarget(query);
+    let result: HandlerResult | undefined;
+    try {
+      result = await route.handle(route.sharedAnswer ? callerBlind(handlerContext, route.path) : handlerContext);
+      if (result.kind === 'list') {
+        note.patientIds ??= patientsOf(result.items);
+        note.target ??= filterTarget(query);
+      }
+      if (sharing) sharedAnswers.keep(sharing, result, note);
+    } finally {
+      // Those who joined compute their own when this failed.
+      settle?.(result && { result, note: { ...note } });
     }
-    if (sharing) sharedAnswers.keep(sharing, result, note);
     sendResult(req, res, result, format, route.successStatus, clock);
   };
 

@@ -37,6 +37,12 @@ type Entry = {
 /** Where a request's answer is kept, and the store's read version when it was asked. */
 export type Sharing = { key: string; version: string };
 
+/** An answer given to more than one request, with the audit note of the request that computed it. */
+export type SharedAnswer = { result: HandlerResult; note: AuditNote };
+
+/** A request computing an answer: the version it asked at, and its answer once it has one. */
+type Underway = { version: string; answer: Promise<SharedAnswer | undefined> };
+
 const entryOf = new WeakMap<HandlerResult, Entry>();
 
 /**
@@ -55,6 +61,7 @@ export function keptText(result: HandlerResult, format: string, write: () => str
 
 export class SharedAnswers {
   private readonly entries = new Map<string, Entry>();
+  private readonly underway = new Map<string, Underway>();
   private items = 0;
   private bytes = 0;
   /** The last read version seen: versions never come back, so a new one ends every entry. */
@@ -85,6 +92,32 @@ export class SharedAnswers {
     this.entries.delete(sharing.key);
     this.entries.set(sharing.key, entry);
     return entry;
+  }
+
+  /**
+   * The answer another request is computing at the version this one asked at, once it has it
+   * (undefined if it failed): requests that miss together wait for one computation instead of
+   * each doing it. After a write, 50 connections asking for 500 results each computed the page,
+   * one after the other, and the last waited 0.6-0.9 s (bench/api.bench.ts, limit=500). A request
+   * that asked after a write has another version and does not join: it sees the write.
+   */
+  joining(sharing: Sharing): Promise<SharedAnswer | undefined> | undefined {
+    const underway = this.underway.get(sharing.key);
+    return underway?.version === sharing.version ? underway.answer : undefined;
+  }
+
+  /**
+   * Marks this request as computing the answer for `sharing`, for others to join; the returned
+   * function gives them its answer, or undefined when it failed (each then computes its own).
+   */
+  computing(sharing: Sharing): (answer: SharedAnswer | undefined) => void {
+    let settle: (answer: SharedAnswer | undefined) => void = () => undefined;
+    const mine: Underway = { version: sharing.version, answer: new Promise((resolve) => (settle = resolve)) };
+    this.underway.set(sharing.key, mine);
+    return (answer) => {
+      if (this.underway.get(sharing.key) === mine) this.underway.delete(sharing.key);
+      settle(answer);
+    };
   }
 
   /** Keeps a list answer computed at `sharing.version`, unless the store changed meanwhile. */

@@ -50,6 +50,20 @@ describe('readVersion (SQLite)', () => {
     expect(db.readVersion()).not.toBe(before);
   });
 
+  it('stays the same over writes that change no row (an idle worker claiming nothing), and moves with one that does', async () => {
+    const scan = await seedScan(db);
+    const before = db.readVersion();
+    await db.run("UPDATE scans SET modality = 'CT' WHERE id = ?", [scan.scanRef + 1000]);
+    expect(await db.all("UPDATE scans SET modality = 'CT' WHERE id = ? RETURNING id", [scan.scanRef + 1000])).toEqual([]);
+    expect(await db.get("DELETE FROM scans WHERE id = ? RETURNING id", [scan.scanRef + 1000])).toBeUndefined();
+    expect(db.readVersion()).toBe(before);
+    expect(await db.get("UPDATE scans SET modality = 'CT' WHERE id = ? RETURNING id", [scan.scanRef])).toEqual({ id: scan.scanRef });
+    const afterOne = db.readVersion();
+    expect(afterOne).not.toBe(before);
+    expect(await db.run("UPDATE scans SET modality = 'MR' WHERE id = ?", [scan.scanRef])).toBe(1);
+    expect(db.readVersion()).not.toBe(afterOne);
+  });
+
   it('moves when a transaction that wrote is rolled back, and is null inside one', async () => {
     const scan = await seedScan(db);
     const before = db.readVersion();

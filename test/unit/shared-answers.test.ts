@@ -57,6 +57,37 @@ describe('SharedAnswers', () => {
     expect(lookup(answers, 'a')).toBeUndefined();
   });
 
+  it('lets requests that ask together wait for one computation, but not one that asked after a write', async () => {
+    const answers = new SharedAnswers(db);
+    const first = answers.sharing('/v1/x', ['a']);
+    if (!first) throw new Error('SQLite always has a read version');
+    expect(answers.joining(first)).toBeUndefined();
+    const settle = answers.computing(first);
+    const together = answers.sharing('/v1/x', ['a']);
+    const joined = together && answers.joining(together);
+    expect(joined).toBeInstanceOf(Promise);
+    // Another page is its own computation.
+    expect(answers.joining(answers.sharing('/v1/x', ['b'])!)).toBeUndefined();
+    await seedScan(db);
+    const afterWrite = answers.sharing('/v1/x', ['a']);
+    expect(afterWrite && answers.joining(afterWrite)).toBeUndefined();
+    const result = page(3);
+    settle({ result, note: { target: 'a' } });
+    expect(await joined).toEqual({ result, note: { target: 'a' } });
+    // Done: nothing under way to join any more.
+    expect(together && answers.joining(together)).toBeUndefined();
+  });
+
+  it('gives those who joined nothing when the computation failed, so each computes its own', async () => {
+    const answers = new SharedAnswers(db);
+    const sharing = answers.sharing('/v1/x', ['a'])!;
+    const settle = answers.computing(sharing);
+    const joined = answers.joining(sharing);
+    settle(undefined);
+    expect(await joined).toBeUndefined();
+    expect(answers.joining(sharing)).toBeUndefined();
+  });
+
   it('keeps at most so many answers and items, the least recently used going first', () => {
     const answers = new SharedAnswers(db, { entries: 2, items: 10, bytes: 1 << 20 });
     const a = keepPage(answers, 'a');
