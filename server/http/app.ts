@@ -163,6 +163,7 @@ export function createApp(services: Runtime): express.Express {
   const jsonBody = express.json({ limit: JSON_BODY_LIMIT, type: 'application/json', strict: true });
   // A burst of handlers must not hold the event loop for one long iteration (server/http/turns.ts).
   const turns = createTurns();
+  const seenSockets = new WeakSet<object>();
   const sharedAnswers = new SharedAnswers(services.db);
 
   app.use(requestContext);
@@ -302,6 +303,11 @@ export function createApp(services: Runtime): express.Express {
         throw new MiaError('unsupported_media_type', 'Request body must be JSON', 'Content-Type: application/json');
       }
       body = parseInput(route.body, req.body ?? {}, 'body');
+    }
+    // A connection's first request: others may be waiting to be accepted, one per iteration.
+    if (!seenSockets.has(req.socket)) {
+      seenSockets.add(req.socket);
+      turns.arrived();
     }
     // A kept answer takes its turn too: 50 answers of 500 results written in one iteration
     // held some over 1 s (bench/api.bench.ts, limit=500).

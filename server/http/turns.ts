@@ -16,22 +16,29 @@
  * iteration lets in the small callers first and then one large one, so 25 clients paging by 500
  * do not put 25 x 10 ms in front of a 50-row worklist page (that queue was 330 ms at the median
  * for the small pages, measured by bench/api.bench.ts). A large caller still enters every
- * iteration, so the lane cannot starve; with no small caller waiting, large ones enter as many
- * as fit a quarter of the budget (LARGE_ONLY_SHARE).
+ * iteration, so the lane cannot starve.
+ *
+ * The loop accepts one new connection per iteration (libuv 1.45 stopped accepting in a loop:
+ * "unix: don't accept() connections in a loop"), so while connections arrive iterations get a
+ * quarter of the budget (ARRIVING_SHARE).
  */
 
 /** Target length of one event-loop iteration under load. */
 const BUDGET_MS = 20;
 /**
- * The budget's share for an iteration of large pages alone. The loop accepts one new connection
- * per iteration (libuv 1.45 stopped accepting in a loop: "unix: don't accept() connections in a
- * loop"), so under limit=500 load at 20 ms iterations 50 clients connecting at once were accepted
- * one every ~18 ms, the last after 0.92 s, and 11-21 of their first answers took over 1 s; at a
- * quarter of it (one 6 ms page an iteration) the 50 were in within 0.39 s and none took 1 s
- * (scratch probe, 2026-11-26, loaded 2-core machine). Small pages keep the whole budget: a quarter
- * for every lane cost the 50-row pages beside large ones 5x their throughput.
+ * The budget's share for iterations while new connections arrive. Under limit=500 load at 20 ms
+ * iterations, 50 clients connecting at once were accepted one every ~18 ms, the last after
+ * 0.92 s, and 11-21 of their first answers took over 1 s; at a quarter of it the 50 were in
+ * within 0.39 s and none took 1 s (scratch probe, 2026-11-26, loaded 2-core machine). This
+ * quarter was first given to every iteration of large pages alone; it is now given to any
+ * iteration within ARRIVAL_WINDOW_MS of a new connection's first request, large pages or not:
+ * 50 clients connecting to a server busy with 50-row pages computed afresh (3 ms each) were
+ * accepted one every 55-130 ms, and 17-33 of their first answers took over 1 s, the slowest
+ * 2.6-3.6 s (bench/api.bench.ts, "a page not kept", 2026-11-28).
  */
-const LARGE_ONLY_SHARE = 4;
+const ARRIVING_SHARE = 4;
+/** How long after a new connection's first request more are expected. */
+const ARRIVAL_WINDOW_MS = 100;
 const MAX_ALLOWANCE = 256;
 
 export type Lane = 'small' | 'large';
@@ -41,6 +48,8 @@ export type Turns = {
   take(lane?: Lane): Promise<void>;
   /** Callers waiting now. */
   readonly waiting: number;
+  /** A request came on a connection not seen before: more may be waiting to be accepted. */
+  arrived(): void;
 };
 
 export function createTurns(budgetMs = BUDGET_MS): Turns {
@@ -50,6 +59,7 @@ export function createTurns(budgetMs = BUDGET_MS): Turns {
   let allowance = 1;
   /** When the last batch was let in and how large it was; null while idle. */
   let last: { at: number; released: number } | null = null;
+  let arrivedAt = -Infinity;
 
   const pump = (): void => {
     scheduled = false;
@@ -58,14 +68,17 @@ export function createTurns(budgetMs = BUDGET_MS): Turns {
       // The time since the last batch is that batch's synchronous work plus the poll phase
       // between: size the next batch so the iteration fits the budget.
       const iteration = Math.max(now - last.at, 0.05);
-      const budget = queue.length > 0 ? budgetMs : budgetMs / LARGE_ONLY_SHARE;
+      const budget = now - arrivedAt < ARRIVAL_WINDOW_MS ? budgetMs / ARRIVING_SHARE : budgetMs;
       const fitting = Math.floor((last.released * budget) / iteration);
       allowance = Math.max(1, Math.min(MAX_ALLOWANCE, allowance * 2, fitting));
     }
     const batch = queue.splice(0, allowance);
     batch.push(...largeQueue.splice(0, batch.length > 0 ? 1 : allowance));
     for (const release of batch) release();
-    if (queue.length > 0 || largeQueue.length > 0) {
+    // Measured on the next iteration even when none is left waiting: an allowance grown on cheap
+    // callers (kept pages) was never measured again while every batch emptied the queue, and let
+    // in 20-50 pages computed afresh at once, iterations of 60-130 ms (bench/api.bench.ts).
+    if (batch.length > 0) {
       last = { at: now, released: batch.length };
       scheduled = true;
       // An immediate queued from the check phase runs on the next iteration, after a poll.
@@ -87,6 +100,9 @@ export function createTurns(budgetMs = BUDGET_MS): Turns {
     },
     get waiting() {
       return queue.length + largeQueue.length;
+    },
+    arrived() {
+      arrivedAt = performance.now();
     },
   };
 }

@@ -57,6 +57,67 @@ describe('turns', () => {
     expect(iterations).toBeLessThanOrEqual(10);
   });
 
+  it('sizes its batches again when work gets dearer, even when each batch empties the queue', async () => {
+    const turns = createTurns(20);
+    // Cheap callers (kept pages) grow the allowance to its most.
+    await Promise.all(Array.from({ length: 300 }, () => turns.take()));
+    // Then 20 connections each asking again as soon as answered, 3 ms of work a time (pages
+    // computed afresh): every batch lets in all who wait, so the queue is empty after each.
+    let inThisIteration = 0;
+    const perIteration: number[] = [];
+    let counting = true;
+    const tick = (): void => {
+      if (inThisIteration > 0) perIteration.push(inThisIteration);
+      inThisIteration = 0;
+      if (counting) setImmediate(tick);
+    };
+    setImmediate(tick);
+    await Promise.all(
+      Array.from({ length: 20 }, async () => {
+        for (let round = 0; round < 8; round++) {
+          await turns.take();
+          inThisIteration += 1;
+          busy(3);
+        }
+      }),
+    );
+    counting = false;
+    // The first batch goes by the old allowance; after it, about 20 ms of work an iteration.
+    expect(Math.max(...perIteration.slice(2))).toBeLessThanOrEqual(10);
+  });
+
+  it('lets fewer callers in each iteration while new connections are arriving, so the loop accepts them sooner', async () => {
+    /** The most callers let in between two polls, for 40 callers of 3 ms each. */
+    const mostInOneIteration = async (arriving: boolean): Promise<number> => {
+      const turns = createTurns(20);
+      let inThisIteration = 0;
+      let most = 0;
+      let counting = true;
+      const tick = (): void => {
+        most = Math.max(most, inThisIteration);
+        inThisIteration = 0;
+        if (counting) setImmediate(tick);
+      };
+      setImmediate(tick);
+      await Promise.all(
+        Array.from({ length: 40 }, () => {
+          if (arriving) turns.arrived();
+          return turns.take().then(() => {
+            // Each caller is another connection's first request.
+            if (arriving) turns.arrived();
+            inThisIteration += 1;
+            busy(3);
+          });
+        }),
+      );
+      counting = false;
+      return Math.max(most, inThisIteration);
+    };
+    // A quarter of the 20 ms budget fits one 3 ms caller; the whole of it six.
+    expect(await mostInOneIteration(true)).toBeLessThanOrEqual(2);
+    expect(await mostInOneIteration(false)).toBeGreaterThanOrEqual(4);
+  });
+
   it('lets small callers in ahead of a queue of large ones, and still one large one each iteration', async () => {
     const turns = createTurns(20);
     const events: string[] = [];
