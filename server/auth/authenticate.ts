@@ -8,7 +8,8 @@ import type { Role, Scope } from '#common/vocabulary.ts';
 import { GRANTABLE_SCOPES } from '#common/vocabulary.ts';
 import type { Clock } from '#server/clock.ts';
 import type { Database } from '#server/store/database.ts';
-import { findApiKeyByDigest, touchApiKey } from '#server/store/api-keys.ts';
+import { touchApiKey } from '#server/store/api-keys.ts';
+import { findKnownApiKey } from '#server/auth/known-keys.ts';
 import { findDeviceByDigest, touchDevice, type DeviceRow } from '#server/store/devices.ts';
 import { digestKey, digestsEqual, keyShapeProblem } from '#server/auth/key-format.ts';
 import { effectiveScopes } from '#server/auth/scopes.ts';
@@ -57,7 +58,7 @@ export async function authenticate(db: Database, clock: Clock, header: string | 
   if (problem) return fail(`malformed API key (${problem})`);
 
   const digest = digestKey(presented);
-  const found = await findApiKeyByDigest(db, digest);
+  const found = await findKnownApiKey(db, digest);
   if (!found) {
     const device = await findDeviceByDigest(db, digest);
     if (device && digestsEqual(device.key_digest, digest)) return await authenticateDevice(db, clock, device);
