@@ -225,6 +225,26 @@ ask one URL measure that, as a worklist polled by many workstations is; the "pag
 asks a different page each time (a cursor walking ${COLD_PAGES} pages, more than the 32 kept), which is
 what every first request after a change costs. Before (same fixture, 2026-11-27, one URL): 1,363 req/s, p99 58 ms.
 
+Tails (2026-11-28, a machine about half as fast as the day before: bare Express 2,900-3,200 req/s
+against 4,700-6,600). Three things held answers for 0.5-3.6 s, each at 50 connections:
+- A write ends every kept page, and the server's node heartbeat is one every 5 s. Every request
+  let in with the next batch then computed the 500-result page again: the event loop stalled
+  0.6-0.9 s each time (limit=500: p99 831 ms, 4 answers over 1 s). Requests that miss together
+  now wait for one computation at the same read version (a request made after a write has
+  another version and computes its own, so it sees the write): p99 91 ms, none over 1 s. An idle
+  worker's claim of queued analyses, matching no row, also ended every kept page every 2 s; a
+  write that changes no row no longer does.
+- The turns' allowance (server/http/turns.ts), grown to 256 on kept pages, was never measured
+  again while each batch emptied the queue, so 20-50 pages computed afresh ran in one iteration
+  of 60-130 ms. The loop accepts one new connection per iteration, so 50 clients connecting took
+  up to 3.6 s to get a first answer ("a page not kept": 17-33 over 1 s). Batches are now
+  measured after the queue empties, and a connection's first request gives the next 100 ms of
+  iterations a quarter of the budget. In A B A B runs of this bench, same minutes: answers over
+  1 s across all rows 25 and 21 -> 0 and 0; slowest "page not kept" 3,569 and 3,365 ms -> 332 and
+  545; req/s within 5 %; p99 of limit 50 58-61 -> 64-70 ms.
+- Each request looked its API key up in SQLite (about 40 of the ~650 us a kept page costs the
+  server): keys found are now kept while the store is unchanged (server/auth/known-keys.ts).
+
 Instance rows (2026-11-26): until this run the fixture's series had none, and a result's slice
 number and size in mm come from them. With ${SLICES} per series, as an imported CT series has, the
 server read every instance of every series on a page to number its findings' slices:
