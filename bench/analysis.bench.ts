@@ -173,7 +173,7 @@ export async function run(): Promise<string> {
   const cpu = cpus()[0]?.model ?? 'unknown CPU';
   const cores = availableParallelism();
   const verdict = rows
-    .map((r) => `${r.modality} ${r.ratio.toFixed(2)}x ${r.ratio >= 0.9 ? 'meets' : 'misses'} it`)
+    .map((r) => `${r.modality} ${r.ratio.toFixed(3)}x ${r.ratio >= 0.9 ? 'meets' : 'misses'} it`)
     .join(', ');
   const lines = [
     '## Analysis',
