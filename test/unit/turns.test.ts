@@ -87,7 +87,7 @@ describe('turns', () => {
   });
 
   it('lets fewer callers in each iteration while new connections are arriving, so the loop accepts them sooner', async () => {
-    /** The most callers let in between two polls, for 40 callers of 3 ms each. */
+    /** The most callers let in between two polls, for 80 callers of 3 ms each (enough iterations for the allowance to grow on a slow host). */
     const mostInOneIteration = async (arriving: boolean): Promise<number> => {
       const turns = createTurns(20);
       let inThisIteration = 0;
@@ -100,7 +100,7 @@ describe('turns', () => {
       };
       setImmediate(tick);
       await Promise.all(
-        Array.from({ length: 40 }, () => {
+        Array.from({ length: 80 }, () => {
           if (arriving) turns.arrived();
           return turns.take().then(() => {
             // Each caller is another connection's first request.
